@@ -1,0 +1,1 @@
+//! tether host library (work in progress).

@@ -1,0 +1,20 @@
+//! Fails when a checked-in generated file no longer matches its `.proto` source.
+
+use std::fs;
+
+#[test]
+fn checked_in_generated_code_matches_the_proto_files() {
+    let root = tether_codegen::workspace_root();
+    let mut stale = Vec::new();
+    for job in tether_codegen::JOBS {
+        let fresh = tether_codegen::generate(&root, job).expect("proto files compile");
+        let checked_in = fs::read_to_string(root.join(job.output)).unwrap_or_default();
+        if fresh != checked_in {
+            stale.push(job.output);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale generated code in {stale:?}: run `cargo run -p tether-codegen` and commit the result"
+    );
+}

@@ -1,0 +1,1 @@
+//! tether plugin SDK (work in progress).
