@@ -440,6 +440,128 @@ mod tests {
         );
     }
 
+    /// A certificate shaped like go-plugin's: P-521, ECDSA-SHA512, CA:TRUE.
+    fn go_style_identity() -> Identity {
+        let key_pair = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P521_SHA512).unwrap();
+        let mut params = CertificateParams::new(vec![SERVER_NAME.to_owned()]).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, SERVER_NAME);
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "HashiCorp");
+        params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+            KeyUsagePurpose::KeyCertSign,
+        ];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ClientAuth,
+            ExtendedKeyUsagePurpose::ServerAuth,
+        ];
+        let cert = params.self_signed(&key_pair).unwrap();
+        Identity {
+            cert: cert.der().clone(),
+            key: PrivatePkcs8KeyDer::from(key_pair.serialize_der()),
+        }
+    }
+
+    /// Runs a TLS handshake in memory; `Err` carries the first side's error.
+    fn handshake_in_memory(
+        client: ClientConfig,
+        server: ServerConfig,
+    ) -> Result<(), rustls::Error> {
+        let mut client = rustls::ClientConnection::new(Arc::new(client), server_name())?;
+        let mut server = rustls::ServerConnection::new(Arc::new(server))?;
+        for _round in 0..10 {
+            let mut buf = Vec::new();
+            while client.wants_write() {
+                client.write_tls(&mut buf).unwrap();
+            }
+            let mut rd = &buf[..];
+            while !rd.is_empty() {
+                server.read_tls(&mut rd).unwrap();
+            }
+            server.process_new_packets()?;
+            let mut buf = Vec::new();
+            while server.wants_write() {
+                server.write_tls(&mut buf).unwrap();
+            }
+            let mut rd = &buf[..];
+            while !rd.is_empty() {
+                client.read_tls(&mut rd).unwrap();
+            }
+            client.process_new_packets()?;
+            if !client.is_handshaking() && !server.is_handshaking() {
+                assert_eq!(client.alpn_protocol(), Some(ALPN_H2));
+                return Ok(());
+            }
+        }
+        panic!("the handshake did not finish in 10 rounds");
+    }
+
+    #[test]
+    fn mutual_tls_succeeds_when_each_side_pins_the_other() {
+        let host = Identity::generate().unwrap();
+        let plugin = Identity::generate().unwrap();
+        handshake_in_memory(
+            client_config(&host, plugin.cert_der().clone()).unwrap(),
+            server_config(&plugin, host.cert_der().clone()).unwrap(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn go_plugin_p521_ca_certificates_are_accepted_both_ways() {
+        let host = Identity::generate().unwrap();
+        let go = go_style_identity();
+        // tether host, Go plugin.
+        handshake_in_memory(
+            client_config(&host, go.cert_der().clone()).unwrap(),
+            server_config(&go, host.cert_der().clone()).unwrap(),
+        )
+        .unwrap();
+        // Go host, tether plugin.
+        handshake_in_memory(
+            client_config(&go, host.cert_der().clone()).unwrap(),
+            server_config(&host, go.cert_der().clone()).unwrap(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_server_presenting_another_certificate_than_announced_is_refused() {
+        let host = Identity::generate().unwrap();
+        let announced = Identity::generate().unwrap();
+        let presented = Identity::generate().unwrap();
+        let err = handshake_in_memory(
+            client_config(&host, announced.cert_der().clone()).unwrap(),
+            server_config(&presented, host.cert_der().clone()).unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, rustls::Error::InvalidCertificate(_)),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_client_presenting_another_certificate_than_pinned_is_refused() {
+        let host = Identity::generate().unwrap();
+        let intruder = Identity::generate().unwrap();
+        let plugin = Identity::generate().unwrap();
+        let err = handshake_in_memory(
+            client_config(&intruder, plugin.cert_der().clone()).unwrap(),
+            server_config(&plugin, host.cert_der().clone()).unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, rustls::Error::InvalidCertificate(_)),
+            "{err:?}"
+        );
+    }
+
     #[test]
     fn the_provider_verifies_p521_signatures() {
         let schemes = crypto_provider()
