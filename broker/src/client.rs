@@ -1,0 +1,579 @@
+//! The running plugin ([`PluginClient`]) and the start-up sequence that makes one:
+//! prepare → spawn → handshake → connect → health check.
+
+use std::future::Future;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tether_proto::handshake::{Address, Handshake, HandshakeError, MAX_LINE_LEN};
+use tether_proto::tls::{self, Identity};
+use tokio::process::ChildStdout;
+use tonic::transport::Channel;
+
+use crate::config::{HandshakeConfig, PluginClientBuilder, Settings};
+use crate::connect::{self, ConnectError, Target};
+use crate::error::{
+    Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError, ShutdownOutcome, StartError,
+};
+use crate::handshake_reader::{self, LineReader, ReadFailure, StrayLimit, StrayOutput};
+use crate::health::{self, HealthFailure};
+use crate::launch::{self, PrivateDir};
+use crate::output::{self, SharedTail, StderrTail};
+use crate::process::ProcessGroup;
+use crate::shutdown::{Graceful, Launched};
+use crate::stdio;
+
+/// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
+/// been ended, so the pipe closes almost at once).
+const STDERR_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// When stdout ends or a connection fails, how long to wait for the plugin's exit before
+/// reporting the failure itself rather than the exit.
+const EXIT_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A running plugin, connected and healthy.
+///
+/// Make one with [`PluginClient::builder`]; talk to it through [`channel`](Self::channel);
+/// end it with [`shutdown`](Self::shutdown) (or by dropping it, see below).
+///
+/// # Dropping
+/// Dropping a running client sends `SIGTERM` to the plugin's process group at once and leaves
+/// the rest — the terminate grace, `SIGKILL`, reaping and removing the private directory — to a
+/// small detached thread, so it never blocks the async runtime. If the host process exits right
+/// after the drop, that thread dies with it: the plugin got `SIGTERM`, but the private directory
+/// may be left behind. Call [`shutdown`](Self::shutdown) for a graceful, complete ending.
+///
+/// # Exit of the plugin
+/// If the plugin exits on its own, [`is_running`](Self::is_running) turns `false`,
+/// [`exited`](Self::exited) completes, whatever was left of its process group is killed, and
+/// calls on the channel fail (reconnecting is refused).
+#[derive(Debug)]
+pub struct PluginClient {
+    launched: Launched,
+    channel: Channel,
+    app_version: u32,
+    address: Address,
+    peer_fingerprint: Option<String>,
+    stderr_tail: SharedTail,
+    shutdown_rpc_timeout: Duration,
+    shutdown_grace: Duration,
+}
+
+impl PluginClient {
+    /// Starts configuring the launch of `program` (a path; it is not searched in `PATH`).
+    pub fn builder(program: impl Into<std::path::PathBuf>) -> PluginClientBuilder {
+        PluginClientBuilder::new(program)
+    }
+
+    /// The gRPC channel to the plugin, for generated clients: `KvClient::new(plugin.channel())`.
+    ///
+    /// Cheap to clone; all clones share one HTTP/2 connection.
+    #[must_use]
+    pub fn channel(&self) -> Channel {
+        self.channel.clone()
+    }
+
+    /// The plugin's name in logs and errors.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.launched.plugin
+    }
+
+    /// The app protocol version the plugin chose (one the host offered).
+    #[must_use]
+    pub fn app_version(&self) -> u32 {
+        self.app_version
+    }
+
+    /// The plugin's process id (also its process group id).
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.launched.group.pid()
+    }
+
+    /// Where the plugin listens: a unix socket in its private directory or a loopback TCP
+    /// address.
+    #[must_use]
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// SHA-256 fingerprint of the plugin's TLS certificate (`aa:bb:…`); `None` for plaintext.
+    #[must_use]
+    pub fn peer_fingerprint(&self) -> Option<&str> {
+        self.peer_fingerprint.as_deref()
+    }
+
+    /// Whether the connection is AutoMTLS (rather than [plaintext](PluginClientBuilder::plaintext)).
+    #[must_use]
+    pub fn is_tls(&self) -> bool {
+        self.peer_fingerprint.is_some()
+    }
+
+    /// Whether the plugin process is still running.
+    #[must_use]
+    pub fn is_running(&self) -> bool {
+        self.launched.group.exit_status().is_none()
+    }
+
+    /// The plugin's exit status, once it has exited.
+    #[must_use]
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.launched.group.exit_status()
+    }
+
+    /// Completes when the plugin process exits, with its status. Does not borrow the client, so
+    /// it can be awaited in a task or `select!` next to calls.
+    pub fn exited(&self) -> impl Future<Output = ExitStatus> + Send + 'static {
+        let group = Arc::clone(&self.launched.group);
+        async move { group.exited().await }
+    }
+
+    /// The last bytes the plugin wrote to stderr (see
+    /// [`DEFAULT_STDERR_TAIL_LEN`](crate::DEFAULT_STDERR_TAIL_LEN)).
+    #[must_use]
+    pub fn stderr_tail(&self) -> String {
+        output::snapshot(&self.stderr_tail)
+    }
+
+    /// Ends the plugin and cleans up after it.
+    ///
+    /// Calls `GRPCController.Shutdown` (at most
+    /// [`DEFAULT_SHUTDOWN_RPC_TIMEOUT`](crate::DEFAULT_SHUTDOWN_RPC_TIMEOUT)), waits up to
+    /// [`DEFAULT_SHUTDOWN_GRACE`](crate::DEFAULT_SHUTDOWN_GRACE) for it to exit, then sends
+    /// `SIGTERM` to its whole process group, waits up to
+    /// [`DEFAULT_TERMINATE_GRACE`](crate::DEFAULT_TERMINATE_GRACE), then `SIGKILL`. The plugin
+    /// is reaped, the rest of its group killed and its private directory (socket, temporary
+    /// files) removed.
+    ///
+    /// # Errors
+    /// A [`ShutdownError`] if signals cannot be sent, the plugin survives `SIGKILL`, or the
+    /// private directory cannot be removed.
+    pub async fn shutdown(mut self) -> Result<ShutdownOutcome, ShutdownError> {
+        let graceful = Graceful {
+            channel: &self.channel,
+            rpc_timeout: self.shutdown_rpc_timeout,
+            grace: self.shutdown_grace,
+        };
+        self.launched.shutdown(Some(graceful)).await
+    }
+}
+
+/// The start-up sequence behind [`PluginClientBuilder::start`].
+pub(crate) async fn start(
+    settings: Settings,
+    handshake: HandshakeConfig,
+) -> Result<PluginClient, StartError> {
+    let started = Instant::now();
+    let name: Arc<str> = settings.display_name().into();
+    let plugin = &*name;
+    let prepare_error = |what, source| StartError::Prepare {
+        plugin: plugin.to_owned(),
+        what,
+        source,
+    };
+
+    let dir = PrivateDir::create(settings.runtime_dir.as_deref())
+        .map_err(|e| prepare_error("creating the private directory", e.into()))?;
+    let identity = if settings.plaintext {
+        tracing::warn!(
+            plugin,
+            "AutoMTLS is off: the connection to this plugin is neither encrypted nor authenticated"
+        );
+        None
+    } else {
+        Some(Identity::generate().map_err(|e| prepare_error("generating the TLS identity", e.into()))?)
+    };
+    let protocol = launch::protocol_env(
+        &handshake,
+        identity.as_ref().map(Identity::cert_pem),
+        settings.port_range,
+        dir.path(),
+    );
+    let env = launch::build_env(
+        std::env::vars_os(),
+        launch::allowed_names(&settings),
+        &settings.env,
+        protocol,
+        &handshake.cookie_key,
+    );
+    for variable in &env.ignored {
+        tracing::warn!(plugin, ?variable, "ignoring a variable that the protocol sets itself");
+    }
+
+    let spawn_error = |source| StartError::Spawn {
+        plugin: plugin.to_owned(),
+        program: settings.program.clone(),
+        source,
+    };
+    let mut child = launch::spawn(&settings, &env.vars).map_err(spawn_error)?;
+    let pipes = child.stdout.take().zip(child.stderr.take());
+    let group = ProcessGroup::new(child, Arc::clone(&name)).map_err(spawn_error)?;
+    let private_dir = dir.path().to_owned();
+    let mut launched = Launched {
+        group: Arc::clone(&group),
+        dir: Some(dir),
+        plugin: Arc::clone(&name),
+        terminate_grace: settings.terminate_grace,
+    };
+    let Some((stdout, stderr)) = pipes else {
+        let _ = launched.shutdown(None).await;
+        return Err(spawn_error(std::io::Error::other("stdout or stderr was not piped")));
+    };
+    tracing::debug!(plugin, pid = group.pid(), "plugin spawned");
+
+    let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(settings.stderr_tail_len)));
+    let mut stderr_done = output::drain_stderr(stderr, Arc::clone(&name), Arc::clone(&tail));
+    let mut stray = StrayOutput::new(settings.max_stray_lines, settings.max_stray_bytes);
+
+    let result = connect_plugin(
+        &settings,
+        &handshake,
+        &launched,
+        &private_dir,
+        identity.as_ref(),
+        stdout,
+        &mut stray,
+    )
+    .await;
+    match result {
+        Ok(connected) => {
+            tracing::info!(
+                plugin,
+                pid = group.pid(),
+                address = %connected.address,
+                app_version = connected.app_version,
+                tls = connected.peer_fingerprint.is_some(),
+                elapsed = ?started.elapsed(),
+                "plugin started"
+            );
+            Ok(PluginClient {
+                launched,
+                channel: connected.channel,
+                app_version: connected.app_version,
+                address: connected.address,
+                peer_fingerprint: connected.peer_fingerprint,
+                stderr_tail: tail,
+                shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
+                shutdown_grace: settings.shutdown_grace,
+            })
+        }
+        Err(mut error) => {
+            tracing::debug!(plugin, phase = %error.phase(), "plugin start failed; ending it");
+            if let Err(e) = launched.shutdown(None).await {
+                tracing::warn!(plugin, error = %e, "cleaning up after the failed start failed");
+            }
+            let _ = tokio::time::timeout(STDERR_SETTLE_TIMEOUT, stderr_done.wait_for(|done| *done))
+                .await;
+            error.set_output(PluginOutput {
+                stdout: stray.printed(),
+                stderr_tail: output::snapshot(&tail),
+            });
+            Err(error)
+        }
+    }
+}
+
+/// What a successful start learned.
+struct Connected {
+    channel: Channel,
+    app_version: u32,
+    address: Address,
+    peer_fingerprint: Option<String>,
+}
+
+/// Handshake, connect and health check. Errors carry an empty [`PluginOutput`], filled in by
+/// the caller once the plugin has been ended.
+async fn connect_plugin(
+    settings: &Settings,
+    handshake: &HandshakeConfig,
+    launched: &Launched,
+    private_dir: &Path,
+    identity: Option<&Identity>,
+    stdout: ChildStdout,
+    stray: &mut StrayOutput,
+) -> Result<Connected, StartError> {
+    let plugin = &*launched.plugin;
+    let group = &launched.group;
+    let exited = |phase, status| StartError::Exited {
+        plugin: plugin.to_owned(),
+        phase,
+        status,
+        output: Box::default(),
+    };
+
+    // Handshake: the first line on stdout that looks like one, within the start timeout.
+    // (+1: a `\r` before the newline.)
+    let mut reader = LineReader::new(stdout, MAX_LINE_LEN + 1);
+    let read = tokio::select! {
+        biased;
+        read = handshake_reader::read_handshake(&mut reader, stray, plugin) => read,
+        status = group.exited() => return Err(exited(Phase::Handshake, status)),
+        () = tokio::time::sleep(settings.start_timeout) => {
+            return Err(StartError::Timeout {
+                plugin: plugin.to_owned(),
+                timeout: settings.start_timeout,
+                output: Box::default(),
+            });
+        }
+    };
+    let hs = match read {
+        Ok(hs) => hs,
+        Err(failure) => return Err(read_failure(failure, handshake, launched).await),
+    };
+    output::drain_stdout(reader, Arc::clone(&launched.plugin));
+    let peer_cert = check_handshake(&hs, handshake, identity.is_some()).map_err(|e| match e {
+        None => StartError::NoAutoMtls {
+            plugin: plugin.to_owned(),
+            output: Box::default(),
+        },
+        Some(reason) => incompatible(plugin, reason, handshake),
+    })?;
+
+    // Connect: only to our private directory or loopback, TLS pinned to the announced cert.
+    let address_error = |problem| StartError::Address {
+        plugin: plugin.to_owned(),
+        address: format!("{}:{}", hs.address.network(), hs.address),
+        problem,
+        output: Box::default(),
+    };
+    let target = connect::check_address(&hs.address, private_dir).map_err(address_error)?;
+    connect::check_socket_file(&target, private_dir).map_err(address_error)?;
+    let address = target.to_string();
+    let tls_config = match (identity, &peer_cert) {
+        (Some(identity), Some(cert)) => Some(Arc::new(
+            tls::client_config(identity, cert.clone().into()).map_err(|e| StartError::Tls {
+                plugin: plugin.to_owned(),
+                address: address.clone(),
+                source: std::io::Error::other(e),
+                output: Box::default(),
+            })?,
+        )),
+        _ => None,
+    };
+    let connected = connect::connect(
+        target.clone(),
+        tls_config,
+        Arc::clone(group),
+        settings.connect_timeout,
+    )
+    .await;
+    let channel = match connected {
+        Ok(channel) => channel,
+        Err(e) => {
+            if let Some(status) = group.exited_within(EXIT_SETTLE_TIMEOUT).await {
+                return Err(exited(Phase::Connect, status));
+            }
+            return Err(connect_error(plugin, address, e, settings.connect_timeout));
+        }
+    };
+
+    // Health check.
+    if let Err(failure) = health::check(channel.clone(), settings.health_timeout).await {
+        if let Some(status) = group.exited_within(EXIT_SETTLE_TIMEOUT).await {
+            return Err(exited(Phase::HealthCheck, status));
+        }
+        return Err(health_error(plugin, failure, settings.health_timeout));
+    }
+    stdio::drain(channel.clone(), Arc::clone(&launched.plugin));
+    Ok(Connected {
+        channel,
+        app_version: hs.app_version,
+        address: match target {
+            Target::Unix(path) => Address::Unix(path),
+            Target::Tcp(addr) => Address::Tcp(addr),
+        },
+        peer_fingerprint: peer_cert.as_deref().map(tls::fingerprint),
+    })
+}
+
+/// Checks a parsed handshake against what the host offered; returns the plugin's certificate.
+/// `Err(None)`: TLS is on but the plugin sent no certificate.
+fn check_handshake(
+    hs: &Handshake,
+    handshake: &HandshakeConfig,
+    tls: bool,
+) -> Result<Option<Vec<u8>>, Option<Incompatibility>> {
+    if !handshake.app_versions.contains(&hs.app_version) {
+        return Err(Some(Incompatibility::AppVersion {
+            got: hs.app_version,
+        }));
+    }
+    // The host never sets PLUGIN_MULTIPLEX_GRPC, so `true` breaks the protocol; `false` is fine.
+    if hs.multiplex == Some(true) {
+        return Err(Some(Incompatibility::Multiplexing));
+    }
+    match (tls, &hs.server_cert) {
+        (true, None) => Err(None),
+        (false, Some(_)) => Err(Some(Incompatibility::UnrequestedTls)),
+        (_, cert) => Ok(cert.clone()),
+    }
+}
+
+fn incompatible(plugin: &str, reason: Incompatibility, handshake: &HandshakeConfig) -> StartError {
+    StartError::Incompatible {
+        plugin: plugin.to_owned(),
+        reason,
+        offered: handshake.app_versions.clone(),
+        output: Box::default(),
+    }
+}
+
+async fn read_failure(
+    failure: ReadFailure,
+    handshake: &HandshakeConfig,
+    launched: &Launched,
+) -> StartError {
+    let plugin = &*launched.plugin;
+    let too_much = |limit| StartError::TooMuchOutput {
+        plugin: plugin.to_owned(),
+        limit,
+        output: Box::default(),
+    };
+    match failure {
+        ReadFailure::Eof | ReadFailure::Io(_) => {
+            if let ReadFailure::Io(e) = &failure {
+                tracing::debug!(plugin, error = %e, "reading the plugin's stdout failed");
+            }
+            match launched.group.exited_within(EXIT_SETTLE_TIMEOUT).await {
+                Some(status) => StartError::Exited {
+                    plugin: plugin.to_owned(),
+                    phase: Phase::Handshake,
+                    status,
+                    output: Box::default(),
+                },
+                None => StartError::StdoutClosed {
+                    plugin: plugin.to_owned(),
+                    output: Box::default(),
+                },
+            }
+        }
+        ReadFailure::LineTooLong => too_much(OutputLimit::LineLength(MAX_LINE_LEN)),
+        ReadFailure::TooMuchStray(StrayLimit::Lines(n)) => too_much(OutputLimit::Lines(n)),
+        ReadFailure::TooMuchStray(StrayLimit::Bytes(n)) => too_much(OutputLimit::Bytes(n)),
+        ReadFailure::Malformed { line, error } => match error {
+            HandshakeError::UnsupportedCoreVersion(got) => {
+                incompatible(plugin, Incompatibility::CoreVersion { got }, handshake)
+            }
+            HandshakeError::UnsupportedProtocol(got) => {
+                incompatible(plugin, Incompatibility::Protocol { got }, handshake)
+            }
+            error => StartError::Malformed {
+                plugin: plugin.to_owned(),
+                line,
+                error,
+                output: Box::default(),
+            },
+        },
+    }
+}
+
+fn connect_error(plugin: &str, address: String, error: ConnectError, timeout: Duration) -> StartError {
+    let plugin = plugin.to_owned();
+    let output = Box::default();
+    match error {
+        ConnectError::Tls(source) => StartError::Tls {
+            plugin,
+            address,
+            source,
+            output,
+        },
+        ConnectError::Timeout => StartError::ConnectTimeout {
+            plugin,
+            address,
+            timeout,
+            output,
+        },
+        ConnectError::Io(source) => StartError::Connect {
+            plugin,
+            address,
+            source,
+            output,
+        },
+        ConnectError::Exited => StartError::Connect {
+            plugin,
+            address,
+            source: "the plugin exited".into(),
+            output,
+        },
+    }
+}
+
+fn health_error(plugin: &str, failure: HealthFailure, timeout: Duration) -> StartError {
+    let plugin = plugin.to_owned();
+    let output = Box::default();
+    match failure {
+        HealthFailure::Rpc(status) => StartError::HealthCheck {
+            plugin,
+            source: Box::new(status),
+            output,
+        },
+        HealthFailure::NotServing(status) => StartError::Unhealthy {
+            plugin,
+            status,
+            output,
+        },
+        HealthFailure::Timeout => StartError::HealthTimeout {
+            plugin,
+            timeout,
+            output,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tether_proto::handshake::Protocol;
+
+    use super::*;
+
+    fn handshake(app_version: u32, cert: Option<Vec<u8>>, multiplex: Option<bool>) -> Handshake {
+        Handshake {
+            core_version: 1,
+            app_version,
+            address: Address::Unix("/tmp/x/plugin".into()),
+            protocol: Protocol::Grpc,
+            server_cert: cert,
+            multiplex,
+        }
+    }
+
+    #[test]
+    fn a_version_the_host_did_not_offer_is_incompatible() {
+        let config = HandshakeConfig::new("K", "V").app_versions([1, 2]);
+        assert_eq!(
+            check_handshake(&handshake(3, Some(vec![1]), None), &config, true),
+            Err(Some(Incompatibility::AppVersion { got: 3 }))
+        );
+        assert!(check_handshake(&handshake(2, Some(vec![1]), None), &config, true).is_ok());
+    }
+
+    #[test]
+    fn multiplexing_turned_on_is_refused_and_turned_off_is_fine() {
+        let config = HandshakeConfig::new("K", "V");
+        assert_eq!(
+            check_handshake(&handshake(1, None, Some(true)), &config, false),
+            Err(Some(Incompatibility::Multiplexing))
+        );
+        assert_eq!(
+            check_handshake(&handshake(1, None, Some(false)), &config, false),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_missing_certificate_with_tls_on_means_no_automtls() {
+        let config = HandshakeConfig::new("K", "V");
+        assert_eq!(check_handshake(&handshake(1, None, None), &config, true), Err(None));
+        assert_eq!(
+            check_handshake(&handshake(1, Some(vec![7]), None), &config, false),
+            Err(Some(Incompatibility::UnrequestedTls))
+        );
+        assert_eq!(
+            check_handshake(&handshake(1, Some(vec![7]), None), &config, true),
+            Ok(Some(vec![7]))
+        );
+    }
+}

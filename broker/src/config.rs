@@ -1,0 +1,430 @@
+//! What to launch and how: [`HandshakeConfig`], the [`PluginClientBuilder`] and every default
+//! timeout and limit as a named constant.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::client::PluginClient;
+use crate::error::StartError;
+
+/// How long a plugin has from spawn to printing its handshake line.
+///
+/// go-plugin waits a minute. Local plugins print their handshake within tens of milliseconds
+/// (key generation included), and a cold start of a large binary on a loaded machine within a
+/// few seconds; 20 s leaves a wide margin for that while a hung plugin still fails a host's
+/// start-up in seconds rather than a minute. Override with
+/// [`PluginClientBuilder::start_timeout`].
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long connecting to the announced address, TLS handshake included, may take.
+///
+/// Both ends are on this machine and the listener exists before the handshake is printed, so
+/// this normally takes about a millisecond. Override with
+/// [`PluginClientBuilder::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the start-up health check (`grpc.health.v1.Health/Check`) may take.
+/// Override with [`PluginClientBuilder::health_timeout`].
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the `GRPCController.Shutdown` call may take during
+/// [`PluginClient::shutdown`]. Override with [`PluginClientBuilder::shutdown_rpc_timeout`].
+pub const DEFAULT_SHUTDOWN_RPC_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long [`PluginClient::shutdown`] waits for the plugin to exit after asking it to (go-plugin
+/// hard-codes the same 2 s) before sending `SIGTERM` to its process group.
+/// Override with [`PluginClientBuilder::shutdown_grace`].
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// How long the plugin has to exit after `SIGTERM` before its process group gets `SIGKILL`.
+/// Override with [`PluginClientBuilder::terminate_grace`].
+pub const DEFAULT_TERMINATE_GRACE: Duration = Duration::from_secs(2);
+
+/// How long to wait for the plugin to be reaped after `SIGKILL` before giving up (a process in
+/// uninterruptible sleep cannot die sooner). Not configurable: `SIGKILL` cannot be caught.
+pub const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many lines a plugin may print on stdout before its handshake line.
+///
+/// go-plugin hosts treat any such line as fatal; tether logs and skips them (a plugin's runtime
+/// or a wrapper script may print a banner) but bounds them, because a plugin that prints
+/// thousands of lines is not going to print a handshake. Override with
+/// [`PluginClientBuilder::max_stray_lines`].
+pub const DEFAULT_MAX_STRAY_LINES: usize = 100;
+
+/// How many bytes of stray stdout (lines before the handshake) a plugin may print in total.
+/// Override with [`PluginClientBuilder::max_stray_bytes`].
+pub const DEFAULT_MAX_STRAY_BYTES: usize = 64 * 1024;
+
+/// How many of the last bytes of a plugin's stderr are kept for error messages.
+/// Override with [`PluginClientBuilder::stderr_tail_len`].
+pub const DEFAULT_STDERR_TAIL_LEN: usize = 4 * 1024;
+
+/// At most this many bytes of stdout are quoted in an error message.
+pub const MAX_QUOTED_STDOUT: usize = 1024;
+
+/// Output lines after the handshake are logged in pieces of at most this many bytes (go-plugin
+/// splits at 64 KiB too), so a plugin that never prints a newline cannot make the host buffer
+/// without bound.
+pub const MAX_LOG_LINE_LEN: usize = 64 * 1024;
+
+/// Longest unix socket path portable across the unix kernels tether runs on (`sun_path` is
+/// 108 bytes on Linux and 104 on macOS and the BSDs, terminating NUL included).
+pub const MAX_SOCKET_PATH_LEN: usize = 103;
+
+/// Bytes reserved in [`MAX_SOCKET_PATH_LEN`] for the socket's file name inside the private
+/// directory (go-plugin names it `plugin` + up to 10 digits).
+pub const SOCKET_NAME_RESERVE: usize = 24;
+
+/// The host environment variables passed to every plugin unless
+/// [`PluginClientBuilder::env_allow_defaults`] turns them off.
+///
+/// The plugin's environment starts empty: host variables often hold credentials (cloud keys,
+/// tokens, `SSH_AUTH_SOCK`) and a plugin should get only what it is given. These are passed
+/// because they are harmless and commonly needed:
+/// - `PATH`: plugins that run helper programs find them as the host would;
+/// - `LANG`, `LANGUAGE`, `LC_ALL`, `LC_CTYPE`, `LC_MESSAGES`: text encoding and messages in the
+///   user's language;
+/// - `TZ`: timestamps in plugin logs match the host's.
+///
+/// Deliberately not passed: `HOME` and `USER` (they point at the user's configuration and
+/// credential files; allow them with [`PluginClientBuilder::env_allow`] when a plugin needs
+/// them) and `TMPDIR` (always set to the plugin's private directory).
+pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+];
+
+/// The launch half of the handshake: the magic cookie and the app protocol versions the host
+/// speaks.
+///
+/// ```
+/// let hs = tether_broker::HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1, 2]);
+/// assert_eq!(hs.offered_versions(), &[1, 2]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandshakeConfig {
+    pub(crate) cookie_key: OsString,
+    pub(crate) cookie_value: OsString,
+    pub(crate) app_versions: Vec<u32>,
+}
+
+impl HandshakeConfig {
+    /// A handshake with the magic cookie `key=value` offering app protocol version 1.
+    ///
+    /// The cookie is not a security feature: it only tells a plugin binary that it was started
+    /// by a host rather than by a person.
+    #[must_use]
+    pub fn new(key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        Self {
+            cookie_key: key.into(),
+            cookie_value: value.into(),
+            app_versions: vec![1],
+        }
+    }
+
+    /// The app protocol versions the host supports (replacing the default `[1]`); the plugin
+    /// picks the highest one it also supports.
+    #[must_use]
+    pub fn app_versions(mut self, versions: impl IntoIterator<Item = u32>) -> Self {
+        self.app_versions = versions.into_iter().collect();
+        self
+    }
+
+    /// The app protocol versions offered to the plugin.
+    #[must_use]
+    pub fn offered_versions(&self) -> &[u32] {
+        &self.app_versions
+    }
+}
+
+/// Type state of a [`PluginClientBuilder`] that has no [`HandshakeConfig`] yet; call
+/// [`PluginClientBuilder::handshake`] before [`PluginClientBuilder::start`].
+#[derive(Debug, Clone, Copy)]
+pub struct NoHandshake;
+
+/// Configures and starts a plugin; made by [`PluginClient::builder`].
+///
+/// Every setter consumes and returns the builder. `start` exists only once a
+/// [`HandshakeConfig`] is set, so forgetting it does not compile:
+///
+/// ```compile_fail
+/// # async fn f() {
+/// let plugin = tether_broker::PluginClient::builder("/bin/plugin").start().await;
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `start` is called"]
+pub struct PluginClientBuilder<H = NoHandshake> {
+    pub(crate) settings: Settings,
+    pub(crate) handshake: H,
+}
+
+/// Everything a builder holds except the handshake.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) name: Option<String>,
+    pub(crate) current_dir: Option<PathBuf>,
+    pub(crate) env_allow_defaults: bool,
+    pub(crate) env_allow: Vec<OsString>,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) plaintext: bool,
+    pub(crate) runtime_dir: Option<PathBuf>,
+    pub(crate) port_range: (u16, u16),
+    pub(crate) start_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) health_timeout: Duration,
+    pub(crate) shutdown_rpc_timeout: Duration,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) terminate_grace: Duration,
+    pub(crate) max_stray_lines: usize,
+    pub(crate) max_stray_bytes: usize,
+    pub(crate) stderr_tail_len: usize,
+}
+
+impl Settings {
+    /// The name used in logs and errors: the configured one or the program's file name.
+    pub(crate) fn display_name(&self) -> String {
+        if let Some(name) = &self.name {
+            return name.clone();
+        }
+        self.program
+            .file_name()
+            .unwrap_or(self.program.as_os_str())
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+impl PluginClientBuilder<NoHandshake> {
+    pub(crate) fn new(program: impl Into<PathBuf>) -> Self {
+        Self {
+            settings: Settings {
+                program: program.into(),
+                args: Vec::new(),
+                name: None,
+                current_dir: None,
+                env_allow_defaults: true,
+                env_allow: Vec::new(),
+                env: Vec::new(),
+                plaintext: false,
+                runtime_dir: None,
+                port_range: (
+                    tether_proto::env::DEFAULT_MIN_PORT,
+                    tether_proto::env::DEFAULT_MAX_PORT,
+                ),
+                start_timeout: DEFAULT_START_TIMEOUT,
+                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+                health_timeout: DEFAULT_HEALTH_TIMEOUT,
+                shutdown_rpc_timeout: DEFAULT_SHUTDOWN_RPC_TIMEOUT,
+                shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+                terminate_grace: DEFAULT_TERMINATE_GRACE,
+                max_stray_lines: DEFAULT_MAX_STRAY_LINES,
+                max_stray_bytes: DEFAULT_MAX_STRAY_BYTES,
+                stderr_tail_len: DEFAULT_STDERR_TAIL_LEN,
+            },
+            handshake: NoHandshake,
+        }
+    }
+}
+
+impl<H> PluginClientBuilder<H> {
+    /// Sets the magic cookie and app protocol versions (required before `start`).
+    ///
+    /// ```
+    /// use tether_broker::{HandshakeConfig, PluginClient};
+    /// let builder = PluginClient::builder("/usr/libexec/kv-plugin")
+    ///     .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]));
+    /// ```
+    pub fn handshake(self, handshake: HandshakeConfig) -> PluginClientBuilder<HandshakeConfig> {
+        PluginClientBuilder {
+            settings: self.settings,
+            handshake,
+        }
+    }
+
+    /// Appends one command-line argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.settings.args.push(arg.into());
+        self
+    }
+
+    /// Appends command-line arguments.
+    ///
+    /// ```
+    /// let b = tether_broker::PluginClient::builder("/bin/plugin").args(["--verbose", "-x"]);
+    /// ```
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.settings.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// The name used for this plugin in logs and error messages (default: the program's file
+    /// name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.settings.name = Some(name.into());
+        self
+    }
+
+    /// The plugin's working directory (default: the host's current directory, as go-plugin
+    /// does).
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.settings.current_dir = Some(dir.into());
+        self
+    }
+
+    /// Passes the host's value of `name`, if it has one, to the plugin.
+    ///
+    /// The plugin's environment starts empty; see [`DEFAULT_ENV_ALLOWLIST`].
+    ///
+    /// ```
+    /// let b = tether_broker::PluginClient::builder("/bin/plugin").env_allow("HOME");
+    /// ```
+    pub fn env_allow(mut self, name: impl Into<OsString>) -> Self {
+        self.settings.env_allow.push(name.into());
+        self
+    }
+
+    /// Whether to pass the host's values of [`DEFAULT_ENV_ALLOWLIST`] (default `true`).
+    pub fn env_allow_defaults(mut self, allow: bool) -> Self {
+        self.settings.env_allow_defaults = allow;
+        self
+    }
+
+    /// Sets an environment variable for the plugin, overriding an allowed host value.
+    ///
+    /// The protocol's variables (the cookie, `PLUGIN_*`, `TETHER_*` and `TMPDIR`) are set by
+    /// the host and cannot be overridden here; such entries are ignored with a warning.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.settings.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Turns AutoMTLS off: the plugin connection is neither encrypted nor authenticated.
+    ///
+    /// Only for plugins that cannot do AutoMTLS. The socket still lives in a private `0700`
+    /// directory, but a TCP plugin can then be reached by any local process. A warning is
+    /// logged at start.
+    pub fn plaintext(mut self) -> Self {
+        self.settings.plaintext = true;
+        self
+    }
+
+    /// Directory in which the per-launch private directory (socket, `TMPDIR`) is created.
+    ///
+    /// Default: the host's temporary directory (`TMPDIR`, else `/tmp`), or `/tmp` when that
+    /// path is too long for unix sockets. Must be at most
+    /// [`MAX_SOCKET_PATH_LEN`] − [`SOCKET_NAME_RESERVE`] − 14 bytes long.
+    pub fn runtime_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.settings.runtime_dir = Some(dir.into());
+        self
+    }
+
+    /// TCP ports a plugin serving over TCP may use (`PLUGIN_MIN_PORT`/`PLUGIN_MAX_PORT`;
+    /// default go-plugin's 10000–25000).
+    pub fn port_range(mut self, min: u16, max: u16) -> Self {
+        self.settings.port_range = (min, max);
+        self
+    }
+
+    /// See [`DEFAULT_START_TIMEOUT`].
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.start_timeout = timeout;
+        self
+    }
+
+    /// See [`DEFAULT_CONNECT_TIMEOUT`].
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.connect_timeout = timeout;
+        self
+    }
+
+    /// See [`DEFAULT_HEALTH_TIMEOUT`].
+    pub fn health_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.health_timeout = timeout;
+        self
+    }
+
+    /// See [`DEFAULT_SHUTDOWN_RPC_TIMEOUT`].
+    pub fn shutdown_rpc_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.shutdown_rpc_timeout = timeout;
+        self
+    }
+
+    /// See [`DEFAULT_SHUTDOWN_GRACE`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let b = tether_broker::PluginClient::builder("/bin/plugin")
+    ///     .shutdown_grace(Duration::from_millis(500))
+    ///     .terminate_grace(Duration::from_millis(500));
+    /// ```
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.settings.shutdown_grace = grace;
+        self
+    }
+
+    /// See [`DEFAULT_TERMINATE_GRACE`]. Also used when a [`PluginClient`] is dropped.
+    pub fn terminate_grace(mut self, grace: Duration) -> Self {
+        self.settings.terminate_grace = grace;
+        self
+    }
+
+    /// See [`DEFAULT_MAX_STRAY_LINES`].
+    pub fn max_stray_lines(mut self, lines: usize) -> Self {
+        self.settings.max_stray_lines = lines;
+        self
+    }
+
+    /// See [`DEFAULT_MAX_STRAY_BYTES`].
+    pub fn max_stray_bytes(mut self, bytes: usize) -> Self {
+        self.settings.max_stray_bytes = bytes;
+        self
+    }
+
+    /// See [`DEFAULT_STDERR_TAIL_LEN`].
+    pub fn stderr_tail_len(mut self, bytes: usize) -> Self {
+        self.settings.stderr_tail_len = bytes;
+        self
+    }
+
+    /// The program that will be launched.
+    #[must_use]
+    pub fn program(&self) -> &Path {
+        &self.settings.program
+    }
+}
+
+impl PluginClientBuilder<HandshakeConfig> {
+    /// Spawns the plugin, reads its handshake, connects (AutoMTLS unless
+    /// [`plaintext`](Self::plaintext)) and checks its health.
+    ///
+    /// On failure the plugin's process group is ended and its private directory removed before
+    /// this returns.
+    ///
+    /// # Errors
+    /// A [`StartError`] naming the plugin and the [phase](StartError::phase) that failed, with
+    /// what the plugin printed.
+    pub async fn start(self) -> Result<PluginClient, StartError> {
+        crate::client::start(self.settings, self.handshake).await
+    }
+}
+
+/// Whether `name` is set by the protocol and so cannot come from the host or the user.
+pub(crate) fn is_reserved_env(name: &OsStr, cookie_key: &OsStr) -> bool {
+    name == cookie_key
+        || name == "TMPDIR"
+        || tether_proto::env::ALL.iter().any(|reserved| name == *reserved)
+}

@@ -1,0 +1,614 @@
+//! Errors, grouped by what was being done: [`StartError`] for
+//! [`PluginClientBuilder::start`](crate::PluginClientBuilder::start), [`ShutdownError`] for
+//! [`PluginClient::shutdown`](crate::PluginClient::shutdown).
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use tether_proto::handshake::HandshakeError;
+
+/// Boxed error source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The phase of start-up in which a [`StartError`] happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Making the private directory and the TLS identity, before anything runs.
+    Prepare,
+    /// Starting the plugin's process.
+    Spawn,
+    /// Reading the handshake line from the plugin's stdout and checking it.
+    Handshake,
+    /// Connecting to the announced address (TLS included).
+    Connect,
+    /// The gRPC health check.
+    HealthCheck,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Prepare => "prepare",
+            Self::Spawn => "spawn",
+            Self::Handshake => "handshake",
+            Self::Connect => "connect",
+            Self::HealthCheck => "health check",
+        })
+    }
+}
+
+/// What a plugin had printed when its start failed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginOutput {
+    /// Its stdout before the failure (stray lines and the handshake line), truncated to
+    /// [`MAX_QUOTED_STDOUT`](crate::MAX_QUOTED_STDOUT) bytes.
+    pub stdout: String,
+    /// The last bytes of its stderr (see
+    /// [`DEFAULT_STDERR_TAIL_LEN`](crate::DEFAULT_STDERR_TAIL_LEN)).
+    pub stderr_tail: String,
+}
+
+impl fmt::Display for PluginOutput {
+    /// Writes ` stdout: "…"; stderr (tail): "…"` with both quoted on one line, or a note that
+    /// the plugin printed nothing; meant to end an error message.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.stdout.is_empty(), self.stderr_tail.is_empty()) {
+            (true, true) => f.write_str(" It printed nothing on stdout or stderr."),
+            (false, true) => write!(f, " stdout: {:?}; stderr: empty.", self.stdout),
+            (true, false) => write!(f, " stderr (tail): {:?}", self.stderr_tail),
+            (false, false) => write!(
+                f,
+                " stdout: {:?}; stderr (tail): {:?}",
+                self.stdout, self.stderr_tail
+            ),
+        }
+    }
+}
+
+/// The limit on a plugin's output before its handshake that was exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OutputLimit {
+    /// More stray lines than this.
+    Lines(usize),
+    /// More stray bytes than this.
+    Bytes(usize),
+    /// A line longer than this (the handshake maximum).
+    LineLength(usize),
+}
+
+impl fmt::Display for OutputLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Lines(n) => write!(f, "more than {n} lines"),
+            Self::Bytes(n) => write!(f, "more than {n} bytes"),
+            Self::LineLength(n) => write!(f, "a line longer than {n} bytes"),
+        }
+    }
+}
+
+/// Why a plugin's handshake is incompatible with this host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Incompatibility {
+    /// The plugin chose an app protocol version the host did not offer (go-plugin plugins
+    /// answer their lowest version when none matches).
+    #[error("it chose app protocol version {got}, which the host did not offer")]
+    AppVersion {
+        /// The version in the handshake.
+        got: u32,
+    },
+    /// The core protocol version is not 1.
+    #[error("it speaks core protocol version {got}, but only version 1 exists")]
+    CoreVersion {
+        /// The version in the handshake.
+        got: u32,
+    },
+    /// The plugin speaks net/rpc or another protocol instead of gRPC.
+    #[error(
+        "it speaks RPC protocol {got:?}, but tether supports only `grpc` (a go-plugin plugin must serve with GRPCServer)"
+    )]
+    Protocol {
+        /// The protocol in the handshake (`netrpc` when the field is missing).
+        got: String,
+    },
+    /// The plugin turned on gRPC broker multiplexing, which this host never offers.
+    #[error("it turned on gRPC broker multiplexing, which the host did not offer")]
+    Multiplexing,
+    /// The plugin sent a certificate although the host started it with
+    /// [`plaintext`](crate::PluginClientBuilder::plaintext).
+    #[error("it announced a TLS certificate although the host asked for plaintext")]
+    UnrequestedTls,
+}
+
+/// Why the host refused the address a plugin announced.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AddressProblem {
+    /// A unix socket outside the plugin's private directory.
+    #[error(
+        "the socket is not inside the plugin's private directory {}; a plugin must create its socket in PLUGIN_UNIX_SOCKET_DIR (or TMPDIR)",
+        dir.display()
+    )]
+    OutsidePrivateDir {
+        /// The private directory.
+        dir: PathBuf,
+    },
+    /// The socket path, or a directory on the way to it, is a symbolic link.
+    #[error("{} is a symbolic link; the host connects only to a socket the plugin created itself", path.display())]
+    Symlink {
+        /// The symbolic link.
+        path: PathBuf,
+    },
+    /// The path exists but is not a unix socket.
+    #[error("{} is not a unix socket", path.display())]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The path cannot be inspected (usually: it does not exist).
+    #[error("{} cannot be inspected: {source}", path.display())]
+    Inaccessible {
+        /// The path.
+        path: PathBuf,
+        /// The error from `lstat`.
+        source: io::Error,
+    },
+    /// A TCP address that is not a loopback address.
+    #[error("it is not a loopback address; a plugin must listen on 127.0.0.1 or ::1")]
+    NotLoopback,
+}
+
+/// Why [`PluginClientBuilder::start`](crate::PluginClientBuilder::start) failed.
+///
+/// Every variant names the plugin; those after the spawn carry what it printed
+/// ([`PluginOutput`]). The plugin's process group has been ended and its private directory
+/// removed by the time this is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The private directory or the TLS identity could not be made.
+    #[error(
+        "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the runtime directory exists, is writable and is short"
+    )]
+    Prepare {
+        /// The plugin's name.
+        plugin: String,
+        /// What was being made.
+        what: &'static str,
+        /// Why it failed.
+        #[source]
+        source: BoxError,
+    },
+    /// The process could not be started.
+    #[error(
+        "cannot start plugin `{plugin}` ({}): {source}; check that the path exists and is executable",
+        program.display()
+    )]
+    Spawn {
+        /// The plugin's name.
+        plugin: String,
+        /// The program that was to be run.
+        program: PathBuf,
+        /// The error from the operating system.
+        #[source]
+        source: io::Error,
+    },
+    /// No handshake line within the start timeout.
+    #[error(
+        "plugin `{plugin}` printed no handshake within {timeout:?}; check that it is a go-plugin-compatible plugin and that the magic cookie is right, or raise the start timeout.{output}"
+    )]
+    Timeout {
+        /// The plugin's name.
+        plugin: String,
+        /// The start timeout.
+        timeout: Duration,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// The plugin exited during start-up.
+    #[error(
+        "plugin `{plugin}` exited ({status}) during start-up ({phase}); its stderr usually says why (a wrong magic cookie makes go-plugin plugins exit with status 1).{output}"
+    )]
+    Exited {
+        /// The plugin's name.
+        plugin: String,
+        /// The phase in which it exited.
+        phase: Phase,
+        /// Its exit status.
+        status: ExitStatus,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// stdout ended (or could not be read) without a handshake while the plugin kept running.
+    #[error(
+        "plugin `{plugin}` closed its stdout without printing a handshake; a plugin must print its handshake line on stdout.{output}"
+    )]
+    StdoutClosed {
+        /// The plugin's name.
+        plugin: String,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// The plugin printed too much before its handshake.
+    #[error(
+        "plugin `{plugin}` printed {limit} on stdout before its handshake; a plugin must print its handshake line first (or raise the stray-output limits).{output}"
+    )]
+    TooMuchOutput {
+        /// The plugin's name.
+        plugin: String,
+        /// The limit exceeded.
+        limit: OutputLimit,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// A line that looks like a handshake but is not a valid one.
+    #[error(
+        "plugin `{plugin}` printed a malformed handshake line {line:?}: {error}; the plugin does not speak the go-plugin handshake correctly.{output}"
+    )]
+    Malformed {
+        /// The plugin's name.
+        plugin: String,
+        /// The line, truncated.
+        line: String,
+        /// What is wrong with it.
+        #[source]
+        error: HandshakeError,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// A valid handshake this host cannot accept.
+    #[error(
+        "plugin `{plugin}` is incompatible with this host: {reason} (the host offered app protocol versions {offered:?}); use a plugin built for this host.{output}"
+    )]
+    Incompatible {
+        /// The plugin's name.
+        plugin: String,
+        /// What does not match.
+        reason: Incompatibility,
+        /// The app protocol versions the host offered.
+        offered: Vec<u32>,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// AutoMTLS is on but the handshake carries no certificate.
+    #[error(
+        "plugin `{plugin}` does not support AutoMTLS: its handshake carries no certificate; upgrade the plugin, or start it with `.plaintext()` if an unauthenticated, unencrypted connection is acceptable.{output}"
+    )]
+    NoAutoMtls {
+        /// The plugin's name.
+        plugin: String,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// The announced address is not one the host connects to.
+    #[error("plugin `{plugin}` announced address {address}, which the host refuses: {problem}.{output}")]
+    Address {
+        /// The plugin's name.
+        plugin: String,
+        /// The announced address.
+        address: String,
+        /// What is wrong with it.
+        #[source]
+        problem: AddressProblem,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// Connecting to the plugin failed before TLS.
+    #[error(
+        "cannot connect to plugin `{plugin}` at {address}: {source}; the plugin announced an address it does not serve on.{output}"
+    )]
+    Connect {
+        /// The plugin's name.
+        plugin: String,
+        /// The announced address.
+        address: String,
+        /// Why it failed.
+        #[source]
+        source: BoxError,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// The TLS handshake with the plugin failed.
+    #[error(
+        "the TLS handshake with plugin `{plugin}` at {address} failed: {source}; the plugin must present the certificate from its handshake line and accept the host's PLUGIN_CLIENT_CERT.{output}"
+    )]
+    Tls {
+        /// The plugin's name.
+        plugin: String,
+        /// The announced address.
+        address: String,
+        /// The TLS error.
+        #[source]
+        source: io::Error,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// Connecting (TLS included) took longer than the connect timeout.
+    #[error(
+        "connecting to plugin `{plugin}` at {address} took longer than {timeout:?}; the plugin accepts connections but does not answer (or raise the connect timeout).{output}"
+    )]
+    ConnectTimeout {
+        /// The plugin's name.
+        plugin: String,
+        /// The announced address.
+        address: String,
+        /// The connect timeout.
+        timeout: Duration,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// The health check RPC failed.
+    #[error(
+        "the health check of plugin `{plugin}` failed: {source}; a plugin must serve grpc.health.v1.Health for service \"plugin\".{output}"
+    )]
+    HealthCheck {
+        /// The plugin's name.
+        plugin: String,
+        /// The gRPC status.
+        #[source]
+        source: Box<tonic::Status>,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// The plugin answered the health check with a status other than `SERVING`.
+    #[error(
+        "plugin `{plugin}` reports health status {status} instead of SERVING; it is not ready to serve, see its stderr.{output}"
+    )]
+    Unhealthy {
+        /// The plugin's name.
+        plugin: String,
+        /// The reported status name (e.g. `NOT_SERVING`).
+        status: String,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+    /// The health check took longer than the health timeout.
+    #[error(
+        "the health check of plugin `{plugin}` took longer than {timeout:?}; the plugin is stuck (or raise the health timeout).{output}"
+    )]
+    HealthTimeout {
+        /// The plugin's name.
+        plugin: String,
+        /// The health timeout.
+        timeout: Duration,
+        /// What it printed.
+        output: Box<PluginOutput>,
+    },
+}
+
+impl StartError {
+    /// The phase of start-up that failed.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        match self {
+            Self::Prepare { .. } => Phase::Prepare,
+            Self::Spawn { .. } => Phase::Spawn,
+            Self::Exited { phase, .. } => *phase,
+            Self::Timeout { .. }
+            | Self::StdoutClosed { .. }
+            | Self::TooMuchOutput { .. }
+            | Self::Malformed { .. }
+            | Self::Incompatible { .. }
+            | Self::NoAutoMtls { .. } => Phase::Handshake,
+            Self::Address { .. }
+            | Self::Connect { .. }
+            | Self::Tls { .. }
+            | Self::ConnectTimeout { .. } => Phase::Connect,
+            Self::HealthCheck { .. } | Self::Unhealthy { .. } | Self::HealthTimeout { .. } => {
+                Phase::HealthCheck
+            }
+        }
+    }
+
+    /// The plugin's name.
+    #[must_use]
+    pub fn plugin(&self) -> &str {
+        match self {
+            Self::Prepare { plugin, .. }
+            | Self::Spawn { plugin, .. }
+            | Self::Timeout { plugin, .. }
+            | Self::Exited { plugin, .. }
+            | Self::StdoutClosed { plugin, .. }
+            | Self::TooMuchOutput { plugin, .. }
+            | Self::Malformed { plugin, .. }
+            | Self::Incompatible { plugin, .. }
+            | Self::NoAutoMtls { plugin, .. }
+            | Self::Address { plugin, .. }
+            | Self::Connect { plugin, .. }
+            | Self::Tls { plugin, .. }
+            | Self::ConnectTimeout { plugin, .. }
+            | Self::HealthCheck { plugin, .. }
+            | Self::Unhealthy { plugin, .. }
+            | Self::HealthTimeout { plugin, .. } => plugin,
+        }
+    }
+
+    /// Fills in what the plugin printed (a no-op for errors before the spawn).
+    pub(crate) fn set_output(&mut self, new: PluginOutput) {
+        if let Some(output) = self.output_mut() {
+            **output = new;
+        }
+    }
+
+    fn output_mut(&mut self) -> Option<&mut Box<PluginOutput>> {
+        match self {
+            Self::Prepare { .. } | Self::Spawn { .. } => None,
+            Self::Timeout { output, .. }
+            | Self::Exited { output, .. }
+            | Self::StdoutClosed { output, .. }
+            | Self::TooMuchOutput { output, .. }
+            | Self::Malformed { output, .. }
+            | Self::Incompatible { output, .. }
+            | Self::NoAutoMtls { output, .. }
+            | Self::Address { output, .. }
+            | Self::Connect { output, .. }
+            | Self::Tls { output, .. }
+            | Self::ConnectTimeout { output, .. }
+            | Self::HealthCheck { output, .. }
+            | Self::Unhealthy { output, .. }
+            | Self::HealthTimeout { output, .. } => Some(output),
+        }
+    }
+
+    /// What the plugin printed before the failure; `None` before it was spawned.
+    #[must_use]
+    pub fn output(&self) -> Option<&PluginOutput> {
+        match self {
+            Self::Prepare { .. } | Self::Spawn { .. } => None,
+            Self::Timeout { output, .. }
+            | Self::Exited { output, .. }
+            | Self::StdoutClosed { output, .. }
+            | Self::TooMuchOutput { output, .. }
+            | Self::Malformed { output, .. }
+            | Self::Incompatible { output, .. }
+            | Self::NoAutoMtls { output, .. }
+            | Self::Address { output, .. }
+            | Self::Connect { output, .. }
+            | Self::Tls { output, .. }
+            | Self::ConnectTimeout { output, .. }
+            | Self::HealthCheck { output, .. }
+            | Self::Unhealthy { output, .. }
+            | Self::HealthTimeout { output, .. } => Some(output),
+        }
+    }
+}
+
+/// How a plugin ended, as returned by [`PluginClient::shutdown`](crate::PluginClient::shutdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShutdownOutcome {
+    /// It exited after `GRPCController.Shutdown`, within the shutdown grace.
+    Graceful(ExitStatus),
+    /// It exited after `SIGTERM` to its process group.
+    Terminated(ExitStatus),
+    /// It had to be killed with `SIGKILL`.
+    Killed(ExitStatus),
+    /// It had already exited on its own before shutdown began.
+    AlreadyExited(ExitStatus),
+}
+
+impl ShutdownOutcome {
+    /// The plugin's exit status.
+    #[must_use]
+    pub fn status(&self) -> ExitStatus {
+        match *self {
+            Self::Graceful(s) | Self::Terminated(s) | Self::Killed(s) | Self::AlreadyExited(s) => {
+                s
+            }
+        }
+    }
+}
+
+impl fmt::Display for ShutdownOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = match self {
+            Self::Graceful(_) => "exited gracefully",
+            Self::Terminated(_) => "terminated by SIGTERM",
+            Self::Killed(_) => "killed by SIGKILL",
+            Self::AlreadyExited(_) => "had already exited",
+        };
+        write!(f, "{how} ({})", self.status())
+    }
+}
+
+/// Why [`PluginClient::shutdown`](crate::PluginClient::shutdown) could not end the plugin
+/// cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShutdownError {
+    /// Signalling the process group failed.
+    #[error("cannot send {signal} to the process group of plugin `{plugin}`: {source}; end it by hand (pid {pid})")]
+    Signal {
+        /// The plugin's name.
+        plugin: String,
+        /// Its process (and group) id.
+        pid: u32,
+        /// The signal's name.
+        signal: &'static str,
+        /// The error from the operating system.
+        #[source]
+        source: io::Error,
+    },
+    /// Checking whether the plugin has exited failed.
+    #[error("cannot wait for plugin `{plugin}` (pid {pid}) to exit: {source}; check the process by hand")]
+    Wait {
+        /// The plugin's name.
+        plugin: String,
+        /// Its process id.
+        pid: u32,
+        /// The error from the operating system.
+        #[source]
+        source: io::Error,
+    },
+    /// The plugin did not end even after `SIGKILL`.
+    #[error(
+        "plugin `{plugin}` (pid {pid}) still runs {waited:?} after SIGKILL; it is probably stuck in the kernel (uninterruptible sleep): check the process"
+    )]
+    StillRunning {
+        /// The plugin's name.
+        plugin: String,
+        /// Its process id.
+        pid: u32,
+        /// How long the host waited after `SIGKILL`.
+        waited: Duration,
+    },
+    /// The plugin ended but its private directory could not be removed.
+    #[error(
+        "plugin `{plugin}` ended ({outcome}) but its private directory {} could not be removed: {source}; remove it by hand",
+        dir.display()
+    )]
+    Cleanup {
+        /// The plugin's name.
+        plugin: String,
+        /// How the plugin ended.
+        outcome: ShutdownOutcome,
+        /// The directory.
+        dir: PathBuf,
+        /// The error from the file system.
+        #[source]
+        source: io::Error,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_quoted_on_one_line() {
+        let out = PluginOutput {
+            stdout: "banner".into(),
+            stderr_tail: "line 1\nline \"2\"".into(),
+        };
+        let text = out.to_string();
+        assert!(!text.contains('\n'));
+        assert_eq!(text, r#" stdout: "banner"; stderr (tail): "line 1\nline \"2\"""#);
+        assert_eq!(
+            PluginOutput::default().to_string(),
+            " It printed nothing on stdout or stderr."
+        );
+    }
+
+    #[test]
+    fn start_errors_name_plugin_phase_and_remedy() {
+        let err = StartError::NoAutoMtls {
+            plugin: "kv".into(),
+            output: Box::default(),
+        };
+        assert_eq!(err.phase(), Phase::Handshake);
+        assert_eq!(err.plugin(), "kv");
+        let text = err.to_string();
+        assert!(text.starts_with("plugin `kv` does not support AutoMTLS"));
+        assert!(text.contains(".plaintext()"));
+    }
+
+    #[test]
+    fn start_errors_stay_small() {
+        assert!(std::mem::size_of::<StartError>() <= 128);
+    }
+}

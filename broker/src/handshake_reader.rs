@@ -1,0 +1,385 @@
+//! Reading a plugin's stdout up to its handshake line, with bounded memory.
+//!
+//! [`LineReader`] never holds more than its limit of one line; [`StrayOutput`] decides what to do
+//! with lines before the handshake (log and skip, within limits); [`read_handshake`] puts the
+//! two together. None of it knows about processes, so it is tested over in-memory readers.
+
+use std::io;
+
+use tether_proto::handshake::{self, Handshake, HandshakeError};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
+
+use crate::config::MAX_QUOTED_STDOUT;
+
+/// One piece of output read by a [`LineReader`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// A whole line, without its `\n` (a `\r` before it is kept). The last line of a stream may
+    /// lack the newline.
+    Complete(Vec<u8>),
+    /// The first `max` bytes of a line that goes on: no newline came within the limit. The
+    /// next read continues with the rest of the line.
+    Fragment(Vec<u8>),
+}
+
+impl Line {
+    /// The bytes read, whole or not.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Complete(b) | Self::Fragment(b) => b,
+        }
+    }
+}
+
+/// Reads lines of at most `max` bytes from a byte stream.
+#[derive(Debug)]
+pub(crate) struct LineReader<R> {
+    inner: BufReader<R>,
+    max: usize,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// Reads `inner` in lines of at most `max` bytes (newline excluded; `max` ≥ 1).
+    pub(crate) fn new(inner: R, max: usize) -> Self {
+        Self {
+            inner: BufReader::new(inner),
+            max: max.max(1),
+        }
+    }
+
+    /// Sets a new line limit for the following reads.
+    pub(crate) fn set_max(&mut self, max: usize) {
+        self.max = max.max(1);
+    }
+
+    /// The next line, `None` at end of stream.
+    ///
+    /// Not cancel-safe: dropping the future part-way loses the part of the line read so far.
+    pub(crate) async fn next_line(&mut self) -> io::Result<Option<Line>> {
+        let mut line = Vec::new();
+        loop {
+            let available = self.inner.fill_buf().await?;
+            if available.is_empty() {
+                return Ok((!line.is_empty()).then_some(Line::Complete(line)));
+            }
+            let room = self.max - line.len();
+            // A newline right after `room` bytes still ends a line of exactly `max` bytes.
+            let window = &available[..available.len().min(room + 1)];
+            if let Some(newline) = window.iter().position(|&b| b == b'\n') {
+                line.extend_from_slice(&window[..newline]);
+                self.inner.consume(newline + 1);
+                return Ok(Some(Line::Complete(line)));
+            }
+            if room == 0 {
+                return Ok(Some(Line::Fragment(line)));
+            }
+            let take = available.len().min(room);
+            line.extend_from_slice(&available[..take]);
+            self.inner.consume(take);
+        }
+    }
+}
+
+/// Why stray output made the handshake fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StrayLimit {
+    /// More than this many lines.
+    Lines(usize),
+    /// More than this many bytes.
+    Bytes(usize),
+}
+
+/// Whether a stdout line before the handshake is the handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// It looks like a handshake: parse it.
+    Handshake,
+    /// Stray output: log it and read on.
+    Stray,
+}
+
+/// The policy for stdout lines before the handshake: skip lines that do not look like one,
+/// up to a number of lines and bytes, and remember the first of them for error messages.
+#[derive(Debug)]
+pub(crate) struct StrayOutput {
+    max_lines: usize,
+    max_bytes: usize,
+    lines: usize,
+    bytes: usize,
+    quoted: Vec<u8>,
+    quoted_cut: usize,
+    overlong: bool,
+}
+
+impl StrayOutput {
+    pub(crate) fn new(max_lines: usize, max_bytes: usize) -> Self {
+        Self {
+            max_lines,
+            max_bytes,
+            lines: 0,
+            bytes: 0,
+            quoted: Vec::new(),
+            quoted_cut: 0,
+            overlong: false,
+        }
+    }
+
+    /// Classifies one complete line, counting it against the limits if it is stray.
+    pub(crate) fn classify(&mut self, line: &[u8]) -> Result<Verdict, StrayLimit> {
+        self.remember(line);
+        if handshake::looks_like_handshake(line) {
+            return Ok(Verdict::Handshake);
+        }
+        self.lines += 1;
+        self.bytes += line.len() + 1;
+        if self.lines > self.max_lines {
+            return Err(StrayLimit::Lines(self.max_lines));
+        }
+        if self.bytes > self.max_bytes {
+            return Err(StrayLimit::Bytes(self.max_bytes));
+        }
+        Ok(Verdict::Stray)
+    }
+
+    /// Notes output for [`Self::printed`] without classifying it (e.g. an overlong line).
+    pub(crate) fn remember(&mut self, bytes: &[u8]) {
+        let room = MAX_QUOTED_STDOUT.saturating_sub(self.quoted.len());
+        let take = bytes.len().min(room);
+        self.quoted.extend_from_slice(&bytes[..take]);
+        self.quoted_cut += bytes.len() - take;
+        if self.quoted.len() < MAX_QUOTED_STDOUT {
+            self.quoted.push(b'\n');
+        }
+    }
+
+    /// Notes the start of a line that exceeded the line limit.
+    pub(crate) fn remember_overlong(&mut self, start: &[u8]) {
+        self.remember(start);
+        self.overlong = true;
+    }
+
+    /// What the plugin printed on stdout so far, truncated to [`MAX_QUOTED_STDOUT`] bytes.
+    pub(crate) fn printed(&self) -> String {
+        let text = String::from_utf8_lossy(&self.quoted);
+        let text = text.trim_end_matches('\n');
+        let mut printed = if self.quoted_cut == 0 {
+            text.to_owned()
+        } else {
+            format!("{text}… ({} more bytes)", self.quoted_cut)
+        };
+        if self.overlong {
+            printed.push_str("… (and more of the same line)");
+        }
+        printed
+    }
+}
+
+/// How reading the handshake failed (timeouts and exits are the caller's business).
+#[derive(Debug)]
+pub(crate) enum ReadFailure {
+    /// stdout ended without a handshake line.
+    Eof,
+    /// Reading stdout failed.
+    Io(io::Error),
+    /// A line longer than the handshake maximum.
+    LineTooLong,
+    /// Too much stray output.
+    TooMuchStray(StrayLimit),
+    /// A line that looks like a handshake but is not a valid one.
+    Malformed {
+        /// The line, quoted and truncated.
+        line: String,
+        /// What is wrong with it.
+        error: HandshakeError,
+    },
+}
+
+/// Reads stdout until a handshake line, logging stray lines (with `plugin` as a field) and
+/// skipping them within `stray`'s limits.
+pub(crate) async fn read_handshake<R: AsyncRead + Unpin>(
+    reader: &mut LineReader<R>,
+    stray: &mut StrayOutput,
+    plugin: &str,
+) -> Result<Handshake, ReadFailure> {
+    loop {
+        let line = match reader.next_line().await {
+            Ok(Some(Line::Complete(line))) => line,
+            Ok(Some(Line::Fragment(start))) => {
+                stray.remember_overlong(&start);
+                return Err(ReadFailure::LineTooLong);
+            }
+            Ok(None) => return Err(ReadFailure::Eof),
+            Err(e) => return Err(ReadFailure::Io(e)),
+        };
+        match stray.classify(&line) {
+            Ok(Verdict::Handshake) => {
+                return Handshake::parse(&line).map_err(|error| ReadFailure::Malformed {
+                    line: handshake::quote_truncated(&line, MAX_QUOTED_STDOUT),
+                    error,
+                });
+            }
+            Ok(Verdict::Stray) => {
+                tracing::info!(
+                    plugin,
+                    line = %String::from_utf8_lossy(&line).trim_end(),
+                    "plugin printed a line before its handshake; skipping it"
+                );
+            }
+            Err(limit) => return Err(ReadFailure::TooMuchStray(limit)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tether_proto::handshake::{Address, MAX_LINE_LEN};
+
+    use super::*;
+
+    const HANDSHAKE: &[u8] = b"1|1|unix|/tmp/tether-abc/plugin1|grpc|\n";
+
+    async fn lines(input: &[u8], max: usize) -> Vec<Line> {
+        let mut reader = LineReader::new(input, max);
+        let mut out = Vec::new();
+        while let Some(line) = reader.next_line().await.unwrap() {
+            out.push(line);
+        }
+        out
+    }
+
+    fn complete(s: &str) -> Line {
+        Line::Complete(s.as_bytes().to_vec())
+    }
+
+    #[tokio::test]
+    async fn the_line_reader_splits_on_newlines_and_keeps_a_last_unterminated_line() {
+        assert_eq!(
+            lines(b"one\ntwo\r\n\nthree", 16).await,
+            [complete("one"), complete("two\r"), complete(""), complete("three")]
+        );
+        assert_eq!(lines(b"", 16).await, []);
+    }
+
+    #[tokio::test]
+    async fn the_line_reader_accepts_a_line_of_exactly_the_limit() {
+        assert_eq!(lines(b"abcd\nef\n", 4).await, [complete("abcd"), complete("ef")]);
+    }
+
+    #[tokio::test]
+    async fn the_line_reader_returns_fragments_of_an_overlong_line() {
+        assert_eq!(
+            lines(b"abcdefghij\nk\n", 4).await,
+            [
+                Line::Fragment(b"abcd".to_vec()),
+                Line::Fragment(b"efgh".to_vec()),
+                complete("ij"),
+                complete("k")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_line_reader_buffers_no_more_than_its_limit_of_an_endless_line() {
+        // A writer that never sends a newline: the reader must return after `max` bytes
+        // instead of waiting for more.
+        let (mut writer, reader) = tokio::io::duplex(64 * 1024);
+        let feeder = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            for _ in 0..64 {
+                if writer.write_all(&[b'x'; 1024]).await.is_err() {
+                    break;
+                }
+            }
+            writer
+        });
+        let mut reader = LineReader::new(reader, 1000);
+        match reader.next_line().await.unwrap() {
+            Some(Line::Fragment(bytes)) => assert_eq!(bytes.len(), 1000),
+            other => panic!("expected a fragment, got {other:?}"),
+        }
+        drop(reader);
+        let _ = feeder.await;
+    }
+
+    #[tokio::test]
+    async fn a_handshake_after_stray_lines_is_found() {
+        let input = [b"starting up\n", b"banner v2\n" as &[u8], HANDSHAKE].concat();
+        let mut reader = LineReader::new(&input[..], MAX_LINE_LEN + 1);
+        let mut stray = StrayOutput::new(10, 1024);
+        let hs = read_handshake(&mut reader, &mut stray, "p").await.unwrap();
+        assert_eq!(
+            hs.address,
+            Address::Unix("/tmp/tether-abc/plugin1".into())
+        );
+        assert!(stray.printed().starts_with("starting up\nbanner v2\n1|1|unix"));
+    }
+
+    #[tokio::test]
+    async fn more_stray_lines_than_allowed_is_an_error() {
+        let input = [b"a\nb\nc\n" as &[u8], HANDSHAKE].concat();
+        let mut reader = LineReader::new(&input[..], 100);
+        let mut stray = StrayOutput::new(2, 1024);
+        assert!(matches!(
+            read_handshake(&mut reader, &mut stray, "p").await,
+            Err(ReadFailure::TooMuchStray(StrayLimit::Lines(2)))
+        ));
+    }
+
+    #[tokio::test]
+    async fn more_stray_bytes_than_allowed_is_an_error() {
+        let input = [b"0123456789\n0123456789\n" as &[u8], HANDSHAKE].concat();
+        let mut reader = LineReader::new(&input[..], 100);
+        let mut stray = StrayOutput::new(100, 15);
+        assert!(matches!(
+            read_handshake(&mut reader, &mut stray, "p").await,
+            Err(ReadFailure::TooMuchStray(StrayLimit::Bytes(15)))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_line_that_looks_like_a_handshake_but_is_invalid_is_malformed() {
+        let mut reader = LineReader::new(&b"hello\n1|x|unix|/s|grpc|\n"[..], 100);
+        let mut stray = StrayOutput::new(10, 1024);
+        match read_handshake(&mut reader, &mut stray, "p").await {
+            Err(ReadFailure::Malformed { line, error }) => {
+                assert_eq!(line, "1|x|unix|/s|grpc|");
+                assert_eq!(error, HandshakeError::InvalidAppVersion("x".into()));
+            }
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_overlong_line_before_the_handshake_is_an_error_not_a_buffer() {
+        let input = [vec![b'1'; 5000], b"\n".to_vec()].concat();
+        let mut reader = LineReader::new(&input[..], 1000);
+        let mut stray = StrayOutput::new(10, 100_000);
+        assert!(matches!(
+            read_handshake(&mut reader, &mut stray, "p").await,
+            Err(ReadFailure::LineTooLong)
+        ));
+        assert!(stray.printed().ends_with("(and more of the same line)"));
+    }
+
+    #[tokio::test]
+    async fn stdout_ending_before_a_handshake_is_eof() {
+        let mut reader = LineReader::new(&b"just chatter\n"[..], 100);
+        let mut stray = StrayOutput::new(10, 1024);
+        assert!(matches!(
+            read_handshake(&mut reader, &mut stray, "p").await,
+            Err(ReadFailure::Eof)
+        ));
+        assert_eq!(stray.printed(), "just chatter");
+    }
+
+    #[test]
+    fn quoted_stdout_is_truncated() {
+        let mut stray = StrayOutput::new(usize::MAX, usize::MAX);
+        for _ in 0..100 {
+            stray.classify(&[b'z'; 100]).unwrap();
+        }
+        let printed = stray.printed();
+        assert!(printed.len() < MAX_QUOTED_STDOUT + 40);
+        assert!(printed.ends_with("more bytes)"));
+    }
+}

@@ -1,0 +1,309 @@
+//! Before and at spawn: the plugin's private directory, its environment, the process itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{OsStr, OsString};
+use std::fs::Permissions;
+use std::io;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tempfile::TempDir;
+use tether_proto::{env, version};
+use tokio::process::{Child, Command};
+
+use crate::config::{
+    DEFAULT_ENV_ALLOWLIST, HandshakeConfig, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE, Settings,
+    is_reserved_env,
+};
+
+/// Prefix of every private directory's name.
+const PRIVATE_DIR_PREFIX: &str = "tether-";
+
+/// Random characters after [`PRIVATE_DIR_PREFIX`].
+const PRIVATE_DIR_RANDOM_LEN: usize = 6;
+
+/// Longest directory in which a private directory may be created, so that a socket inside it
+/// still fits [`MAX_SOCKET_PATH_LEN`].
+pub(crate) const MAX_RUNTIME_DIR_LEN: usize =
+    MAX_SOCKET_PATH_LEN - SOCKET_NAME_RESERVE - (PRIVATE_DIR_PREFIX.len() + PRIVATE_DIR_RANDOM_LEN + 2);
+
+/// Where private directories go when the host's temporary directory is too long.
+const FALLBACK_RUNTIME_DIR: &str = "/tmp";
+
+/// A per-launch directory, mode `0700`, that holds the plugin's socket and is its `TMPDIR`.
+/// Removed with everything in it when dropped or [closed](Self::close).
+#[derive(Debug)]
+pub(crate) struct PrivateDir {
+    dir: TempDir,
+}
+
+impl PrivateDir {
+    /// Creates a private directory in `configured`, else in the host's temporary directory
+    /// (or [`FALLBACK_RUNTIME_DIR`] when that is too long for sockets).
+    pub(crate) fn create(configured: Option<&Path>) -> io::Result<Self> {
+        let base = match configured {
+            Some(dir) => {
+                let dir = dir.canonicalize()?;
+                check_runtime_dir_len(&dir)?;
+                dir
+            }
+            None => {
+                let tmp = std::env::temp_dir().canonicalize();
+                match tmp {
+                    Ok(tmp) if check_runtime_dir_len(&tmp).is_ok() => tmp,
+                    _ => PathBuf::from(FALLBACK_RUNTIME_DIR),
+                }
+            }
+        };
+        let dir = tempfile::Builder::new()
+            .prefix(PRIVATE_DIR_PREFIX)
+            .rand_bytes(PRIVATE_DIR_RANDOM_LEN)
+            .permissions(Permissions::from_mode(0o700))
+            .tempdir_in(base)?;
+        Ok(Self { dir })
+    }
+
+    /// The directory's absolute path, without symbolic links.
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Removes the directory and everything in it.
+    pub(crate) fn close(self) -> io::Result<()> {
+        self.dir.close()
+    }
+}
+
+fn check_runtime_dir_len(dir: &Path) -> io::Result<()> {
+    let len = dir.as_os_str().len();
+    if len > MAX_RUNTIME_DIR_LEN {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is {len} bytes long; a plugin's socket path must fit in {MAX_SOCKET_PATH_LEN} \
+                 bytes, so the runtime directory may be at most {MAX_RUNTIME_DIR_LEN}",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The protocol's variables for one launch.
+pub(crate) fn protocol_env(
+    handshake: &HandshakeConfig,
+    client_cert_pem: Option<String>,
+    port_range: (u16, u16),
+    private_dir: &Path,
+) -> Vec<(OsString, OsString)> {
+    let mut vars = vec![
+        (handshake.cookie_key.clone(), handshake.cookie_value.clone()),
+        (
+            env::PROTOCOL_VERSIONS.into(),
+            version::format_list(&handshake.app_versions).into(),
+        ),
+        (env::MIN_PORT.into(), port_range.0.to_string().into()),
+        (env::MAX_PORT.into(), port_range.1.to_string().into()),
+        // go-plugin ≥ 1.5 creates its socket here…
+        (env::UNIX_SOCKET_DIR.into(), private_dir.into()),
+        // …and older ones (1.0.1: `ioutil.TempFile("", "plugin")`) in the temporary directory.
+        ("TMPDIR".into(), private_dir.into()),
+    ];
+    if let Some(pem) = client_cert_pem {
+        vars.push((env::CLIENT_CERT.into(), pem.into()));
+    }
+    vars
+}
+
+/// A plugin's complete environment.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct PluginEnv {
+    /// The variables, sorted by name.
+    pub(crate) vars: BTreeMap<OsString, OsString>,
+    /// Names the user tried to set or allow that the protocol owns.
+    pub(crate) ignored: BTreeSet<OsString>,
+}
+
+/// Builds a plugin's environment from nothing: allowed host variables, then the user's
+/// explicit ones, then the protocol's (which always win).
+pub(crate) fn build_env<'a>(
+    host_env: impl IntoIterator<Item = (OsString, OsString)>,
+    allowed: impl IntoIterator<Item = &'a OsStr>,
+    explicit: &[(OsString, OsString)],
+    protocol: Vec<(OsString, OsString)>,
+    cookie_key: &OsStr,
+) -> PluginEnv {
+    let mut out = PluginEnv::default();
+    let allowed: BTreeSet<&OsStr> = allowed.into_iter().collect();
+    for name in &allowed {
+        if is_reserved_env(name, cookie_key) {
+            out.ignored.insert(name.to_os_string());
+        }
+    }
+    for (name, value) in host_env {
+        if allowed.contains(name.as_os_str()) && !is_reserved_env(&name, cookie_key) {
+            out.vars.insert(name, value);
+        }
+    }
+    for (name, value) in explicit {
+        if is_reserved_env(name, cookie_key) {
+            out.ignored.insert(name.clone());
+        } else {
+            out.vars.insert(name.clone(), value.clone());
+        }
+    }
+    out.vars.extend(protocol);
+    out
+}
+
+/// The names of host variables a launch with `settings` may pass.
+pub(crate) fn allowed_names(settings: &Settings) -> impl Iterator<Item = &OsStr> {
+    let defaults: &[&str] = if settings.env_allow_defaults {
+        DEFAULT_ENV_ALLOWLIST
+    } else {
+        &[]
+    };
+    defaults
+        .iter()
+        .map(OsStr::new)
+        .chain(settings.env_allow.iter().map(OsString::as_os_str))
+}
+
+/// Spawns the plugin in a new process group with exactly `env`, stdin from `/dev/null` and
+/// stdout and stderr piped.
+pub(crate) fn spawn(settings: &Settings, env: &BTreeMap<OsString, OsString>) -> io::Result<Child> {
+    let mut cmd = Command::new(&settings.program);
+    cmd.args(&settings.args)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so that signals reach the plugin's children too.
+        .process_group(0)
+        // Ending the plugin is the client's job (it signals the whole group).
+        .kill_on_drop(false);
+    if let Some(dir) = &settings.current_dir {
+        cmd.current_dir(dir);
+    }
+    cmd.spawn()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt as _;
+
+    use super::*;
+
+    fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    fn names(env: &PluginEnv) -> Vec<&str> {
+        env.vars.keys().filter_map(|k| k.to_str()).collect()
+    }
+
+    #[test]
+    fn the_environment_holds_only_allowed_host_variables() {
+        let host = os(&[
+            ("PATH", "/usr/bin"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cr3t"),
+            ("HOME", "/root"),
+            ("LANG", "C.UTF-8"),
+        ]);
+        let env = build_env(
+            host,
+            ["PATH", "LANG", "TZ"].map(OsStr::new),
+            &[],
+            vec![],
+            OsStr::new("COOKIE"),
+        );
+        assert_eq!(names(&env), ["LANG", "PATH"]);
+        assert!(env.ignored.is_empty());
+    }
+
+    #[test]
+    fn explicit_variables_override_host_values_but_not_protocol_ones() {
+        let host = os(&[("PATH", "/usr/bin"), ("TMPDIR", "/var/tmp")]);
+        let explicit = os(&[
+            ("PATH", "/opt/bin"),
+            ("MODE", "fast"),
+            ("PLUGIN_CLIENT_CERT", "forged"),
+            ("COOKIE", "other"),
+        ]);
+        let protocol = os(&[
+            ("COOKIE", "hello"),
+            ("PLUGIN_CLIENT_CERT", "real"),
+            ("TMPDIR", "/tmp/tether-x"),
+        ]);
+        let env = build_env(
+            host,
+            ["PATH", "TMPDIR"].map(OsStr::new),
+            &explicit,
+            protocol,
+            OsStr::new("COOKIE"),
+        );
+        let get = |k: &str| env.vars.get(OsStr::new(k)).and_then(|v| v.to_str());
+        assert_eq!(get("PATH"), Some("/opt/bin"));
+        assert_eq!(get("MODE"), Some("fast"));
+        assert_eq!(get("PLUGIN_CLIENT_CERT"), Some("real"));
+        assert_eq!(get("COOKIE"), Some("hello"));
+        assert_eq!(get("TMPDIR"), Some("/tmp/tether-x"));
+        let ignored: Vec<_> = env.ignored.iter().filter_map(|k| k.to_str()).collect();
+        assert_eq!(ignored, ["COOKIE", "PLUGIN_CLIENT_CERT", "TMPDIR"]);
+    }
+
+    #[test]
+    fn the_protocol_sets_cookie_versions_ports_and_both_socket_directories() {
+        let hs = HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1, 3]);
+        let vars = protocol_env(
+            &hs,
+            Some("PEM".into()),
+            (10_000, 25_000),
+            Path::new("/tmp/t"),
+        );
+        let map: BTreeMap<_, _> = vars.into_iter().collect();
+        let get = |k: &str| map.get(OsStr::new(k)).and_then(|v| v.to_str());
+        assert_eq!(get("BASIC_PLUGIN"), Some("hello"));
+        assert_eq!(get("PLUGIN_PROTOCOL_VERSIONS"), Some("1,3"));
+        assert_eq!(get("PLUGIN_MIN_PORT"), Some("10000"));
+        assert_eq!(get("PLUGIN_MAX_PORT"), Some("25000"));
+        assert_eq!(get("PLUGIN_UNIX_SOCKET_DIR"), Some("/tmp/t"));
+        assert_eq!(get("TMPDIR"), Some("/tmp/t"));
+        assert_eq!(get("PLUGIN_CLIENT_CERT"), Some("PEM"));
+        assert_eq!(get("PLUGIN_MULTIPLEX_GRPC"), None);
+    }
+
+    #[test]
+    fn plaintext_launches_send_no_client_certificate() {
+        let hs = HandshakeConfig::new("K", "V");
+        let vars = protocol_env(&hs, None, (1, 2), Path::new("/tmp/t"));
+        assert!(!vars.iter().any(|(k, _)| k == env::CLIENT_CERT));
+    }
+
+    #[test]
+    fn a_private_directory_is_short_owner_only_and_removed_on_close() {
+        let dir = PrivateDir::create(None).unwrap();
+        let path = dir.path().to_owned();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o700);
+        assert!(path.as_os_str().len() + SOCKET_NAME_RESERVE <= MAX_SOCKET_PATH_LEN);
+        assert_eq!(path, path.canonicalize().unwrap());
+        std::fs::write(path.join("plugin123"), b"x").unwrap();
+        dir.close().unwrap();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_configured_runtime_directory_that_is_too_long_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let long = base.path().join("d".repeat(MAX_RUNTIME_DIR_LEN));
+        std::fs::create_dir(&long).unwrap();
+        let err = PrivateDir::create(Some(&long)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+}

@@ -1,0 +1,169 @@
+//! Draining a plugin's stdout and stderr so it can never block on a full pipe, logging what it
+//! prints, and keeping the tail of its stderr for error messages.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::io::AsyncRead;
+use tokio::sync::watch;
+
+use crate::config::MAX_LOG_LINE_LEN;
+use crate::handshake_reader::{Line, LineReader};
+
+/// The last bytes a plugin wrote to stderr: a ring buffer of fixed capacity.
+#[derive(Debug)]
+pub(crate) struct StderrTail {
+    buf: VecDeque<u8>,
+    capacity: usize,
+    dropped: u64,
+}
+
+impl StderrTail {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            buf: VecDeque::with_capacity(capacity),
+            capacity,
+            dropped: 0,
+        }
+    }
+
+    /// Appends bytes, forgetting the oldest ones beyond the capacity.
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        let bytes = if bytes.len() > self.capacity {
+            self.dropped += (bytes.len() - self.capacity) as u64;
+            &bytes[bytes.len() - self.capacity..]
+        } else {
+            bytes
+        };
+        let overflow = (self.buf.len() + bytes.len()).saturating_sub(self.capacity);
+        self.buf.drain(..overflow);
+        self.dropped += overflow as u64;
+        self.buf.extend(bytes);
+    }
+
+    /// The kept bytes as text, starting at a line boundary when older output was dropped (the
+    /// partial first line is replaced by `…`).
+    pub(crate) fn snapshot(&self) -> String {
+        let (a, b) = self.buf.as_slices();
+        let bytes = [a, b].concat();
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if self.dropped > 0 {
+            match text.find('\n') {
+                Some(i) if i + 1 < text.len() => text = format!("…{}", &text[i + 1..]),
+                _ => text.insert(0, '…'),
+            }
+        }
+        text.trim_end().to_owned()
+    }
+}
+
+/// A [`StderrTail`] shared between its drain task and the client.
+pub(crate) type SharedTail = Arc<Mutex<StderrTail>>;
+
+/// Reads a snapshot of a shared tail (a poisoned lock still holds valid bytes).
+pub(crate) fn snapshot(tail: &SharedTail) -> String {
+    tail.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .snapshot()
+}
+
+/// Drains `stderr` until it ends: logs each line at debug level and keeps the tail. The
+/// returned receiver turns `true` when stderr has ended.
+pub(crate) fn drain_stderr<R>(stderr: R, plugin: Arc<str>, tail: SharedTail) -> watch::Receiver<bool>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    let (done_tx, done_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let mut reader = LineReader::new(stderr, MAX_LOG_LINE_LEN);
+        loop {
+            match reader.next_line().await {
+                Ok(Some(line)) => {
+                    {
+                        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+                        tail.push(line.bytes());
+                        if matches!(line, Line::Complete(_)) {
+                            tail.push(b"\n");
+                        }
+                    }
+                    tracing::debug!(
+                        plugin = &*plugin,
+                        line = %String::from_utf8_lossy(line.bytes()).trim_end(),
+                        "plugin stderr"
+                    );
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(plugin = &*plugin, error = %e, "reading plugin stderr failed");
+                    break;
+                }
+            }
+        }
+        done_tx.send_replace(true);
+    });
+    done_rx
+}
+
+/// Drains the rest of `stdout` after the handshake, logging each line at info level.
+pub(crate) fn drain_stdout<R>(mut reader: LineReader<R>, plugin: Arc<str>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    reader.set_max(MAX_LOG_LINE_LEN);
+    tokio::spawn(async move {
+        loop {
+            match reader.next_line().await {
+                Ok(Some(line)) => tracing::info!(
+                    plugin = &*plugin,
+                    line = %String::from_utf8_lossy(line.bytes()).trim_end(),
+                    "plugin stdout"
+                ),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(plugin = &*plugin, error = %e, "reading plugin stdout failed");
+                    break;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stderr_tail_keeps_everything_below_its_capacity() {
+        let mut tail = StderrTail::new(64);
+        tail.push(b"first\n");
+        tail.push(b"second\n");
+        assert_eq!(tail.snapshot(), "first\nsecond");
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_only_the_last_bytes_from_a_line_boundary() {
+        let mut tail = StderrTail::new(16);
+        tail.push(b"aaaaaaaaaa\n");
+        tail.push(b"bbbb\n");
+        tail.push(b"cccc\n");
+        // 21 bytes pushed, 16 kept: "aaaaa\nbbbb\ncccc\n" → starts at the first whole line.
+        assert_eq!(tail.snapshot(), "…bbbb\ncccc");
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_the_end_of_a_single_huge_write() {
+        let mut tail = StderrTail::new(8);
+        tail.push(&[b'x'; 1000]);
+        tail.push(b"end");
+        assert_eq!(tail.buf.len(), 8);
+        assert_eq!(tail.snapshot(), "…xxxxxend");
+    }
+
+    #[tokio::test]
+    async fn draining_stderr_fills_the_tail_and_reports_the_end() {
+        let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(1024)));
+        let mut done = drain_stderr(&b"warn: x\nerror: y\n"[..], "p".into(), tail.clone());
+        done.wait_for(|d| *d).await.unwrap();
+        assert_eq!(snapshot(&tail), "warn: x\nerror: y");
+    }
+}

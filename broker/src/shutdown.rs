@@ -1,0 +1,219 @@
+//! Ending a plugin: the graceful sequence of [`PluginClient::shutdown`](crate::PluginClient::shutdown)
+//! and the non-blocking one run when a running plugin is dropped.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+use tether_proto::plugin::Empty;
+use tether_proto::plugin::grpc_controller_client::GrpcControllerClient;
+use tonic::transport::Channel;
+
+use crate::config::KILL_REAP_TIMEOUT;
+use crate::error::{ShutdownError, ShutdownOutcome};
+use crate::launch::PrivateDir;
+use crate::process::ProcessGroup;
+
+/// How often the background stopper checks whether the plugin has exited.
+const BACKGROUND_POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// A launched plugin that has to be ended: its process group and its private directory.
+///
+/// Dropping it before it was ended sends `SIGTERM` to the group at once and leaves the rest
+/// (grace, `SIGKILL`, reaping, removing the directory) to a small detached thread, so dropping
+/// never blocks the async runtime. Caveat: if the host process exits right after the drop, that
+/// thread dies with it; the plugin has got `SIGTERM` but the private directory may be left.
+/// Prefer [`Launched::shutdown`] (through `PluginClient::shutdown`) where possible.
+#[derive(Debug)]
+pub(crate) struct Launched {
+    pub(crate) group: Arc<ProcessGroup>,
+    pub(crate) dir: Option<PrivateDir>,
+    pub(crate) plugin: Arc<str>,
+    pub(crate) terminate_grace: Duration,
+}
+
+/// The graceful part of a shutdown.
+#[derive(Debug)]
+pub(crate) struct Graceful<'a> {
+    /// The plugin's channel, for `GRPCController.Shutdown`.
+    pub(crate) channel: &'a Channel,
+    /// Timeout of the RPC.
+    pub(crate) rpc_timeout: Duration,
+    /// How long to wait for the exit after the RPC.
+    pub(crate) grace: Duration,
+}
+
+impl Launched {
+    /// Ends the plugin: asks it to shut down (if `graceful`), then `SIGTERM`, then `SIGKILL` to
+    /// its process group, waiting for its exit after each; then removes its private directory.
+    pub(crate) async fn shutdown(
+        &mut self,
+        graceful: Option<Graceful<'_>>,
+    ) -> Result<ShutdownOutcome, ShutdownError> {
+        let outcome = self.end_process(graceful).await?;
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_owned();
+            dir.close().map_err(|source| ShutdownError::Cleanup {
+                plugin: self.plugin.to_string(),
+                outcome,
+                dir: path,
+                source,
+            })?;
+        }
+        tracing::debug!(plugin = &*self.plugin, %outcome, "plugin shut down");
+        Ok(outcome)
+    }
+
+    async fn end_process(
+        &self,
+        graceful: Option<Graceful<'_>>,
+    ) -> Result<ShutdownOutcome, ShutdownError> {
+        let plugin = &*self.plugin;
+        if let Some(status) = self.check()? {
+            return Ok(ShutdownOutcome::AlreadyExited(status));
+        }
+        if let Some(graceful) = graceful {
+            let mut controller = GrpcControllerClient::new(graceful.channel.clone());
+            match tokio::time::timeout(graceful.rpc_timeout, controller.shutdown(Empty {})).await {
+                Ok(Ok(_)) => tracing::debug!(plugin, "plugin acknowledged the shutdown request"),
+                // A plugin often exits before it can answer; that is no failure.
+                Ok(Err(status)) => tracing::debug!(plugin, %status, "shutdown RPC failed"),
+                Err(_) => tracing::debug!(plugin, "shutdown RPC timed out"),
+            }
+            if let Some(status) = self.group.exited_within(graceful.grace).await {
+                return Ok(ShutdownOutcome::Graceful(status));
+            }
+            tracing::info!(
+                plugin,
+                grace = ?graceful.grace,
+                "plugin did not exit after the shutdown request; sending SIGTERM to its process group"
+            );
+        }
+        if !self.signal(Signal::TERM, "SIGTERM")? {
+            return Ok(self.exited_before_signal().await);
+        }
+        if let Some(status) = self.group.exited_within(self.terminate_grace).await {
+            return Ok(ShutdownOutcome::Terminated(status));
+        }
+        tracing::warn!(
+            plugin,
+            grace = ?self.terminate_grace,
+            "plugin ignored SIGTERM; sending SIGKILL to its process group"
+        );
+        if !self.signal(Signal::KILL, "SIGKILL")? {
+            return Ok(self.exited_before_signal().await);
+        }
+        match self.group.exited_within(KILL_REAP_TIMEOUT).await {
+            Some(status) => Ok(ShutdownOutcome::Killed(status)),
+            None => Err(ShutdownError::StillRunning {
+                plugin: plugin.to_owned(),
+                pid: self.group.pid(),
+                waited: KILL_REAP_TIMEOUT,
+            }),
+        }
+    }
+
+    fn check(&self) -> Result<Option<std::process::ExitStatus>, ShutdownError> {
+        self.group.check().map_err(|source| ShutdownError::Wait {
+            plugin: self.plugin.to_string(),
+            pid: self.group.pid(),
+            source,
+        })
+    }
+
+    fn signal(&self, signal: Signal, name: &'static str) -> Result<bool, ShutdownError> {
+        self.group
+            .signal(signal)
+            .map_err(|source| ShutdownError::Signal {
+                plugin: self.plugin.to_string(),
+                pid: self.group.pid(),
+                signal: name,
+                source,
+            })
+    }
+
+    /// The outcome when the plugin exited between two steps, just before a signal (`signal`
+    /// returns `false` only once the exit status is recorded, so this does not wait).
+    async fn exited_before_signal(&self) -> ShutdownOutcome {
+        ShutdownOutcome::Terminated(self.group.exited().await)
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        let running = self.group.exit_status().is_none();
+        if !running && self.dir.is_none() {
+            return;
+        }
+        let plugin = Arc::clone(&self.plugin);
+        if running {
+            tracing::debug!(plugin = &*plugin, "plugin dropped while running; terminating it");
+            // Send SIGTERM now, so it happens even if the host exits before the thread runs.
+            if let Err(e) = self.group.signal(Signal::TERM) {
+                tracing::warn!(plugin = &*plugin, error = %e, "cannot send SIGTERM to the plugin");
+            }
+        }
+        let group = Arc::clone(&self.group);
+        let dir = self.dir.take();
+        let grace = self.terminate_grace;
+        let stopper = move || {
+            stop_blocking(&group, &plugin, grace);
+            if let Some(dir) = dir {
+                let path = dir.path().to_owned();
+                if let Err(e) = dir.close() {
+                    tracing::warn!(
+                        plugin = &*plugin,
+                        dir = %path.display(),
+                        error = %e,
+                        "cannot remove the plugin's private directory"
+                    );
+                }
+            }
+        };
+        if let Err(e) = thread::Builder::new()
+            .name("tether-stop".into())
+            .spawn(stopper)
+        {
+            tracing::warn!(
+                plugin = &*self.plugin,
+                error = %e,
+                "cannot start a thread to stop the plugin; killing it now"
+            );
+            let _ = self.group.signal(Signal::KILL);
+        }
+    }
+}
+
+/// The blocking tail of a drop: wait out the grace after `SIGTERM`, then `SIGKILL` and wait for
+/// the reaping. Runs on its own thread.
+fn stop_blocking(group: &ProcessGroup, plugin: &str, grace: Duration) {
+    if wait_blocking(group, grace) {
+        return;
+    }
+    tracing::warn!(plugin, ?grace, "plugin ignored SIGTERM; sending SIGKILL to its process group");
+    match group.signal(Signal::KILL) {
+        Ok(false) => return,
+        Ok(true) => {}
+        Err(e) => tracing::warn!(plugin, error = %e, "cannot send SIGKILL to the plugin"),
+    }
+    if !wait_blocking(group, KILL_REAP_TIMEOUT) {
+        tracing::warn!(plugin, pid = group.pid(), "plugin still runs after SIGKILL");
+    }
+}
+
+/// Polls for the plugin's exit until `timeout`; whether it exited.
+fn wait_blocking(group: &ProcessGroup, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match group.check() {
+            Ok(Some(_)) => return true,
+            Ok(None) => {}
+            Err(_) => return false,
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(BACKGROUND_POLL_INTERVAL);
+    }
+}
