@@ -1,1 +1,129 @@
-//! tether plugin SDK (work in progress).
+//! Write tether plugins in Rust. A tether plugin is also a go-plugin plugin: HashiCorp
+//! go-plugin hosts (Terraform-style, `AllowedProtocols: [grpc]`) launch it like one of theirs.
+//!
+//! A plugin is a program. Its host launches it with a few environment variables, reads one
+//! line from its stdout (where to connect, and the plugin's TLS certificate), and calls its gRPC
+//! services. This crate does all of that; the author writes the services.
+//!
+//! # A complete plugin
+//!
+//! The KV plugin of go-plugin's `examples/grpc`, keeping values in memory:
+//!
+//! ```no_run
+//! use std::collections::HashMap;
+//! use std::sync::Mutex;
+//!
+//! use kv::kv_server::{Kv, KvServer};
+//! use kv::{Empty, GetRequest, GetResponse, PutRequest};
+//! use tonic::{Request, Response, Status};
+//!
+//! // The code tonic-prost-build generates from go-plugin's `kv.proto` (package `proto`).
+//! # mod kv { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/src/generated/kv.rs")); }
+//!
+//! #[derive(Default)]
+//! struct MemoryKv(Mutex<HashMap<String, Vec<u8>>>);
+//!
+//! #[tonic::async_trait]
+//! impl Kv for MemoryKv {
+//!     async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
+//!         let key = request.into_inner().key;
+//!         let values = self.0.lock().expect("no handler panics while holding the lock");
+//!         match values.get(&key) {
+//!             Some(value) => Ok(Response::new(GetResponse { value: value.clone() })),
+//!             None => Err(Status::not_found(format!("no value for {key:?}"))),
+//!         }
+//!     }
+//!
+//!     async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
+//!         let PutRequest { key, value } = request.into_inner();
+//!         let mut values = self.0.lock().expect("no handler panics while holding the lock");
+//!         values.insert(key, value);
+//!         Ok(Response::new(Empty {}))
+//!     }
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1))
+//!         .add_service(KvServer::new(MemoryKv::default()))
+//!         .run()
+//! }
+//! ```
+//!
+//! [`Plugin::run`] blocks, builds its own runtime, prints errors to stderr and returns the exit
+//! status. [`Plugin::try_run`] returns a typed [`Error`] instead, and [`Plugin::run_async`]
+//! runs on a tokio runtime the author already has.
+//!
+//! # What happens at start-up
+//!
+//! 1. **Configuration check.** An empty cookie, no app versions, a service added for a version
+//!    the [`Config`] does not list, or two services with one gRPC name are [`Error`]s.
+//! 2. **Cookie.** If the cookie variable is missing or wrong, the plugin was run by hand (or by
+//!    another application's host): [`Plugin::run`] prints go-plugin's message for humans
+//!    ([`NOT_LAUNCHED_BY_HOST_MESSAGE`]) to stderr and exits with status 1. Nothing is printed
+//!    to stdout.
+//! 3. **Negotiation.** The app protocol version is the highest of
+//!    [`Config::app_versions`] that the host offers in `PLUGIN_PROTOCOL_VERSIONS`, else the
+//!    plugin's lowest (the host then refuses the plugin with a clear message). Services added
+//!    with [`Plugin::add_service_for`] are served only for their version.
+//! 4. **Listening.** By default a unix socket: with a random name inside
+//!    `PLUGIN_UNIX_SOCKET_DIR` if the host sets it, else as `plugin.sock` in a fresh private
+//!    (0700) directory under `TMPDIR` (or `/tmp`). With [`Transport::Tcp`], the first free port
+//!    of `PLUGIN_MIN_PORT..=PLUGIN_MAX_PORT` (default 10000–25000) on `127.0.0.1`, with
+//!    `TCP_NODELAY` on every connection.
+//! 5. **AutoMTLS.** If the host sets `PLUGIN_CLIENT_CERT`, the plugin makes a throw-away key
+//!    pair and certificate, accepts only clients presenting exactly the host's certificate,
+//!    and announces its own certificate in the handshake. TLS handshakes run concurrently,
+//!    each limited by [`Config::tls_handshake_timeout`]; one that fails is logged and does not
+//!    disturb the others. Without the variable the plugin serves plaintext gRPC.
+//! 6. **Handshake.** Once the socket is listening, the plugin prints the handshake line
+//!    (`1|APP|unix|/path|grpc|CERT`) as its first stdout output and flushes it. The line never
+//!    has go-plugin's seventh (multiplexing) field; `PLUGIN_MULTIPLEX_GRPC` is ignored.
+//!
+//! The gRPC server then serves the author's services, `grpc.health.v1.Health` (service
+//! `"plugin"` is `SERVING`) and `plugin.GRPCController`.
+//!
+//! # Stopping
+//!
+//! The plugin stops — gracefully: no new connections, in-flight calls finish, for at most
+//! [`Config::shutdown_grace`] — and the process exits with status 0 when:
+//!
+//! - the host calls `GRPCController.Shutdown` (the call still gets its response);
+//! - the process receives SIGTERM, or SIGINT (unless [`Config::ignore_sigint`]);
+//! - **the host exits.** [`serve`] records the parent process id; when serving starts the
+//!   plugin opens a pidfd on that process and waits for it to become readable, which the
+//!   kernel signals when the process exits — no polling. The race between recording the pid
+//!   and opening the pidfd is closed by checking `getppid()` again after opening: if the
+//!   parent changed, the host is already gone. Turn this off with [`Config::exit_with_host`].
+//!   pidfds need Linux 5.3; elsewhere, or if `pidfd_open` is refused, a warning is logged and
+//!   the plugin relies on the host to stop it.
+//!
+//! On the way out the plugin removes its socket, and the private directory if it made one.
+//! [`Plugin::try_run`] and [`Plugin::run_async`] say why it stopped ([`StopReason`]).
+//!
+//! # Logging
+//!
+//! The SDK logs with `tracing`. Unless told otherwise ([`Config::log_to_stderr`]) it installs
+//! a subscriber that writes `[LEVEL] target: message` lines to stderr, which go-plugin hosts
+//! relay at the matching level. Stdout carries only the handshake line (and whatever the
+//! author prints after it).
+//!
+//! # Not yet
+//!
+//! The go-plugin broker (`plugin.GRPCBroker`, for callbacks), stdio forwarding
+//! (`plugin.GRPCStdio`), multiplexing, `PLUGIN_UNIX_SOCKET_GROUP` and server reflection are not
+//! served yet; hosts that open the broker or stdio streams get `Unimplemented` and carry on.
+
+mod config;
+mod env;
+mod error;
+mod host;
+mod listen;
+mod log;
+mod plugin;
+
+pub use config::{
+    Config, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, Transport,
+};
+pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
+pub use plugin::{Plugin, serve};

@@ -1,0 +1,184 @@
+//! Why a plugin could not start or stopped serving, and why it stopped when all went well.
+
+use std::io;
+use std::path::PathBuf;
+
+use tether_proto::tls::TlsError;
+use tether_proto::version::VersionListError;
+
+/// What a plugin prints when it was started without its host's cookie (go-plugin's message,
+/// word for word).
+pub const NOT_LAUNCHED_BY_HOST_MESSAGE: &str = "This binary is a plugin. These are not meant to be executed directly.\n\
+     Please execute the program that consumes these plugins, which will\n\
+     load any plugins automatically";
+
+/// Why a plugin could not start, or stopped serving with an error.
+///
+/// Variants are grouped by the phase in which they happen: configuration (a bug in the
+/// plugin), environment and cookie (how the plugin was launched), negotiation, listening, TLS,
+/// and serving.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // --- Configuration: mistakes in the plugin's own code. ---
+    /// The cookie key or value given to [`Config::new`](crate::Config::new) is empty.
+    #[error("misconfigured plugin: the magic cookie key and value must not be empty")]
+    EmptyCookie,
+    /// The [`Config`](crate::Config) lists no app protocol versions.
+    #[error("misconfigured plugin: it supports no app protocol versions")]
+    NoAppVersions,
+    /// A service was added with [`Plugin::add_service_for`](crate::Plugin::add_service_for) for
+    /// a version the [`Config`](crate::Config) does not list.
+    #[error(
+        "misconfigured plugin: service {service} was added for app protocol version {version}, which the configuration does not list"
+    )]
+    ServiceForUnsupportedVersion {
+        /// The gRPC service name.
+        service: &'static str,
+        /// The version it was added for.
+        version: u32,
+    },
+    /// The same gRPC service would be served twice, or an added service has the name of one the
+    /// SDK serves itself (`grpc.health.v1.Health`, `plugin.GRPCController`).
+    #[error("misconfigured plugin: gRPC service {service} is served more than once")]
+    DuplicateService {
+        /// The gRPC service name.
+        service: &'static str,
+    },
+
+    // --- Environment and cookie: how the plugin was launched. ---
+    /// The cookie environment variable is not set: the plugin was most likely run by hand.
+    /// Displays go-plugin's message for humans ([`NOT_LAUNCHED_BY_HOST_MESSAGE`]).
+    #[error("{NOT_LAUNCHED_BY_HOST_MESSAGE}")]
+    CookieMissing {
+        /// The cookie's environment variable name.
+        key: String,
+    },
+    /// The cookie environment variable has another value: the plugin was launched by a host of
+    /// another application. Displays the same message as [`Error::CookieMissing`].
+    #[error("{NOT_LAUNCHED_BY_HOST_MESSAGE}")]
+    CookieMismatch {
+        /// The cookie's environment variable name.
+        key: String,
+    },
+    /// A protocol environment variable is not valid Unicode.
+    #[error("environment variable {name} is not valid UTF-8")]
+    EnvNotUnicode {
+        /// The variable's name.
+        name: &'static str,
+    },
+    /// `PLUGIN_MIN_PORT` or `PLUGIN_MAX_PORT` is not a port number.
+    #[error("environment variable {name}={value:?} is not a TCP port number (0-65535)")]
+    InvalidPort {
+        /// The variable's name.
+        name: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// `PLUGIN_MIN_PORT` is greater than `PLUGIN_MAX_PORT`.
+    #[error("PLUGIN_MIN_PORT ({min}) is greater than PLUGIN_MAX_PORT ({max})")]
+    PortRangeReversed {
+        /// The lowest port.
+        min: u16,
+        /// The highest port.
+        max: u16,
+    },
+
+    // --- Negotiation: choosing the app protocol version. ---
+    /// `PLUGIN_PROTOCOL_VERSIONS` is not a comma-separated list of numbers.
+    #[error("PLUGIN_PROTOCOL_VERSIONS from the host is invalid: {0}")]
+    InvalidProtocolVersions(#[source] VersionListError),
+
+    // --- Listen: making the socket the host connects to. ---
+    /// The private directory for the unix socket could not be created.
+    #[error("creating a private directory for the plugin's socket in {dir} failed: {source}")]
+    SocketDir {
+        /// The directory in which it was to be created.
+        dir: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The unix socket could not be bound.
+    #[error("listening on a unix socket in {dir} failed: {source}")]
+    BindUnix {
+        /// The directory the socket was to be created in.
+        dir: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// No port in the allowed range could be bound on `127.0.0.1`.
+    #[error("listening on 127.0.0.1 failed for every port in {min}..={max}; last error: {source}")]
+    BindTcp {
+        /// The lowest port tried.
+        min: u16,
+        /// The highest port tried.
+        max: u16,
+        /// The error for the last port tried.
+        #[source]
+        source: io::Error,
+    },
+
+    // --- TLS: AutoMTLS set-up. ---
+    /// `PLUGIN_CLIENT_CERT` does not hold exactly one PEM certificate.
+    #[error("PLUGIN_CLIENT_CERT from the host is not usable: {0}")]
+    InvalidClientCert(#[source] TlsError),
+    /// The plugin's own key pair and certificate could not be generated.
+    #[error("generating the plugin's TLS identity failed: {0}")]
+    Identity(#[source] TlsError),
+    /// rustls refused the TLS server configuration.
+    #[error("building the TLS server configuration failed: {0}")]
+    TlsConfig(#[source] TlsError),
+
+    // --- Serve: running. ---
+    /// The tokio runtime could not be built (only [`Plugin::run`](crate::Plugin::run) and
+    /// [`Plugin::try_run`](crate::Plugin::try_run) build one).
+    #[error("building the tokio runtime failed: {0}")]
+    Runtime(#[source] io::Error),
+    /// Watching for the host's exit or for signals could not be set up.
+    #[error("setting up {what} failed: {source}")]
+    Watch {
+        /// What was being set up.
+        what: &'static str,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The handshake line could not be written to stdout (e.g. the host closed the pipe).
+    #[error("writing the handshake line to stdout failed: {0}")]
+    Handshake(#[source] io::Error),
+    /// The gRPC server failed.
+    #[error("the gRPC server failed: {0}")]
+    Serve(#[source] tonic::transport::Error),
+    /// The gRPC server stopped although nobody asked it to.
+    #[error("the gRPC server stopped unexpectedly")]
+    ServerStopped,
+}
+
+impl Error {
+    /// Whether this error means the plugin was not launched by its host (cookie missing or
+    /// wrong), in which case the message is for a human who ran it by hand.
+    #[must_use]
+    pub fn is_not_launched_by_host(&self) -> bool {
+        matches!(
+            self,
+            Self::CookieMissing { .. } | Self::CookieMismatch { .. }
+        )
+    }
+}
+
+/// Why a plugin stopped serving without an error. Each of these is a normal end: the process
+/// should exit with status 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The host called `GRPCController.Shutdown`.
+    ShutdownRequested,
+    /// The process received SIGTERM.
+    Terminated,
+    /// The process received SIGINT (see [`Config::ignore_sigint`](crate::Config::ignore_sigint)).
+    Interrupted,
+    /// The process that launched the plugin exited.
+    HostExited,
+}

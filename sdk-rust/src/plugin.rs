@@ -1,0 +1,503 @@
+//! The [`Plugin`] builder and the serve sequence: check, negotiate, listen, handshake, serve, stop.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::fmt;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use tether_proto::handshake::{CORE_PROTOCOL_VERSION, Handshake, Protocol};
+use tether_proto::plugin::grpc_controller_server::{self, GrpcController, GrpcControllerServer};
+use tether_proto::{HEALTH_SERVICE, plugin, tls};
+use tokio::sync::{Notify, oneshot};
+use tokio_rustls::TlsAcceptor;
+use tonic::body::Body;
+use tonic::codegen::Service;
+use tonic::codegen::http::Request;
+use tonic::server::NamedService;
+use tonic::service::RoutesBuilder;
+use tonic_health::ServingStatus;
+
+use crate::config::{Config, RuntimeFlavor};
+use crate::env::Launch;
+use crate::error::{Error, StopReason};
+use crate::host::{HostWatch, Parent, Signals};
+use crate::listen::{self, AcceptOptions};
+
+/// Starts assembling a plugin: add its gRPC services, then [`run`](Plugin::run) it.
+///
+/// Call it first thing in `main`: it records the parent process id, which is how the plugin
+/// later notices that its host has exited.
+pub fn serve(config: Config) -> Plugin {
+    Plugin {
+        config,
+        services: Vec::new(),
+        parent: Parent::record(),
+    }
+}
+
+/// A plugin being assembled: a [`Config`] plus the gRPC services to serve.
+///
+/// Made by [`serve`]; finished by [`run`](Self::run) (blocking, returns an [`ExitCode`]),
+/// [`try_run`](Self::try_run) (blocking, returns a typed result) or
+/// [`run_async`](Self::run_async) (on the caller's tokio runtime).
+#[must_use = "a plugin does nothing until it is run"]
+pub struct Plugin {
+    config: Config,
+    services: Vec<AuthorService>,
+    parent: Parent,
+}
+
+/// A service added by the author, type-erased until the routes are built.
+struct AuthorService {
+    name: &'static str,
+    /// `None`: served for every app version.
+    version: Option<u32>,
+    add: Box<dyn FnOnce(&mut RoutesBuilder) + Send>,
+}
+
+impl fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let services: Vec<_> = self.services.iter().map(|s| (s.name, s.version)).collect();
+        f.debug_struct("Plugin")
+            .field("config", &self.config)
+            .field("services", &services)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The gRPC services the SDK serves itself; an author's service may not reuse these names.
+const BUILT_IN_SERVICES: &[&str] = &[
+    tonic_health::pb::health_server::SERVICE_NAME,
+    grpc_controller_server::SERVICE_NAME,
+];
+
+impl Plugin {
+    /// Serves `service` whichever app protocol version is negotiated.
+    ///
+    /// `service` is a tonic server such as the generated `KvServer::new(my_impl)` (the same
+    /// bounds as [`tonic::service::Routes::add_service`]).
+    pub fn add_service<S>(self, service: S) -> Self
+    where
+        S: Service<Request<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.push(None, service)
+    }
+
+    /// Serves `service` only when `app_version` is the negotiated app protocol version — how a
+    /// plugin that supports several versions ([`Config::app_versions`]) serves each host the
+    /// API it expects. The version must be one the [`Config`] lists.
+    ///
+    /// ```no_run
+    /// # use tonic_health::pb::health_server::{Health, HealthServer};
+    /// # fn v1() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
+    /// # fn v2() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
+    /// // `v1()` and `v2()` make the servers of two versions of the app's service.
+    /// let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_versions([1, 2]))
+    ///     .add_service_for(1, v1())
+    ///     .add_service_for(2, v2());
+    /// # let _ = plugin;
+    /// ```
+    pub fn add_service_for<S>(self, app_version: u32, service: S) -> Self
+    where
+        S: Service<Request<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.push(Some(app_version), service)
+    }
+
+    fn push<S>(mut self, version: Option<u32>, service: S) -> Self
+    where
+        S: Service<Request<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.services.push(AuthorService {
+            name: S::NAME,
+            version,
+            add: Box::new(move |routes: &mut RoutesBuilder| {
+                routes.add_service(service);
+            }),
+        });
+        self
+    }
+
+    /// Runs the plugin until it is told to stop, on a runtime of its own, and returns the
+    /// process exit status: success after any [`StopReason`], failure after an [`Error`],
+    /// which is printed to stderr first (for a missing or wrong cookie, go-plugin's message
+    /// for humans and nothing else).
+    pub fn run(self) -> ExitCode {
+        match self.try_run() {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(error) if error.is_not_launched_by_host() => {
+                eprintln!("{error}");
+                ExitCode::FAILURE
+            }
+            Err(error) => {
+                // Not through `tracing`: the logger may be off, filtered or not installed yet,
+                // and the host must see why the plugin died. `[ERROR]` is the level for hosts.
+                eprintln!("[ERROR] plugin failed: {error}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    /// Like [`run`](Self::run), but returns why the plugin stopped or the [`Error`] instead of
+    /// printing it.
+    ///
+    /// # Errors
+    /// Any [`Error`]; before the handshake line is printed, the host sees the plugin exit
+    /// without one.
+    pub fn try_run(self) -> Result<StopReason, Error> {
+        let ready = self.prepare()?;
+        let mut builder = match ready.config.runtime {
+            RuntimeFlavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+            RuntimeFlavor::MultiThread => tokio::runtime::Builder::new_multi_thread(),
+        };
+        let runtime = builder.enable_all().build().map_err(Error::Runtime)?;
+        let grace = ready.config.shutdown_grace;
+        let stop_began = OnceLock::new();
+        let result = runtime.block_on(ready.serve(&stop_began));
+        // Tasks still running (connections, blocking file IO) get what is left of the grace
+        // period, so that the whole stop takes at most `grace`; then they are dropped.
+        let remaining = stop_began.get().map_or(grace, |began: &Instant| {
+            grace.saturating_sub(began.elapsed())
+        });
+        runtime.shutdown_timeout(remaining);
+        result
+    }
+
+    /// Runs the plugin on the caller's tokio runtime until it is told to stop.
+    ///
+    /// The runtime must have IO, time and signals enabled (`enable_all`). Connection tasks
+    /// that outlive the shutdown grace period stay on that runtime until it shuts down.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn run_async(self) -> Result<StopReason, Error> {
+        self.prepare()?.serve(&OnceLock::new()).await
+    }
+
+    /// Everything before IO: configuration checks, the cookie, the environment, the services
+    /// for the negotiated version.
+    fn prepare(self) -> Result<Ready, Error> {
+        self.check_configuration()?;
+        let launch = Launch::read(&self.config, |name| std::env::var_os(name))?;
+        if self.config.log_to_stderr {
+            crate::log::install_stderr_logger();
+        }
+        tracing::debug!(
+            app_version = launch.app_version,
+            "negotiated app protocol version"
+        );
+        let mut routes = RoutesBuilder::default();
+        for service in self.services {
+            if service.version.is_none_or(|v| v == launch.app_version) {
+                (service.add)(&mut routes);
+            }
+        }
+        Ok(Ready {
+            config: self.config,
+            launch,
+            routes,
+            parent: self.parent,
+        })
+    }
+
+    /// Checks what is the author's responsibility, whatever the environment.
+    fn check_configuration(&self) -> Result<(), Error> {
+        let config = &self.config;
+        if config.cookie_key.is_empty() || config.cookie_value.is_empty() {
+            return Err(Error::EmptyCookie);
+        }
+        if config.app_versions.is_empty() {
+            return Err(Error::NoAppVersions);
+        }
+        for service in &self.services {
+            if let Some(version) = service.version
+                && !config.app_versions.contains(&version)
+            {
+                return Err(Error::ServiceForUnsupportedVersion {
+                    service: service.name,
+                    version,
+                });
+            }
+        }
+        for &version in &config.app_versions {
+            let mut names: HashSet<&str> = BUILT_IN_SERVICES.iter().copied().collect();
+            for service in &self.services {
+                if service.version.is_none_or(|v| v == version) && !names.insert(service.name) {
+                    return Err(Error::DuplicateService {
+                        service: service.name,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A plugin whose environment has been checked, ready to listen and serve.
+struct Ready {
+    config: Config,
+    launch: Launch,
+    routes: RoutesBuilder,
+    parent: Parent,
+}
+
+impl Ready {
+    /// Serves until told to stop; records in `stop_began` when stopping began.
+    async fn serve(self, stop_began: &OnceLock<Instant>) -> Result<StopReason, Error> {
+        let Self {
+            config,
+            launch,
+            mut routes,
+            parent,
+        } = self;
+
+        // Stop conditions first, so that nothing after the handshake can be missed.
+        let host = if config.exit_with_host {
+            HostWatch::new(parent)?
+        } else {
+            HostWatch::Unwatched
+        };
+        let mut signals = Signals::new(config.ignore_sigint)?;
+
+        let (tls, server_cert) = match &launch.client_cert {
+            Some(host_cert) => {
+                let identity = tls::Identity::generate().map_err(Error::Identity)?;
+                let server_config =
+                    tls::server_config(&identity, host_cert.clone()).map_err(Error::TlsConfig)?;
+                (
+                    Some(TlsAcceptor::from(Arc::new(server_config))),
+                    Some(identity.cert_der().to_vec()),
+                )
+            }
+            None => (None, None),
+        };
+        if let Some(group) = &launch.socket_group {
+            tracing::warn!(
+                ?group,
+                "PLUGIN_UNIX_SOCKET_GROUP is not supported yet; the socket keeps the default group"
+            );
+        }
+
+        let bound = listen::bind(config.transport, &launch)?;
+
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_service_status(HEALTH_SERVICE, ServingStatus::Serving)
+            .await;
+        let stop = Arc::new(Notify::new());
+        routes
+            .add_service(health_service)
+            .add_service(GrpcControllerServer::new(Controller {
+                stop: Arc::clone(&stop),
+            }));
+        let incoming = listen::accept(
+            bound.listener,
+            AcceptOptions {
+                tls,
+                tls_handshake_timeout: config.tls_handshake_timeout,
+                error_backoff: config.accept_error_backoff,
+            },
+        );
+
+        let handshake = Handshake {
+            core_version: CORE_PROTOCOL_VERSION,
+            app_version: launch.app_version,
+            address: bound.address,
+            protocol: Protocol::Grpc,
+            server_cert,
+            multiplex: None,
+        };
+        print_handshake(&handshake)?;
+        tracing::debug!(
+            network = handshake.address.network(),
+            address = %handshake.address,
+            tls = handshake.server_cert.is_some(),
+            "serving"
+        );
+
+        let (stop_server, server_stopping) = oneshot::channel::<()>();
+        let server = tonic::transport::Server::builder()
+            .add_routes(routes.routes())
+            .serve_with_incoming_shutdown(incoming, async {
+                // An error means the sender was dropped, which also means stop.
+                let _ = server_stopping.await;
+            });
+        let mut server = std::pin::pin!(server);
+
+        let reason = tokio::select! {
+            result = &mut server => {
+                return Err(result.map_or_else(Error::Serve, |()| Error::ServerStopped));
+            }
+            () = stop.notified() => StopReason::ShutdownRequested,
+            reason = signals.recv() => reason,
+            () = host.exited() => StopReason::HostExited,
+        };
+        let _ = stop_began.set(Instant::now());
+        tracing::debug!(?reason, "stopping");
+        health
+            .set_service_status(HEALTH_SERVICE, ServingStatus::NotServing)
+            .await;
+        let _ = stop_server.send(());
+        match tokio::time::timeout(config.shutdown_grace, server).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "the gRPC server failed while stopping"),
+            Err(_) => tracing::warn!(
+                grace = ?config.shutdown_grace,
+                "connections still open after the shutdown grace period; stopping anyway"
+            ),
+        }
+        // Removes the socket (and the private directory holding it).
+        drop(bound.cleanup);
+        Ok(reason)
+    }
+}
+
+/// Writes the handshake line as the first output on stdout.
+fn print_handshake(handshake: &Handshake) -> Result<(), Error> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{handshake}")
+        .and_then(|()| stdout.flush())
+        .map_err(Error::Handshake)
+}
+
+/// `plugin.GRPCController`: the host asks the plugin to stop.
+struct Controller {
+    stop: Arc<Notify>,
+}
+
+#[tonic::async_trait]
+impl GrpcController for Controller {
+    async fn shutdown(
+        &self,
+        _request: tonic::Request<plugin::Empty>,
+    ) -> Result<tonic::Response<plugin::Empty>, tonic::Status> {
+        // The server stops gracefully, so this response is still delivered.
+        self.stop.notify_one();
+        Ok(tonic::Response::new(plugin::Empty {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health()
+    -> tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>
+    {
+        tonic_health::server::health_reporter().1
+    }
+
+    fn controller() -> GrpcControllerServer<Controller> {
+        GrpcControllerServer::new(Controller {
+            stop: Arc::new(Notify::new()),
+        })
+    }
+
+    #[test]
+    fn the_async_variant_can_be_spawned_on_a_multi_thread_runtime() {
+        fn assert_send<T: Send>(_: &T) {}
+        let future = serve(Config::new("K", "v")).run_async();
+        assert_send(&future);
+    }
+
+    #[test]
+    fn an_empty_cookie_is_a_configuration_error() {
+        let err = serve(Config::new("", "x"))
+            .check_configuration()
+            .unwrap_err();
+        assert!(matches!(err, Error::EmptyCookie));
+    }
+
+    #[test]
+    fn a_plugin_without_app_versions_is_a_configuration_error() {
+        let config = Config::new("K", "v").app_versions([]);
+        let err = serve(config).check_configuration().unwrap_err();
+        assert!(matches!(err, Error::NoAppVersions));
+    }
+
+    #[test]
+    fn a_service_for_an_unlisted_version_is_a_configuration_error() {
+        let plugin =
+            serve(Config::new("K", "v").app_versions([1, 2])).add_service_for(3, controller());
+        let err = plugin.check_configuration().unwrap_err();
+        assert!(matches!(
+            err,
+            Error::ServiceForUnsupportedVersion {
+                service: "plugin.GRPCController",
+                version: 3
+            }
+        ));
+    }
+
+    #[test]
+    fn a_service_named_like_a_built_in_one_is_rejected() {
+        let err = serve(Config::new("K", "v"))
+            .add_service(health())
+            .check_configuration()
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            Error::DuplicateService {
+                service: "grpc.health.v1.Health"
+            }
+        ));
+    }
+
+    #[test]
+    fn the_same_service_may_be_added_once_per_version_but_not_twice_for_one() {
+        let config = Config::new("K", "v").app_versions([1, 2]);
+        let per_version = serve(config.clone())
+            .add_service_for(1, stdio_service())
+            .add_service_for(2, stdio_service());
+        assert!(per_version.check_configuration().is_ok());
+
+        let twice = serve(config)
+            .add_service(stdio_service())
+            .add_service_for(2, stdio_service());
+        assert!(matches!(
+            twice.check_configuration(),
+            Err(Error::DuplicateService { .. })
+        ));
+    }
+
+    /// A service whose name is not built in: `plugin.GRPCStdio` (the SDK does not serve it).
+    fn stdio_service()
+    -> plugin::grpc_stdio_server::GrpcStdioServer<impl plugin::grpc_stdio_server::GrpcStdio> {
+        struct NoStdio;
+        #[tonic::async_trait]
+        impl plugin::grpc_stdio_server::GrpcStdio for NoStdio {
+            type StreamStdioStream = tokio_stream::Empty<Result<plugin::StdioData, tonic::Status>>;
+            async fn stream_stdio(
+                &self,
+                _request: tonic::Request<()>,
+            ) -> Result<tonic::Response<Self::StreamStdioStream>, tonic::Status> {
+                Ok(tonic::Response::new(tokio_stream::empty()))
+            }
+        }
+        plugin::grpc_stdio_server::GrpcStdioServer::new(NoStdio)
+    }
+}
