@@ -1,0 +1,88 @@
+//! KV plugin: go-plugin's `examples/grpc` plugin, written with `tether-sdk`.
+//!
+//! Serves `proto.KV` (handshake app version 1, cookie `BASIC_PLUGIN=hello`) and keeps each
+//! value in a file `kv_<key>` in its working directory. `Get` of a missing key fails with
+//! `NotFound`; keys that could name another file (`/`, `\`, NUL, `.`, `..`, empty) fail with
+//! `InvalidArgument`.
+//!
+//! Any go-plugin KV host can run it, e.g. the `kv-host` example or go-plugin's own:
+//!
+//! ```text
+//! cargo build -p tether-examples --bin kv-plugin
+//! KV_PLUGIN=target/debug/kv-plugin kvhost put hello world
+//! KV_PLUGIN=target/debug/kv-plugin kvhost get hello    # prints "world"
+//! ```
+//!
+//! Run by hand it only explains that it is a plugin; to see its handshake line:
+//! `BASIC_PLUGIN=hello PLUGIN_PROTOCOL_VERSIONS=1 target/debug/kv-plugin`.
+
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tether_examples::kv::kv_server::{Kv, KvServer};
+use tether_examples::kv::{Empty, GetRequest, GetResponse, PutRequest};
+use tonic::{Request, Response, Status};
+
+fn main() -> ExitCode {
+    tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1))
+        .add_service(KvServer::new(FileKv))
+        .run()
+}
+
+/// Stores each value in `kv_<key>` in the working directory.
+struct FileKv;
+
+/// The file that holds `key`'s value, or `InvalidArgument` if `key` could escape the working
+/// directory or name something other than a plain `kv_` file.
+fn path_for(key: &str) -> Result<PathBuf, Status> {
+    if key.is_empty() || key == "." || key == ".." || key.contains(['/', '\\', '\0']) {
+        return Err(Status::invalid_argument(format!(
+            "invalid key {key:?}: keys must be non-empty, not `.` or `..`, and contain no `/`, `\\` or NUL"
+        )));
+    }
+    Ok(PathBuf::from(format!("kv_{key}")))
+}
+
+#[tonic::async_trait]
+impl Kv for FileKv {
+    async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
+        let key = request.into_inner().key;
+        let path = path_for(&key)?;
+        match tokio::fs::read(&path).await {
+            Ok(value) => Ok(Response::new(GetResponse { value })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(Status::not_found(format!("no value for key {key:?}")))
+            }
+            Err(e) => Err(Status::internal(format!("reading {}: {e}", path.display()))),
+        }
+    }
+
+    async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
+        let PutRequest { key, value } = request.into_inner();
+        let path = path_for(&key)?;
+        tokio::fs::write(&path, value)
+            .await
+            .map_err(|e| Status::internal(format!("writing {}: {e}", path.display())))?;
+        Ok(Response::new(Empty {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_that_could_escape_the_working_directory_are_invalid_arguments() {
+        for key in ["", ".", "..", "a/b", "/etc/passwd", "../x", "a\\b", "a\0b"] {
+            let status = path_for(key).unwrap_err();
+            assert_eq!(status.code(), tonic::Code::InvalidArgument, "key {key:?}");
+        }
+    }
+
+    #[test]
+    fn ordinary_keys_map_to_kv_files() {
+        assert_eq!(path_for("hello").unwrap(), PathBuf::from("kv_hello"));
+        assert_eq!(path_for("a.b..c").unwrap(), PathBuf::from("kv_a.b..c"));
+    }
+}
