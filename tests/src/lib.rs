@@ -1,1 +1,9 @@
-//! Test support for tether integration tests.
+//! Support code for tether's integration tests and the misbehaving plugins in `src/bin/`.
+//!
+//! - [`procs`]: find processes a test left behind.
+//! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
+//! - [`misbehave`]: small pieces the misbehaving plugins share.
+
+pub mod misbehave;
+pub mod peers;
+pub mod procs;

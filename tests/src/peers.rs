@@ -1,0 +1,118 @@
+//! The Go go-plugin interop peers, built once per test process by `tests/go/build.sh`.
+//!
+//! When a toolchain is missing the peers cannot be built: tests then print why and skip —
+//! unless `TETHER_REQUIRE_PEERS=1` (CI sets it), in which case they fail.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::procs::target_profile_dir;
+
+/// Environment variable that turns a missing interop peer into a test failure.
+pub const REQUIRE_PEERS_ENV: &str = "TETHER_REQUIRE_PEERS";
+
+/// Which go-plugin a Go peer is built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoPlugin {
+    /// The newest go-plugin (v1.8.x), as a Go module, with the machine's Go.
+    V18,
+    /// Debian's go-plugin 1.0.1, GOPATH mode, Debian's Go 1.19.
+    V101,
+}
+
+impl GoPlugin {
+    /// The suffix `tests/go/build.sh` gives this variant's binaries.
+    #[must_use]
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Self::V18 => "v18",
+            Self::V101 => "v101",
+        }
+    }
+}
+
+/// Paths of one variant's Go binaries.
+#[derive(Debug, Clone)]
+pub struct GoPeers {
+    /// The go-plugin KV plugin.
+    pub plugin: PathBuf,
+    /// The go-plugin KV host.
+    pub host: PathBuf,
+}
+
+/// The repository root.
+#[must_use]
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Whether missing peers must fail tests instead of skipping them.
+#[must_use]
+pub fn peers_required() -> bool {
+    std::env::var(REQUIRE_PEERS_ENV).is_ok_and(|v| v == "1")
+}
+
+/// Builds (once per process) and returns the Go peers of `variant`, or why they are unavailable.
+///
+/// # Errors
+/// A description of what is missing or what failed, to print when skipping.
+pub fn go(variant: GoPlugin) -> Result<GoPeers, String> {
+    static V18: OnceLock<Result<GoPeers, String>> = OnceLock::new();
+    static V101: OnceLock<Result<GoPeers, String>> = OnceLock::new();
+    let cell = match variant {
+        GoPlugin::V18 => &V18,
+        GoPlugin::V101 => &V101,
+    };
+    cell.get_or_init(|| build(variant)).clone()
+}
+
+/// Like [`go`], but when the peers are unavailable: panics if [`peers_required`], else prints
+/// why and returns `None` (the caller returns early, skipping the test).
+#[must_use]
+pub fn go_or_skip(variant: GoPlugin, test: &str) -> Option<GoPeers> {
+    match go(variant) {
+        Ok(peers) => Some(peers),
+        Err(why) if peers_required() => {
+            panic!(
+                "{test}: go-plugin {variant:?} peers unavailable and {REQUIRE_PEERS_ENV}=1: {why}"
+            )
+        }
+        Err(why) => {
+            eprintln!("SKIPPED {test}: go-plugin {variant:?} peers unavailable: {why}");
+            None
+        }
+    }
+}
+
+fn build(variant: GoPlugin) -> Result<GoPeers, String> {
+    let out = target_profile_dir()
+        .parent()
+        .map(|target| target.join("go-peers"))
+        .ok_or("cannot locate the cargo target directory")?;
+    let script = repo_root().join("tests/go/build.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .arg(&out)
+        .env("GO_INTEROP_VARIANTS", variant.suffix())
+        .output()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed ({}): {}",
+            script.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let peers = GoPeers {
+        plugin: out.join(format!("kvplugin-{}", variant.suffix())),
+        host: out.join(format!("kvhost-{}", variant.suffix())),
+    };
+    for bin in [&peers.plugin, &peers.host] {
+        if !bin.is_file() {
+            return Err(format!("{} was not built", bin.display()));
+        }
+    }
+    Ok(peers)
+}

@@ -1,0 +1,100 @@
+//! Finding processes a test left behind, by their working directory.
+//!
+//! Every test launches its plugins in a fresh temporary working directory, so "no process is
+//! left behind" means: no live process (zombies excluded: on these machines PID 1 may not reap
+//! orphans) has that directory as its working directory. Grandchildren inherit the directory,
+//! so they are found too.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// A live process found by [`in_dir`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command line, NUL separators replaced by spaces.
+    pub cmdline: String,
+}
+
+/// Live (not zombie) processes whose working directory is `dir`.
+#[must_use]
+pub fn in_dir(dir: &Path) -> Vec<Process> {
+    let Ok(want) = dir.canonicalize() else {
+        return Vec::new();
+    };
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let proc_dir = entry.path();
+        if fs::read_link(proc_dir.join("cwd")).ok() != Some(want.clone()) || is_zombie(&proc_dir) {
+            continue;
+        }
+        let cmdline = fs::read(proc_dir.join("cmdline"))
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .replace('\0', " ")
+                    .trim()
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        found.push(Process { pid, cmdline });
+    }
+    found
+}
+
+fn is_zombie(proc_dir: &Path) -> bool {
+    // /proc/PID/stat: "pid (comm) S ..."; comm may contain spaces and parentheses, so split at
+    // the last ')'.
+    fs::read_to_string(proc_dir.join("stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace()
+                .next()
+                .map(|state| state == "Z" || state == "X")
+        })
+        .unwrap_or(true)
+}
+
+/// The directory holding this test's binaries (`target/<profile>`), derived from the running
+/// test executable (`target/<profile>/deps/<test>-<hash>`).
+#[must_use]
+pub fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_live_child_by_its_working_directory_and_not_after_it_is_reaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .current_dir(dir.path())
+            .spawn()
+            .unwrap();
+        let found = in_dir(dir.path());
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].pid, child.id());
+        assert!(found[0].cmdline.starts_with("sleep 30"));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(in_dir(dir.path()).is_empty());
+    }
+}

@@ -1,0 +1,183 @@
+//! A tether host and the tether KV plugin, through the library: typed calls, errors, shutdown,
+//! drop, and a plugin outliving its host.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, ShutdownOutcome};
+use tether_examples::kv::kv_client::KvClient;
+use tether_examples::kv::{GetRequest, PutRequest};
+use tether_tests::procs;
+
+const KV_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
+
+/// How long a test waits for a process to exit after it was told (or its host died).
+const EXIT_DEADLINE: Duration = Duration::from_secs(5);
+
+fn kv_plugin(work: &Path) -> PluginClientBuilder<HandshakeConfig> {
+    PluginClient::builder(KV_PLUGIN)
+        .current_dir(work)
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+}
+
+/// Returns when the process behind `pidfd` has exited (the pidfd becomes readable).
+async fn exited(pidfd: OwnedFd) {
+    let ready = tokio::task::spawn_blocking(move || {
+        let mut fds = [rustix::event::PollFd::new(
+            &pidfd,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec::try_from(EXIT_DEADLINE).unwrap();
+        rustix::event::poll(&mut fds, Some(&timeout)).unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        ready, 1,
+        "the process did not exit within {EXIT_DEADLINE:?}"
+    );
+}
+
+fn pidfd(pid: u32) -> OwnedFd {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn values_put_in_one_launch_are_read_in_the_next_over_automtls() {
+    let work = tempfile::tempdir().unwrap();
+    let plugin = kv_plugin(work.path()).start().await.unwrap();
+    assert!(plugin.is_tls());
+    assert_eq!(plugin.app_version(), 1);
+    KvClient::new(plugin.channel())
+        .put(PutRequest {
+            key: "answer".into(),
+            value: b"42".to_vec(),
+        })
+        .await
+        .unwrap();
+    let outcome = plugin.shutdown().await.unwrap();
+    assert!(
+        matches!(outcome, ShutdownOutcome::Graceful(status) if status.success()),
+        "{outcome}"
+    );
+
+    let plugin = kv_plugin(work.path()).start().await.unwrap();
+    let value = KvClient::new(plugin.channel())
+        .get(GetRequest {
+            key: "answer".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .value;
+    assert_eq!(value, b"42");
+    plugin.shutdown().await.unwrap();
+    assert!(procs::in_dir(work.path()).is_empty());
+}
+
+#[tokio::test]
+async fn a_missing_key_is_a_not_found_status() {
+    let work = tempfile::tempdir().unwrap();
+    let plugin = kv_plugin(work.path()).plaintext().start().await.unwrap();
+    assert!(!plugin.is_tls());
+    assert_eq!(plugin.peer_fingerprint(), None);
+    let status = KvClient::new(plugin.channel())
+        .get(GetRequest {
+            key: "never-stored".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound, "{status:?}");
+    plugin.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_key_that_would_escape_the_working_directory_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let plugin = kv_plugin(work.path()).start().await.unwrap();
+    let mut kv = KvClient::new(plugin.channel());
+    for key in ["../escape", "a/b", ".."] {
+        let status = kv
+            .put(PutRequest {
+                key: key.into(),
+                value: b"x".to_vec(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "{key}: {status:?}"
+        );
+    }
+    plugin.shutdown().await.unwrap();
+    assert!(!work.path().parent().unwrap().join("kv_escape").exists());
+}
+
+#[tokio::test]
+async fn dropping_a_running_plugin_client_ends_the_plugin() {
+    let work = tempfile::tempdir().unwrap();
+    let plugin = kv_plugin(work.path()).start().await.unwrap();
+    let fd = pidfd(plugin.pid());
+    drop(plugin);
+    exited(fd).await;
+    assert!(procs::in_dir(work.path()).is_empty());
+}
+
+#[tokio::test]
+async fn the_host_notices_when_a_plugin_exits_on_its_own() {
+    let work = tempfile::tempdir().unwrap();
+    let plugin = kv_plugin(work.path()).start().await.unwrap();
+    assert!(plugin.is_running());
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(plugin.pid()).unwrap()).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let status = tokio::time::timeout(EXIT_DEADLINE, plugin.exited())
+        .await
+        .expect("the host notices the exit");
+    assert!(!status.success());
+    assert!(!plugin.is_running());
+    let outcome = plugin.shutdown().await.unwrap();
+    assert!(
+        matches!(outcome, ShutdownOutcome::AlreadyExited(_)),
+        "{outcome}"
+    );
+}
+
+/// The SDK watches its parent: when the host dies (here by SIGKILL, so it cannot clean up), the
+/// plugin exits by itself.
+#[tokio::test]
+async fn a_plugin_exits_when_its_host_dies() {
+    let work = tempfile::tempdir().unwrap();
+    // A stand-in host: a shell that starts the plugin with the protocol environment and waits.
+    let mut host = Command::new("sh")
+        .arg("-c")
+        .arg(r#""$0" & echo $!; wait"#)
+        .arg(KV_PLUGIN)
+        .env_clear()
+        .env("BASIC_PLUGIN", "hello")
+        .env("PLUGIN_PROTOCOL_VERSIONS", "1")
+        .current_dir(work.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(host.stdout.take().unwrap());
+    let mut line = String::new();
+    // First the shell prints the plugin's pid, then the plugin prints its handshake.
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    let plugin_pid: u32 = line.trim().parse().unwrap();
+    line.clear();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert!(line.starts_with("1|1|unix|"), "handshake: {line:?}");
+    let fd = pidfd(plugin_pid);
+
+    host.kill().unwrap();
+    host.wait().unwrap();
+    exited(fd).await;
+    assert!(procs::in_dir(work.path()).is_empty());
+}
