@@ -281,6 +281,10 @@ impl Ready {
         } else {
             HostWatch::Unwatched
         };
+        if matches!(host, HostWatch::Gone) {
+            tracing::debug!("the host exited before the plugin started serving");
+            return Ok(StopReason::HostExited);
+        }
         let mut signals = Signals::new(config.ignore_sigint)?;
 
         let (tls, server_cert) = match &launch.client_cert {
