@@ -39,11 +39,13 @@ const EXIT_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
 /// end it with [`shutdown`](Self::shutdown) (or by dropping it, see below).
 ///
 /// # Dropping
-/// Dropping a running client sends `SIGTERM` to the plugin's process group at once and leaves
-/// the rest — the terminate grace, `SIGKILL`, reaping and removing the private directory — to a
-/// small detached thread, so it never blocks the async runtime. If the host process exits right
-/// after the drop, that thread dies with it: the plugin got `SIGTERM`, but the private directory
-/// may be left behind. Call [`shutdown`](Self::shutdown) for a graceful, complete ending.
+/// Dropping a running client sends `SIGTERM` to the plugin's process group and removes its
+/// private directory at once (a few file-system calls), and leaves the rest — the terminate
+/// grace, `SIGKILL` and reaping — to a small detached thread, so it never waits for the plugin
+/// and never blocks the async runtime. Caveat: if the host process exits right after the drop,
+/// that thread dies with it; the plugin got `SIGTERM`, but one that ignores it keeps running.
+/// The same happens when a [`start`](PluginClientBuilder::start) future is dropped part-way.
+/// Call [`shutdown`](Self::shutdown) for a graceful, complete ending.
 ///
 /// # Exit of the plugin
 /// If the plugin exits on its own, [`is_running`](Self::is_running) turns `false`,
@@ -62,7 +64,9 @@ pub struct PluginClient {
 }
 
 impl PluginClient {
-    /// Starts configuring the launch of `program` (a path; it is not searched in `PATH`).
+    /// Starts configuring the launch of `program`: a path, or a bare name looked up in the
+    /// plugin's `PATH` (the host's, unless changed with
+    /// [`env`](PluginClientBuilder::env)), as [`std::process::Command`] does.
     pub fn builder(program: impl Into<std::path::PathBuf>) -> PluginClientBuilder {
         PluginClientBuilder::new(program)
     }
@@ -184,7 +188,10 @@ pub(crate) async fn start(
         );
         None
     } else {
-        Some(Identity::generate().map_err(|e| prepare_error("generating the TLS identity", e.into()))?)
+        Some(
+            Identity::generate()
+                .map_err(|e| prepare_error("generating the TLS identity", e.into()))?,
+        )
     };
     let protocol = launch::protocol_env(
         &handshake,
@@ -200,7 +207,11 @@ pub(crate) async fn start(
         &handshake.cookie_key,
     );
     for variable in &env.ignored {
-        tracing::warn!(plugin, ?variable, "ignoring a variable that the protocol sets itself");
+        tracing::warn!(
+            plugin,
+            ?variable,
+            "ignoring a variable that the protocol sets itself"
+        );
     }
 
     let spawn_error = |source| StartError::Spawn {
@@ -220,7 +231,9 @@ pub(crate) async fn start(
     };
     let Some((stdout, stderr)) = pipes else {
         let _ = launched.shutdown(None).await;
-        return Err(spawn_error(std::io::Error::other("stdout or stderr was not piped")));
+        return Err(spawn_error(std::io::Error::other(
+            "stdout or stderr was not piped",
+        )));
     };
     tracing::debug!(plugin, pid = group.pid(), "plugin spawned");
 
@@ -353,10 +366,14 @@ async fn connect_plugin(
         )),
         _ => None,
     };
+    let running = {
+        let group = Arc::clone(group);
+        Arc::new(move || group.exit_status().is_none())
+    };
     let connected = connect::connect(
         target.clone(),
         tls_config,
-        Arc::clone(group),
+        running,
         settings.connect_timeout,
     )
     .await;
@@ -470,7 +487,12 @@ async fn read_failure(
     }
 }
 
-fn connect_error(plugin: &str, address: String, error: ConnectError, timeout: Duration) -> StartError {
+fn connect_error(
+    plugin: &str,
+    address: String,
+    error: ConnectError,
+    timeout: Duration,
+) -> StartError {
     let plugin = plugin.to_owned();
     let output = Box::default();
     match error {
@@ -566,7 +588,10 @@ mod tests {
     #[test]
     fn a_missing_certificate_with_tls_on_means_no_automtls() {
         let config = HandshakeConfig::new("K", "V");
-        assert_eq!(check_handshake(&handshake(1, None, None), &config, true), Err(None));
+        assert_eq!(
+            check_handshake(&handshake(1, None, None), &config, true),
+            Err(None)
+        );
         assert_eq!(
             check_handshake(&handshake(1, Some(vec![7]), None), &config, false),
             Err(Some(Incompatibility::UnrequestedTls))

@@ -426,5 +426,7 @@ impl PluginClientBuilder<HandshakeConfig> {
 pub(crate) fn is_reserved_env(name: &OsStr, cookie_key: &OsStr) -> bool {
     name == cookie_key
         || name == "TMPDIR"
-        || tether_proto::env::ALL.iter().any(|reserved| name == *reserved)
+        || tether_proto::env::ALL
+            .iter()
+            .any(|reserved| name == *reserved)
 }

@@ -19,7 +19,6 @@ use tokio_rustls::rustls::ClientConfig;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::error::{AddressProblem, BoxError};
-use crate::process::ProcessGroup;
 
 /// An address the host agreed to connect to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +40,10 @@ impl fmt::Display for Target {
 
 /// The lexical part of the address policy: a unix socket must lie inside `private_dir`
 /// (absolute, no `.`/`..`), a TCP address must be loopback.
-pub(crate) fn check_address(address: &Address, private_dir: &Path) -> Result<Target, AddressProblem> {
+pub(crate) fn check_address(
+    address: &Address,
+    private_dir: &Path,
+) -> Result<Target, AddressProblem> {
     match address {
         Address::Tcp(addr) if addr.ip().is_loopback() => Ok(Target::Tcp(*addr)),
         Address::Tcp(_) => Err(AddressProblem::NotLoopback),
@@ -77,12 +79,11 @@ pub(crate) fn check_socket_file(target: &Target, private_dir: &Path) -> Result<(
     let mut path = private_dir.to_owned();
     for component in rest.components() {
         path.push(component);
-        let meta = std::fs::symlink_metadata(&path).map_err(|source| {
-            AddressProblem::Inaccessible {
+        let meta =
+            std::fs::symlink_metadata(&path).map_err(|source| AddressProblem::Inaccessible {
                 path: path.clone(),
                 source,
-            }
-        })?;
+            })?;
         if meta.file_type().is_symlink() {
             return Err(AddressProblem::Symlink { path });
         }
@@ -115,17 +116,21 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 async fn open(
     target: &Target,
     tls: Option<&TlsConnector>,
-    group: &ProcessGroup,
+    running: &(dyn Fn() -> bool + Send + Sync),
 ) -> Result<TokioIo<Box<dyn Stream>>, ConnectFailure> {
-    if group.exit_status().is_some() {
+    if !running() {
         return Err(ConnectFailure::Exited);
     }
     let stream: Box<dyn Stream> = match (target, tls) {
-        (Target::Unix(path), None) => {
-            Box::new(UnixStream::connect(path).await.map_err(ConnectFailure::Io)?)
-        }
+        (Target::Unix(path), None) => Box::new(
+            UnixStream::connect(path)
+                .await
+                .map_err(ConnectFailure::Io)?,
+        ),
         (Target::Unix(path), Some(tls)) => {
-            let raw = UnixStream::connect(path).await.map_err(ConnectFailure::Io)?;
+            let raw = UnixStream::connect(path)
+                .await
+                .map_err(ConnectFailure::Io)?;
             Box::new(
                 tls.connect(tls::server_name(), raw)
                     .await
@@ -163,18 +168,18 @@ pub(crate) enum ConnectError {
 }
 
 /// Connects to `target` now (so failures surface at start), with TLS when `tls` is set; the
-/// returned channel reconnects the same way while the plugin runs.
+/// returned channel reconnects the same way while `running()` says the plugin runs.
 pub(crate) async fn connect(
     target: Target,
     tls: Option<Arc<ClientConfig>>,
-    group: Arc<ProcessGroup>,
+    running: Arc<dyn Fn() -> bool + Send + Sync>,
     timeout: Duration,
 ) -> Result<Channel, ConnectError> {
     let tls = tls.map(TlsConnector::from);
     let target = Arc::new(target);
     let connector = tower::service_fn(move |_: Uri| {
-        let (target, tls, group) = (Arc::clone(&target), tls.clone(), Arc::clone(&group));
-        async move { open(&target, tls.as_ref(), &group).await }
+        let (target, tls, running) = (Arc::clone(&target), tls.clone(), Arc::clone(&running));
+        async move { open(&target, tls.as_ref(), &*running).await }
     });
     // The URI only fills the HTTP/2 `:authority`; the connector decides where to connect.
     let endpoint = Endpoint::from_static("http://localhost");
@@ -191,9 +196,13 @@ fn classify(error: BoxError) -> ConnectError {
     while let Some(e) = source {
         if let Some(failure) = e.downcast_ref::<ConnectFailure>() {
             return match failure {
-                ConnectFailure::Tls(e) => ConnectError::Tls(io::Error::new(e.kind(), e.to_string())),
+                ConnectFailure::Tls(e) => {
+                    ConnectError::Tls(io::Error::new(e.kind(), e.to_string()))
+                }
                 ConnectFailure::Exited => ConnectError::Exited,
-                ConnectFailure::Io(e) => ConnectError::Io(Box::new(io::Error::new(e.kind(), e.to_string()))),
+                ConnectFailure::Io(e) => {
+                    ConnectError::Io(Box::new(io::Error::new(e.kind(), e.to_string())))
+                }
             };
         }
         source = e.source();
@@ -204,6 +213,14 @@ fn classify(error: BoxError) -> ConnectError {
 #[cfg(test)]
 mod tests {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use tether_proto::tls::Identity;
+    use tokio::io::ReadBuf;
+    use tokio::net::{TcpListener, UnixListener};
+    use tokio_rustls::TlsAcceptor;
+    use tonic_health::ServingStatus;
 
     use super::*;
 
@@ -295,5 +312,166 @@ mod tests {
             check_socket_file(&Target::Unix(dir.join("sub/s.sock")), &dir),
             Err(AddressProblem::Symlink { .. })
         ));
+    }
+
+    /// A served stream, for `serve_with_incoming`.
+    struct Served<T>(T);
+
+    impl<T: AsyncRead + Unpin> AsyncRead for Served<T> {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.0).poll_read(cx, buf)
+        }
+    }
+
+    impl<T: AsyncWrite + Unpin> AsyncWrite for Served<T> {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Pin::new(&mut self.0).poll_write(cx, buf)
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.0).poll_flush(cx)
+        }
+
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.0).poll_shutdown(cx)
+        }
+    }
+
+    impl<T> tonic::transport::server::Connected for Served<T> {
+        type ConnectInfo = ();
+        fn connect_info(&self) -> Self::ConnectInfo {}
+    }
+
+    enum Listener {
+        Tcp(TcpListener),
+        Unix(UnixListener),
+    }
+
+    impl Listener {
+        async fn accept(&self) -> io::Result<Box<dyn Stream>> {
+            Ok(match self {
+                Self::Tcp(l) => Box::new(l.accept().await?.0),
+                Self::Unix(l) => Box::new(l.accept().await?.0),
+            })
+        }
+    }
+
+    /// Serves the health service (SERVING for "plugin") on `listener`, with TLS when
+    /// `tls` is set.
+    async fn serve_health(listener: Listener, tls: Option<TlsAcceptor>) {
+        let (reporter, service) = tonic_health::server::health_reporter();
+        reporter
+            .set_service_status(tether_proto::HEALTH_SERVICE, ServingStatus::Serving)
+            .await;
+        let incoming = futures_util::stream::unfold((listener, tls), |(listener, tls)| async {
+            let stream = match listener.accept().await {
+                Ok(stream) => stream,
+                Err(e) => return Some((Err(e), (listener, tls))),
+            };
+            let served: io::Result<Box<dyn Stream>> = match &tls {
+                None => Ok(stream),
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(tls_stream) => Ok(Box::new(tls_stream)),
+                    Err(e) => Err(e),
+                },
+            };
+            Some((served.map(Served), (listener, tls)))
+        });
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(incoming),
+        );
+    }
+
+    fn running() -> Arc<dyn Fn() -> bool + Send + Sync> {
+        Arc::new(|| true)
+    }
+
+    fn tls_pair(host: &Identity, plugin: &Identity) -> (Arc<ClientConfig>, TlsAcceptor) {
+        let client = tls::client_config(host, plugin.cert_der().clone()).unwrap();
+        let server = tls::server_config(plugin, host.cert_der().clone()).unwrap();
+        (Arc::new(client), TlsAcceptor::from(Arc::new(server)))
+    }
+
+    const TIMEOUT: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn mutual_tls_over_a_unix_socket_reaches_the_health_service() {
+        let (host, plugin) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+        let (client, acceptor) = tls_pair(&host, &plugin);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.sock");
+        serve_health(
+            Listener::Unix(UnixListener::bind(&path).unwrap()),
+            Some(acceptor),
+        )
+        .await;
+        let channel = connect(Target::Unix(path), Some(client), running(), TIMEOUT)
+            .await
+            .unwrap();
+        crate::health::check(channel, TIMEOUT).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn mutual_tls_over_loopback_tcp_reaches_the_health_service() {
+        let (host, plugin) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+        let (client, acceptor) = tls_pair(&host, &plugin);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        serve_health(Listener::Tcp(listener), Some(acceptor)).await;
+        let channel = connect(Target::Tcp(addr), Some(client), running(), TIMEOUT)
+            .await
+            .unwrap();
+        crate::health::check(channel, TIMEOUT).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn plaintext_over_a_unix_socket_reaches_the_health_service() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.sock");
+        serve_health(Listener::Unix(UnixListener::bind(&path).unwrap()), None).await;
+        let channel = connect(Target::Unix(path), None, running(), TIMEOUT)
+            .await
+            .unwrap();
+        crate::health::check(channel, TIMEOUT).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_server_presenting_another_certificate_fails_as_a_tls_error() {
+        let (host, plugin) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+        let impostor = Identity::generate().unwrap();
+        let (_, acceptor) = tls_pair(&host, &impostor);
+        let (client, _) = tls_pair(&host, &plugin);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.sock");
+        serve_health(
+            Listener::Unix(UnixListener::bind(&path).unwrap()),
+            Some(acceptor),
+        )
+        .await;
+        let err = connect(Target::Unix(path), Some(client), running(), TIMEOUT)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ConnectError::Tls(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn no_connection_is_opened_once_the_plugin_has_exited() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.sock");
+        serve_health(Listener::Unix(UnixListener::bind(&path).unwrap()), None).await;
+        let err = connect(Target::Unix(path), None, Arc::new(|| false), TIMEOUT)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ConnectError::Exited), "{err:?}");
     }
 }

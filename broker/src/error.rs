@@ -286,7 +286,9 @@ pub enum StartError {
         output: Box<PluginOutput>,
     },
     /// The announced address is not one the host connects to.
-    #[error("plugin `{plugin}` announced address {address}, which the host refuses: {problem}.{output}")]
+    #[error(
+        "plugin `{plugin}` announced address {address}, which the host refuses: {problem}.{output}"
+    )]
     Address {
         /// The plugin's name.
         plugin: String,
@@ -497,9 +499,7 @@ impl ShutdownOutcome {
     #[must_use]
     pub fn status(&self) -> ExitStatus {
         match *self {
-            Self::Graceful(s) | Self::Terminated(s) | Self::Killed(s) | Self::AlreadyExited(s) => {
-                s
-            }
+            Self::Graceful(s) | Self::Terminated(s) | Self::Killed(s) | Self::AlreadyExited(s) => s,
         }
     }
 }
@@ -522,7 +522,9 @@ impl fmt::Display for ShutdownOutcome {
 #[non_exhaustive]
 pub enum ShutdownError {
     /// Signalling the process group failed.
-    #[error("cannot send {signal} to the process group of plugin `{plugin}`: {source}; end it by hand (pid {pid})")]
+    #[error(
+        "cannot send {signal} to the process group of plugin `{plugin}`: {source}; end it by hand (pid {pid})"
+    )]
     Signal {
         /// The plugin's name.
         plugin: String,
@@ -535,7 +537,9 @@ pub enum ShutdownError {
         source: io::Error,
     },
     /// Checking whether the plugin has exited failed.
-    #[error("cannot wait for plugin `{plugin}` (pid {pid}) to exit: {source}; check the process by hand")]
+    #[error(
+        "cannot wait for plugin `{plugin}` (pid {pid}) to exit: {source}; check the process by hand"
+    )]
     Wait {
         /// The plugin's name.
         plugin: String,
@@ -587,7 +591,10 @@ mod tests {
         };
         let text = out.to_string();
         assert!(!text.contains('\n'));
-        assert_eq!(text, r#" stdout: "banner"; stderr (tail): "line 1\nline \"2\"""#);
+        assert_eq!(
+            text,
+            r#" stdout: "banner"; stderr (tail): "line 1\nline \"2\"""#
+        );
         assert_eq!(
             PluginOutput::default().to_string(),
             " It printed nothing on stdout or stderr."

@@ -255,14 +255,22 @@ mod tests {
     async fn the_line_reader_splits_on_newlines_and_keeps_a_last_unterminated_line() {
         assert_eq!(
             lines(b"one\ntwo\r\n\nthree", 16).await,
-            [complete("one"), complete("two\r"), complete(""), complete("three")]
+            [
+                complete("one"),
+                complete("two\r"),
+                complete(""),
+                complete("three")
+            ]
         );
         assert_eq!(lines(b"", 16).await, []);
     }
 
     #[tokio::test]
     async fn the_line_reader_accepts_a_line_of_exactly_the_limit() {
-        assert_eq!(lines(b"abcd\nef\n", 4).await, [complete("abcd"), complete("ef")]);
+        assert_eq!(
+            lines(b"abcd\nef\n", 4).await,
+            [complete("abcd"), complete("ef")]
+        );
     }
 
     #[tokio::test]
@@ -307,11 +315,12 @@ mod tests {
         let mut reader = LineReader::new(&input[..], MAX_LINE_LEN + 1);
         let mut stray = StrayOutput::new(10, 1024);
         let hs = read_handshake(&mut reader, &mut stray, "p").await.unwrap();
-        assert_eq!(
-            hs.address,
-            Address::Unix("/tmp/tether-abc/plugin1".into())
+        assert_eq!(hs.address, Address::Unix("/tmp/tether-abc/plugin1".into()));
+        assert!(
+            stray
+                .printed()
+                .starts_with("starting up\nbanner v2\n1|1|unix")
         );
-        assert!(stray.printed().starts_with("starting up\nbanner v2\n1|1|unix"));
     }
 
     #[tokio::test]

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 
 /// How a health check failed.
 #[derive(Debug)]
@@ -33,6 +33,9 @@ pub(crate) async fn check(channel: Channel, timeout: Duration) -> Result<(), Hea
     match ServingStatus::try_from(response.status) {
         Ok(ServingStatus::Serving) => Ok(()),
         Ok(other) => Err(HealthFailure::NotServing(other.as_str_name().to_owned())),
-        Err(_) => Err(HealthFailure::NotServing(format!("unknown ({})", response.status))),
+        Err(_) => Err(HealthFailure::NotServing(format!(
+            "unknown ({})",
+            response.status
+        ))),
     }
 }

@@ -25,8 +25,9 @@ const PRIVATE_DIR_RANDOM_LEN: usize = 6;
 
 /// Longest directory in which a private directory may be created, so that a socket inside it
 /// still fits [`MAX_SOCKET_PATH_LEN`].
-pub(crate) const MAX_RUNTIME_DIR_LEN: usize =
-    MAX_SOCKET_PATH_LEN - SOCKET_NAME_RESERVE - (PRIVATE_DIR_PREFIX.len() + PRIVATE_DIR_RANDOM_LEN + 2);
+pub(crate) const MAX_RUNTIME_DIR_LEN: usize = MAX_SOCKET_PATH_LEN
+    - SOCKET_NAME_RESERVE
+    - (PRIVATE_DIR_PREFIX.len() + PRIVATE_DIR_RANDOM_LEN + 2);
 
 /// Where private directories go when the host's temporary directory is too long.
 const FALLBACK_RUNTIME_DIR: &str = "/tmp";

@@ -69,7 +69,11 @@ pub(crate) fn snapshot(tail: &SharedTail) -> String {
 
 /// Drains `stderr` until it ends: logs each line at debug level and keeps the tail. The
 /// returned receiver turns `true` when stderr has ended.
-pub(crate) fn drain_stderr<R>(stderr: R, plugin: Arc<str>, tail: SharedTail) -> watch::Receiver<bool>
+pub(crate) fn drain_stderr<R>(
+    stderr: R,
+    plugin: Arc<str>,
+    tail: SharedTail,
+) -> watch::Receiver<bool>
 where
     R: AsyncRead + Unpin + Send + 'static,
 {

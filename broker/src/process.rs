@@ -116,7 +116,7 @@ impl ProcessGroup {
                 match rustix::process::kill_process_group(self.pid, Signal::KILL) {
                     Ok(()) => tracing::debug!(
                         plugin = &*self.plugin,
-                        "plugin exited; killed what was left of its process group"
+                        "plugin exited; sent SIGKILL to the rest of its process group, if any"
                     ),
                     Err(rustix::io::Errno::SRCH) => {}
                     Err(e) => tracing::warn!(
@@ -198,7 +198,12 @@ mod tests {
     async fn a_signal_reaches_the_whole_group() {
         // The shell starts a grandchild and waits for it; SIGTERM to the group ends both.
         let group = spawn("sleep 30 & wait");
-        assert!(group.exited_within(Duration::from_millis(100)).await.is_none());
+        assert!(
+            group
+                .exited_within(Duration::from_millis(100))
+                .await
+                .is_none()
+        );
         assert!(group.signal(Signal::TERM).unwrap());
         let status = group.exited_within(Duration::from_secs(5)).await.unwrap();
         assert!(!status.success());
@@ -218,7 +223,10 @@ mod tests {
     async fn assert_group_ends(pgid: u32) {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while !zombies_only(pgid) {
-            assert!(std::time::Instant::now() < deadline, "group {pgid} still has live members");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "group {pgid} still has live members"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

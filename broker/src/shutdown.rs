@@ -20,11 +20,11 @@ const BACKGROUND_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// A launched plugin that has to be ended: its process group and its private directory.
 ///
-/// Dropping it before it was ended sends `SIGTERM` to the group at once and leaves the rest
-/// (grace, `SIGKILL`, reaping, removing the directory) to a small detached thread, so dropping
-/// never blocks the async runtime. Caveat: if the host process exits right after the drop, that
-/// thread dies with it; the plugin has got `SIGTERM` but the private directory may be left.
-/// Prefer [`Launched::shutdown`] (through `PluginClient::shutdown`) where possible.
+/// Dropping it before it was ended sends `SIGTERM` to the group and removes the private
+/// directory at once, and leaves the rest (grace, `SIGKILL`, reaping) to a small detached
+/// thread, so dropping never waits for the plugin. Caveat: if the host process exits right after
+/// the drop, that thread dies with it: the plugin got `SIGTERM`, but a plugin that ignores it
+/// is not killed. Prefer [`Launched::shutdown`] (through `PluginClient::shutdown`).
 #[derive(Debug)]
 pub(crate) struct Launched {
     pub(crate) group: Arc<ProcessGroup>,
@@ -142,45 +142,42 @@ impl Launched {
 
 impl Drop for Launched {
     fn drop(&mut self) {
-        let running = self.group.exit_status().is_none();
-        if !running && self.dir.is_none() {
-            return;
-        }
-        let plugin = Arc::clone(&self.plugin);
-        if running {
-            tracing::debug!(plugin = &*plugin, "plugin dropped while running; terminating it");
-            // Send SIGTERM now, so it happens even if the host exits before the thread runs.
-            if let Err(e) = self.group.signal(Signal::TERM) {
-                tracing::warn!(plugin = &*plugin, error = %e, "cannot send SIGTERM to the plugin");
-            }
-        }
-        let group = Arc::clone(&self.group);
-        let dir = self.dir.take();
-        let grace = self.terminate_grace;
-        let stopper = move || {
-            stop_blocking(&group, &plugin, grace);
-            if let Some(dir) = dir {
-                let path = dir.path().to_owned();
-                if let Err(e) = dir.close() {
-                    tracing::warn!(
-                        plugin = &*plugin,
-                        dir = %path.display(),
-                        error = %e,
-                        "cannot remove the plugin's private directory"
-                    );
+        let plugin = &*self.plugin;
+        if self.group.exit_status().is_none() {
+            tracing::debug!(plugin, "plugin dropped while running; terminating it");
+            // SIGTERM now, so it is sent even if the host exits before the thread below runs.
+            match self.group.signal(Signal::TERM) {
+                Ok(false) => {}
+                Ok(true) => {
+                    let (group, name) = (Arc::clone(&self.group), Arc::clone(&self.plugin));
+                    let grace = self.terminate_grace;
+                    let spawned = thread::Builder::new()
+                        .name("tether-stop".into())
+                        .spawn(move || stop_blocking(&group, &name, grace));
+                    if let Err(e) = spawned {
+                        tracing::warn!(
+                            plugin,
+                            error = %e,
+                            "cannot start a thread to stop the plugin; killing it now"
+                        );
+                        let _ = self.group.signal(Signal::KILL);
+                    }
                 }
+                Err(e) => tracing::warn!(plugin, error = %e, "cannot send SIGTERM to the plugin"),
             }
-        };
-        if let Err(e) = thread::Builder::new()
-            .name("tether-stop".into())
-            .spawn(stopper)
-        {
-            tracing::warn!(
-                plugin = &*self.plugin,
-                error = %e,
-                "cannot start a thread to stop the plugin; killing it now"
-            );
-            let _ = self.group.signal(Signal::KILL);
+        }
+        // Removed now rather than after the exit, so it is gone even if the host exits at once;
+        // a plugin still running only loses its unlinked socket and temporary files.
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_owned();
+            if let Err(e) = dir.close() {
+                tracing::warn!(
+                    plugin,
+                    dir = %path.display(),
+                    error = %e,
+                    "cannot remove the plugin's private directory"
+                );
+            }
         }
     }
 }
@@ -191,7 +188,11 @@ fn stop_blocking(group: &ProcessGroup, plugin: &str, grace: Duration) {
     if wait_blocking(group, grace) {
         return;
     }
-    tracing::warn!(plugin, ?grace, "plugin ignored SIGTERM; sending SIGKILL to its process group");
+    tracing::warn!(
+        plugin,
+        ?grace,
+        "plugin ignored SIGTERM; sending SIGKILL to its process group"
+    );
     match group.signal(Signal::KILL) {
         Ok(false) => return,
         Ok(true) => {}
@@ -215,5 +216,82 @@ fn wait_blocking(group: &ProcessGroup, timeout: Duration) -> bool {
             return false;
         }
         thread::sleep(BACKGROUND_POLL_INTERVAL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Stdio;
+
+    use super::*;
+
+    fn launch(script: &str) -> Launched {
+        let child = tokio::process::Command::new("/bin/sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        Launched {
+            group: ProcessGroup::new(child, "test".into()).unwrap(),
+            dir: Some(PrivateDir::create(None).unwrap()),
+            plugin: "test".into(),
+            terminate_grace: Duration::from_millis(200),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plugin_that_honours_sigterm_is_terminated_and_its_directory_removed() {
+        let mut launched = launch("exec sleep 30");
+        let dir = launched.dir.as_ref().unwrap().path().to_owned();
+        let outcome = launched.shutdown(None).await.unwrap();
+        assert!(
+            matches!(outcome, ShutdownOutcome::Terminated(_)),
+            "{outcome:?}"
+        );
+        assert!(!dir.exists());
+    }
+
+    #[tokio::test]
+    async fn a_plugin_that_ignores_sigterm_is_killed() {
+        let mut launched = launch("trap '' TERM; sleep 30; sleep 30");
+        // Give the shell time to install the trap.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let outcome = launched.shutdown(None).await.unwrap();
+        assert!(matches!(outcome, ShutdownOutcome::Killed(_)), "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn a_plugin_that_already_exited_is_reported_as_such() {
+        let mut launched = launch("exit 4");
+        launched
+            .group
+            .exited_within(Duration::from_secs(5))
+            .await
+            .unwrap();
+        let outcome = launched.shutdown(None).await.unwrap();
+        assert!(matches!(outcome, ShutdownOutcome::AlreadyExited(s) if s.code() == Some(4)));
+    }
+
+    #[tokio::test]
+    async fn dropping_a_running_plugin_ends_it_and_removes_its_directory_without_blocking() {
+        let launched = launch("exec sleep 30");
+        let group = Arc::clone(&launched.group);
+        let dir = launched.dir.as_ref().unwrap().path().to_owned();
+        let t0 = Instant::now();
+        drop(launched);
+        assert!(t0.elapsed() < Duration::from_millis(50), "drop blocked");
+        let status = group.exited_within(Duration::from_secs(5)).await.unwrap();
+        assert!(!status.success());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while dir.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "{} was not removed",
+                dir.display()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }

@@ -24,8 +24,10 @@ pub(crate) fn drain(channel: Channel, plugin: Arc<str>) {
                 );
                 return;
             }
+            // go-plugin sends the response headers with the first output, so a quiet plugin's
+            // stream only "fails to open" when the connection closes at shutdown.
             Err(status) => {
-                tracing::debug!(plugin = &*plugin, %status, "cannot open the plugin's stdio stream");
+                tracing::debug!(plugin = &*plugin, %status, "the plugin's stdio stream ended");
                 return;
             }
         };
