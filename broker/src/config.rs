@@ -77,6 +77,19 @@ pub const MAX_SOCKET_PATH_LEN: usize = 103;
 /// directory (go-plugin names it `plugin` + up to 10 digits).
 pub const SOCKET_NAME_RESERVE: usize = 24;
 
+/// Prefix of every private directory's name.
+pub(crate) const PRIVATE_DIR_PREFIX: &str = "tether-";
+
+/// Random characters after [`PRIVATE_DIR_PREFIX`].
+pub(crate) const PRIVATE_DIR_RANDOM_LEN: usize = 6;
+
+/// Longest runtime directory ([`PluginClientBuilder::runtime_dir`]) in bytes: a socket in a
+/// private directory (`/tether-XXXXXX/`) inside it must still fit [`MAX_SOCKET_PATH_LEN`] with
+/// [`SOCKET_NAME_RESERVE`] bytes for its name.
+pub const MAX_RUNTIME_DIR_LEN: usize = MAX_SOCKET_PATH_LEN
+    - SOCKET_NAME_RESERVE
+    - (PRIVATE_DIR_PREFIX.len() + PRIVATE_DIR_RANDOM_LEN + 2);
+
 /// The host environment variables passed to every plugin unless
 /// [`PluginClientBuilder::env_allow_defaults`] turns them off.
 ///
@@ -325,8 +338,8 @@ impl<H> PluginClientBuilder<H> {
     /// Directory in which the per-launch private directory (socket, `TMPDIR`) is created.
     ///
     /// Default: the host's temporary directory (`TMPDIR`, else `/tmp`), or `/tmp` when that
-    /// path is too long for unix sockets. Must be at most
-    /// [`MAX_SOCKET_PATH_LEN`] − [`SOCKET_NAME_RESERVE`] − 14 bytes long.
+    /// path is too long for unix sockets. At most [`MAX_RUNTIME_DIR_LEN`] bytes long (after
+    /// resolving symbolic links), or start fails in [`Phase::Prepare`](crate::Phase::Prepare).
     pub fn runtime_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.settings.runtime_dir = Some(dir.into());
         self

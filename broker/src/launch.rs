@@ -13,21 +13,9 @@ use tether_proto::{env, version};
 use tokio::process::{Child, Command};
 
 use crate::config::{
-    DEFAULT_ENV_ALLOWLIST, HandshakeConfig, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE, Settings,
-    is_reserved_env,
+    DEFAULT_ENV_ALLOWLIST, HandshakeConfig, MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN,
+    PRIVATE_DIR_PREFIX, PRIVATE_DIR_RANDOM_LEN, Settings, is_reserved_env,
 };
-
-/// Prefix of every private directory's name.
-const PRIVATE_DIR_PREFIX: &str = "tether-";
-
-/// Random characters after [`PRIVATE_DIR_PREFIX`].
-const PRIVATE_DIR_RANDOM_LEN: usize = 6;
-
-/// Longest directory in which a private directory may be created, so that a socket inside it
-/// still fits [`MAX_SOCKET_PATH_LEN`].
-pub(crate) const MAX_RUNTIME_DIR_LEN: usize = MAX_SOCKET_PATH_LEN
-    - SOCKET_NAME_RESERVE
-    - (PRIVATE_DIR_PREFIX.len() + PRIVATE_DIR_RANDOM_LEN + 2);
 
 /// Where private directories go when the host's temporary directory is too long.
 const FALLBACK_RUNTIME_DIR: &str = "/tmp";
@@ -292,7 +280,7 @@ mod tests {
         let path = dir.path().to_owned();
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o700);
-        assert!(path.as_os_str().len() + SOCKET_NAME_RESERVE <= MAX_SOCKET_PATH_LEN);
+        assert!(path.as_os_str().len() + crate::config::SOCKET_NAME_RESERVE <= MAX_SOCKET_PATH_LEN);
         assert_eq!(path, path.canonicalize().unwrap());
         std::fs::write(path.join("plugin123"), b"x").unwrap();
         dir.close().unwrap();
