@@ -9,6 +9,8 @@
 //! When a Go toolchain is missing the Go tests print why and pass as skipped, unless
 //! `TETHER_REQUIRE_PEERS=1` (CI sets it): then they fail.
 
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -1,6 +1,8 @@
 //! A tether host and the tether KV plugin, through the library: typed calls, errors, shutdown,
 //! drop, and a plugin outliving its host.
 
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Command, Stdio};

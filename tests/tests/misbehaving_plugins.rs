@@ -2,6 +2,8 @@
 //! start must fail with its typed error, name the plugin and the phase, quote what the plugin
 //! printed, and leave no process (grandchildren included), socket or private directory behind.
 
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 

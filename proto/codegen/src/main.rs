@@ -14,11 +14,11 @@ fn main() -> ExitCode {
             }
         };
         let out = root.join(job.output);
-        if let Some(dir) = out.parent() {
-            if let Err(e) = fs::create_dir_all(dir) {
-                eprintln!("tether-codegen: {}: {e}", dir.display());
-                return ExitCode::FAILURE;
-            }
+        if let Some(dir) = out.parent()
+            && let Err(e) = fs::create_dir_all(dir)
+        {
+            eprintln!("tether-codegen: {}: {e}", dir.display());
+            return ExitCode::FAILURE;
         }
         if let Err(e) = fs::write(&out, code) {
             eprintln!("tether-codegen: {}: {e}", out.display());
