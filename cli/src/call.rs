@@ -1,0 +1,222 @@
+//! `tether call`: one method, JSON in, JSON out.
+
+use prost_reflect::{DynamicMessage, MessageDescriptor, MethodDescriptor, SerializeOptions};
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::Channel;
+
+use crate::args::CallArgs;
+use crate::descriptors;
+use crate::error::CliError;
+use crate::target;
+
+/// Launches the plugin, calls the method, prints the response(s), shuts the plugin down.
+pub(crate) async fn run(args: CallArgs) -> Result<(), CliError> {
+    let (service, method_name) = split_method(&args.method)?;
+    // Compile --proto files before launching anything: bad input costs no process.
+    let from_files = if args.protos.is_empty() {
+        None
+    } else {
+        Some(descriptors::from_proto_files(
+            &args.protos,
+            &args.import_paths,
+        )?)
+    };
+    let plugin = target::launch(&args.target).await?;
+    let result = async {
+        let (pool, origin) = match from_files {
+            Some(pool) => (pool, "the --proto files"),
+            None => (
+                descriptors::from_reflection(plugin.channel(), service).await?,
+                "the plugin's server reflection",
+            ),
+        };
+        let method = descriptors::find_method(&pool, service, method_name, origin)?;
+        let request = parse_request(&method.input(), &args.request)?;
+        for response in invoke(plugin.channel(), &method, request).await? {
+            println!("{}", to_json(&response)?);
+        }
+        Ok(())
+    }
+    .await;
+    let shutdown = plugin.shutdown().await;
+    result?;
+    shutdown.map(drop).map_err(CliError::Shutdown)
+}
+
+/// Splits `pkg.Service/Method` at the last `/`.
+pub(crate) fn split_method(arg: &str) -> Result<(&str, &str), CliError> {
+    match arg.trim_start_matches('/').rsplit_once('/') {
+        Some((service, method)) if !service.is_empty() && !method.is_empty() => {
+            Ok((service, method))
+        }
+        _ => Err(CliError::BadMethodSyntax(arg.to_owned())),
+    }
+}
+
+/// Parses the request JSON as `message` (canonical protobuf JSON; unknown fields are errors).
+pub(crate) fn parse_request(
+    message: &MessageDescriptor,
+    json: &str,
+) -> Result<DynamicMessage, CliError> {
+    let bad = |source| CliError::BadRequest {
+        message: message.full_name().to_owned(),
+        source,
+    };
+    let mut de = serde_json::Deserializer::from_str(json);
+    let msg = DynamicMessage::deserialize(message.clone(), &mut de).map_err(bad)?;
+    de.end().map_err(bad)?;
+    Ok(msg)
+}
+
+/// Writes `message` as compact canonical protobuf JSON.
+pub(crate) fn to_json(message: &DynamicMessage) -> Result<String, CliError> {
+    let value = message
+        .serialize_with_options(
+            serde_json::value::Serializer,
+            &SerializeOptions::new().skip_default_fields(true),
+        )
+        .map_err(CliError::BadResponse)?;
+    serde_json::to_string(&value).map_err(CliError::BadResponse)
+}
+
+/// Calls a unary or server-streaming method; returns every response.
+async fn invoke(
+    channel: Channel,
+    method: &MethodDescriptor,
+    request: DynamicMessage,
+) -> Result<Vec<DynamicMessage>, CliError> {
+    let name = format!("{}/{}", method.parent_service().full_name(), method.name());
+    if method.is_client_streaming() {
+        return Err(CliError::ClientStreaming(name));
+    }
+    let call_err = |status: tonic::Status| CliError::Call {
+        method: name.clone(),
+        status: Box::new(status),
+    };
+    let path = PathAndQuery::try_from(format!("/{name}"))
+        .map_err(|e| call_err(tonic::Status::internal(format!("bad method path: {e}"))))?;
+    let codec = DynamicCodec {
+        response: method.output(),
+    };
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| call_err(tonic::Status::unavailable(e.to_string())))?;
+    let request = tonic::Request::new(request);
+    if method.is_server_streaming() {
+        let mut stream = grpc
+            .server_streaming(request, path, codec)
+            .await
+            .map_err(call_err)?
+            .into_inner();
+        let mut responses = Vec::new();
+        while let Some(message) = stream.message().await.map_err(call_err)? {
+            responses.push(message);
+        }
+        Ok(responses)
+    } else {
+        let response = grpc.unary(request, path, codec).await.map_err(call_err)?;
+        Ok(vec![response.into_inner()])
+    }
+}
+
+/// A tonic codec for messages known only at run time.
+#[derive(Debug, Clone)]
+struct DynamicCodec {
+    response: MessageDescriptor,
+}
+
+impl Codec for DynamicCodec {
+    type Encode = DynamicMessage;
+    type Decode = DynamicMessage;
+    type Encoder = DynamicEncoder;
+    type Decoder = DynamicDecoder;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        DynamicEncoder
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        DynamicDecoder(self.response.clone())
+    }
+}
+
+#[derive(Debug)]
+struct DynamicEncoder;
+
+impl Encoder for DynamicEncoder {
+    type Item = DynamicMessage;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Self::Error> {
+        prost::Message::encode(&item, dst)
+            .map_err(|e| tonic::Status::internal(format!("encoding the request: {e}")))
+    }
+}
+
+#[derive(Debug)]
+struct DynamicDecoder(MessageDescriptor);
+
+impl Decoder for DynamicDecoder {
+    type Item = DynamicMessage;
+    type Error = tonic::Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
+        DynamicMessage::decode(self.0.clone(), src)
+            .map(Some)
+            .map_err(|e| tonic::Status::internal(format!("decoding the response: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn kv_method(name: &str) -> MethodDescriptor {
+        let kv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/proto/kv.proto");
+        let pool = descriptors::from_proto_files(&[kv], &[]).unwrap();
+        descriptors::find_method(&pool, "proto.KV", name, "--proto").unwrap()
+    }
+
+    #[test]
+    fn methods_are_service_slash_method() {
+        assert_eq!(split_method("proto.KV/Get").unwrap(), ("proto.KV", "Get"));
+        assert_eq!(split_method("/proto.KV/Get").unwrap(), ("proto.KV", "Get"));
+        for bad in ["proto.KV", "proto.KV/", "/Get", ""] {
+            assert!(
+                matches!(split_method(bad), Err(CliError::BadMethodSyntax(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn requests_use_canonical_json_and_round_trip() {
+        let put = kv_method("Put");
+        let msg = parse_request(&put.input(), r#"{"key":"x","value":"eQ=="}"#).unwrap();
+        assert_eq!(to_json(&msg).unwrap(), r#"{"key":"x","value":"eQ=="}"#);
+        let empty = parse_request(&put.output(), "{}").unwrap();
+        assert_eq!(to_json(&empty).unwrap(), "{}");
+    }
+
+    #[test]
+    fn json_that_does_not_fit_the_message_is_a_clear_error() {
+        let get = kv_method("Get");
+        for bad in [
+            r#"{"nope":1}"#,
+            r#"{"key":5}"#,
+            "{",
+            r#"{"key":"a"} trailing"#,
+        ] {
+            let err = parse_request(&get.input(), bad).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("does not fit message proto.GetRequest"),
+                "{bad}: {err}"
+            );
+        }
+    }
+}

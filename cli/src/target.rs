@@ -1,0 +1,79 @@
+//! Launching the plugin named on the command line.
+
+use tether_broker::{HandshakeConfig, PluginClient};
+
+use crate::args::TargetArgs;
+use crate::error::CliError;
+
+/// Splits `--cookie KEY=VALUE`.
+pub(crate) fn parse_cookie(cookie: &str) -> Result<(&str, &str), CliError> {
+    match cookie.split_once('=') {
+        Some((key, value)) if !key.is_empty() && !value.is_empty() => Ok((key, value)),
+        _ => Err(CliError::BadCookie(cookie.to_owned())),
+    }
+}
+
+/// Splits `--cmd` into program and arguments.
+pub(crate) fn parse_command(cmd: &str) -> Result<(String, Vec<String>), CliError> {
+    let bad = |reason: &str| CliError::BadCommand {
+        cmd: cmd.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let mut words = shell_words::split(cmd).map_err(|e| bad(&e.to_string()))?;
+    if words.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    let program = words.remove(0);
+    Ok((program, words))
+}
+
+/// Launches the plugin: spawn, handshake, AutoMTLS (unless `--plaintext`), health check.
+pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError> {
+    let (program, args) = parse_command(&target.cmd)?;
+    let (key, value) = parse_cookie(&target.cookie)?;
+    let mut builder = PluginClient::builder(program)
+        .args(args)
+        .handshake(HandshakeConfig::new(key, value).app_versions(target.app_versions.clone()));
+    if target.plaintext {
+        builder = builder.plaintext();
+    }
+    builder
+        .start()
+        .await
+        .map_err(|e| CliError::Start(Box::new(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_must_have_a_key_and_a_value() {
+        assert_eq!(
+            parse_cookie("BASIC_PLUGIN=hello").unwrap(),
+            ("BASIC_PLUGIN", "hello")
+        );
+        assert_eq!(parse_cookie("K=a=b").unwrap(), ("K", "a=b"));
+        for bad in ["BASIC_PLUGIN", "=hello", "K="] {
+            assert!(
+                matches!(parse_cookie(bad), Err(CliError::BadCookie(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn commands_are_split_like_a_shell_would() {
+        let (program, args) = parse_command("python3 'my plugin.py' -v").unwrap();
+        assert_eq!(program, "python3");
+        assert_eq!(args, ["my plugin.py", "-v"]);
+        assert!(matches!(
+            parse_command("  "),
+            Err(CliError::BadCommand { .. })
+        ));
+        assert!(matches!(
+            parse_command("'open"),
+            Err(CliError::BadCommand { .. })
+        ));
+    }
+}

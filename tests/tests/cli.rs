@@ -1,0 +1,192 @@
+//! The `tether` command against real plugins: tether's KV plugin and go-plugin's (newest and
+//! Debian's 1.0.1), with message types from `--proto` files and from server reflection.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use tether_tests::peers::{self, GoPlugin, repo_root};
+use tether_tests::procs;
+
+const TETHER: &str = env!("CARGO_BIN_EXE_tests-tether");
+const RUST_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
+
+/// Exit statuses documented in `cli/src/main.rs`.
+const EXIT_CALL: i32 = 1;
+const EXIT_START: i32 = 3;
+const EXIT_INPUT: i32 = 4;
+
+fn tether(work: &Path, args: &[&str]) -> Output {
+    Command::new(TETHER)
+        .args(args)
+        .current_dir(work)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn kv_proto() -> String {
+    repo_root()
+        .join("examples/proto/kv.proto")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `Put` then `Get` through `tether call`; `extra` selects where types come from.
+fn put_then_get(plugin: &Path, extra: &[&str]) {
+    let work = tempfile::tempdir().unwrap();
+    let cmd = plugin.to_str().unwrap();
+    let base = ["call", "--cmd", cmd, "--cookie", "BASIC_PLUGIN=hello"];
+    let put: Vec<&str> = base
+        .iter()
+        .chain(extra)
+        .chain(&["proto.KV/Put", r#"{"key":"x","value":"eQ=="}"#])
+        .copied()
+        .collect();
+    let out = tether(work.path(), &put);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "{}\n");
+    assert_eq!(std::fs::read(work.path().join("kv_x")).unwrap(), b"y");
+
+    let get: Vec<&str> = base
+        .iter()
+        .chain(extra)
+        .chain(&["proto.KV/Get", r#"{"key":"x"}"#])
+        .copied()
+        .collect();
+    let out = tether(work.path(), &get);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "{\"value\":\"eQ==\"}\n");
+    assert!(procs::in_dir(work.path()).is_empty());
+}
+
+#[test]
+fn call_puts_and_gets_through_a_tether_plugin_with_proto_files() {
+    put_then_get(Path::new(RUST_PLUGIN), &["--proto", &kv_proto()]);
+}
+
+#[test]
+fn call_learns_types_from_a_go_plugin_v1_8_by_server_reflection() {
+    let Some(go) = peers::go_or_skip(GoPlugin::V18, "call_learns_types_by_reflection") else {
+        return;
+    };
+    put_then_get(&go.plugin, &[]);
+}
+
+#[test]
+fn call_drives_a_go_plugin_v1_0_1_with_proto_files() {
+    let Some(go) = peers::go_or_skip(GoPlugin::V101, "call_drives_a_go_plugin_v1_0_1") else {
+        return;
+    };
+    put_then_get(&go.plugin, &["--proto", &kv_proto()]);
+}
+
+#[test]
+fn bad_input_gives_one_clear_error_line_and_a_non_zero_exit() {
+    let work = tempfile::tempdir().unwrap();
+    let proto = kv_proto();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["proto.KV/Delete", "{}"],
+            EXIT_INPUT,
+            "service proto.KV has no method \"Delete\"; its methods: Get, Put",
+        ),
+        (
+            &["proto.Nope/Get", "{}"],
+            EXIT_INPUT,
+            "service \"proto.Nope\" is not declared in the --proto files",
+        ),
+        (
+            &["proto.KV/Get", r#"{"key":7}"#],
+            EXIT_INPUT,
+            "the request does not fit message proto.GetRequest",
+        ),
+        (
+            &["proto.KV/Get", r#"{"key":"missing"}"#],
+            EXIT_CALL,
+            "proto.KV/Get failed: NotFound",
+        ),
+    ];
+    for (args, code, message) in cases {
+        let mut full = vec![
+            "call",
+            "--cmd",
+            RUST_PLUGIN,
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+            "--proto",
+            &proto,
+        ];
+        full.extend_from_slice(args);
+        let out = tether(work.path(), &full);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.starts_with("tether: error: "), "{args:?}: {err}");
+        assert!(first.contains(message), "{args:?}: {err}");
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+    assert!(procs::in_dir(work.path()).is_empty());
+}
+
+#[test]
+fn a_missing_plugin_is_a_start_error() {
+    let work = tempfile::tempdir().unwrap();
+    let out = tether(
+        work.path(),
+        &[
+            "call",
+            "--cmd",
+            "/nonexistent/plugin",
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+            "proto.KV/Get",
+            "{}",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(EXIT_START), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(
+            "tether: error: the plugin did not start\n  caused by: cannot start plugin"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn inspect_reports_version_transport_certificate_health_and_services() {
+    let Some(go) = peers::go_or_skip(GoPlugin::V18, "inspect_reports") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let out = tether(
+        work.path(),
+        &[
+            "inspect",
+            "--cmd",
+            go.plugin.to_str().unwrap(),
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("app protocol version: 1\n"), "{text}");
+    assert!(text.contains("transport: unix /"), "{text}");
+    assert!(
+        text.contains("tls: mutual, plugin certificate sha256 "),
+        "{text}"
+    );
+    assert!(text.contains("health: Serving\n"), "{text}");
+    assert!(text.contains("proto.KV"), "{text}");
+    assert!(text.contains("shutdown: exited gracefully"), "{text}");
+}
