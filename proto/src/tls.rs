@@ -9,7 +9,8 @@
 //!
 //! Pinning instead of path validation is what lets tether accept go-plugin's own certificates,
 //! which are P-521, signed with ECDSA-SHA512 and marked `CA:TRUE` — webpki would reject those as
-//! end-entity certificates. The crypto provider is aws-lc-rs, which verifies P-521.
+//! end-entity certificates. Signatures are verified with aws-lc-rs, which verifies P-521
+//! ([`crypto_provider`]).
 //!
 //! ```
 //! use tether_proto::tls::{self, Identity};
@@ -195,11 +196,21 @@ pub fn fingerprint(der: &[u8]) -> String {
         .join(":")
 }
 
-/// The crypto provider tether uses everywhere: aws-lc-rs, which verifies go-plugin's P-521
-/// signatures (ring cannot).
+/// The crypto provider tether uses everywhere: *ring* for everything that needs randomness
+/// (key exchange, signing, the handshake's random values), aws-lc-rs for verifying the peer's
+/// signatures.
+///
+/// aws-lc-rs is needed because only it verifies go-plugin's P-521 signatures. It is kept away
+/// from randomness because AWS-LC seeds its generator from CPU jitter entropy the first time a
+/// process asks for random bytes, which costs 30–50 ms — in every plugin process, on every
+/// launch. *ring* takes its randomness from the operating system (`getrandom`), as Go does.
 #[must_use]
 pub fn crypto_provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    Arc::new(CryptoProvider {
+        signature_verification_algorithms: rustls::crypto::aws_lc_rs::default_provider()
+            .signature_verification_algorithms,
+        ..rustls::crypto::ring::default_provider()
+    })
 }
 
 /// A TLS client configuration presenting `identity` and trusting only `peer`.
@@ -212,7 +223,14 @@ pub fn client_config(
     identity: &Identity,
     peer: CertificateDer<'static>,
 ) -> Result<ClientConfig, TlsError> {
-    let provider = crypto_provider();
+    client_config_with(crypto_provider(), identity, peer)
+}
+
+fn client_config_with(
+    provider: Arc<CryptoProvider>,
+    identity: &Identity,
+    peer: CertificateDer<'static>,
+) -> Result<ClientConfig, TlsError> {
     let verifier = PinnedCertVerifier::new(peer, &provider);
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(rustls::ALL_VERSIONS)?
@@ -234,7 +252,14 @@ pub fn server_config(
     identity: &Identity,
     peer: CertificateDer<'static>,
 ) -> Result<ServerConfig, TlsError> {
-    let provider = crypto_provider();
+    server_config_with(crypto_provider(), identity, peer)
+}
+
+fn server_config_with(
+    provider: Arc<CryptoProvider>,
+    identity: &Identity,
+    peer: CertificateDer<'static>,
+) -> Result<ServerConfig, TlsError> {
     let verifier = PinnedCertVerifier::new(peer, &provider);
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(rustls::ALL_VERSIONS)?
@@ -516,15 +541,18 @@ mod tests {
     fn go_plugin_p521_ca_certificates_are_accepted_both_ways() {
         let host = Identity::generate().unwrap();
         let go = go_style_identity();
+        // The Go side signs with its P-521 key (Go's crypto; here aws-lc-rs, as ring cannot);
+        // the tether side must verify it with `crypto_provider()`.
+        let go_crypto = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         // tether host, Go plugin.
         handshake_in_memory(
             client_config(&host, go.cert_der().clone()).unwrap(),
-            server_config(&go, host.cert_der().clone()).unwrap(),
+            server_config_with(go_crypto.clone(), &go, host.cert_der().clone()).unwrap(),
         )
         .unwrap();
         // Go host, tether plugin.
         handshake_in_memory(
-            client_config(&go, host.cert_der().clone()).unwrap(),
+            client_config_with(go_crypto, &go, host.cert_der().clone()).unwrap(),
             server_config(&host, go.cert_der().clone()).unwrap(),
         )
         .unwrap();
