@@ -4,4 +4,7 @@
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
 pub mod kv {
     include!("generated/kv.rs");
+
+    /// The encoded `FileDescriptorSet` of `kv.proto`, for gRPC server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/kv.bin");
 }

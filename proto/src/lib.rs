@@ -56,6 +56,10 @@ pub mod version;
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
 pub mod plugin {
     include!("generated/plugin.rs");
+
+    /// The encoded `FileDescriptorSet` of these services (and their imports), for gRPC server
+    /// reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/plugin.bin");
 }
 
 /// The gRPC health service name a plugin reports `SERVING` for.

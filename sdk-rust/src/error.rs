@@ -45,6 +45,13 @@ pub enum Error {
         /// The gRPC service name.
         service: &'static str,
     },
+    /// A descriptor set given to
+    /// [`Plugin::file_descriptor_set`](crate::Plugin::file_descriptor_set) is not an encoded
+    /// `FileDescriptorSet`, or misses a file another one imports.
+    #[error(
+        "misconfigured plugin: the file descriptor sets for server reflection are invalid: {0}; pass the `.bin` written by tether-codegen or tonic-prost-build's file_descriptor_set_path"
+    )]
+    InvalidDescriptors(#[source] tonic_reflection::server::Error),
 
     // --- Environment and cookie: how the plugin was launched. ---
     /// The cookie environment variable is not set: the plugin was most likely run by hand.

@@ -34,6 +34,7 @@ pub fn serve(config: Config) -> Plugin {
     Plugin {
         config,
         services: Vec::new(),
+        descriptor_sets: Vec::new(),
         parent: Parent::record(),
     }
 }
@@ -47,6 +48,7 @@ pub fn serve(config: Config) -> Plugin {
 pub struct Plugin {
     config: Config,
     services: Vec<AuthorService>,
+    descriptor_sets: Vec<&'static [u8]>,
     parent: Parent,
 }
 
@@ -72,6 +74,14 @@ impl fmt::Debug for Plugin {
 const BUILT_IN_SERVICES: &[&str] = &[
     tonic_health::pb::health_server::SERVICE_NAME,
     grpc_controller_server::SERVICE_NAME,
+    tonic_reflection::pb::v1::server_reflection_server::SERVICE_NAME,
+    tonic_reflection::pb::v1alpha::server_reflection_server::SERVICE_NAME,
+];
+
+/// Descriptor sets reflection always serves: the health service and go-plugin's own.
+const BUILT_IN_DESCRIPTOR_SETS: &[&[u8]] = &[
+    tonic_health::pb::FILE_DESCRIPTOR_SET,
+    tether_proto::plugin::FILE_DESCRIPTOR_SET,
 ];
 
 impl Plugin {
@@ -119,6 +129,23 @@ impl Plugin {
         S::Future: Send + 'static,
     {
         self.push(Some(app_version), service)
+    }
+
+    /// Describes the author's services for gRPC server reflection, so that tools such as
+    /// `tether call` and `grpcurl` can call them without `.proto` files: `descriptor_set` is an
+    /// encoded `FileDescriptorSet`, e.g. the `.bin` tether-codegen writes next to the generated
+    /// code, or tonic-prost-build's `file_descriptor_set_path` output. Reflection always
+    /// describes the SDK's own services.
+    ///
+    /// ```no_run
+    /// # const KV_DESCRIPTORS: &[u8] = &[];
+    /// tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello"))
+    ///     .file_descriptor_set(KV_DESCRIPTORS)
+    ///     .run();
+    /// ```
+    pub fn file_descriptor_set(mut self, descriptor_set: &'static [u8]) -> Self {
+        self.descriptor_sets.push(descriptor_set);
+        self
     }
 
     fn push<S>(mut self, version: Option<u32>, service: S) -> Self
@@ -211,6 +238,7 @@ impl Plugin {
             "negotiated app protocol version"
         );
         let mut routes = RoutesBuilder::default();
+        add_reflection(&mut routes, &self.descriptor_sets)?;
         for service in self.services {
             if service.version.is_none_or(|v| v == launch.app_version) {
                 (service.add)(&mut routes);
@@ -255,6 +283,25 @@ impl Plugin {
         }
         Ok(())
     }
+}
+
+/// Adds gRPC server reflection (v1, and v1alpha for older clients) describing the built-in
+/// services and `author_sets`.
+fn add_reflection(routes: &mut RoutesBuilder, author_sets: &[&'static [u8]]) -> Result<(), Error> {
+    let configure = || {
+        BUILT_IN_DESCRIPTOR_SETS
+            .iter()
+            .chain(author_sets)
+            .fold(tonic_reflection::server::Builder::configure(), |b, set| {
+                b.register_encoded_file_descriptor_set(set)
+            })
+    };
+    let v1 = configure().build_v1().map_err(Error::InvalidDescriptors)?;
+    let v1alpha = configure()
+        .build_v1alpha()
+        .map_err(Error::InvalidDescriptors)?;
+    routes.add_service(v1).add_service(v1alpha);
+    Ok(())
 }
 
 /// A plugin whose environment has been checked, ready to listen and serve.
@@ -426,6 +473,14 @@ mod tests {
         fn assert_send<T: Send>(_: &T) {}
         let future = serve(Config::new("K", "v")).run_async();
         assert_send(&future);
+    }
+
+    #[test]
+    fn reflection_describes_built_in_services_and_rejects_garbage_descriptor_sets() {
+        let mut routes = RoutesBuilder::default();
+        add_reflection(&mut routes, &[]).unwrap();
+        let err = add_reflection(&mut routes, &[b"\xff\xffnot a descriptor set"]).unwrap_err();
+        assert!(matches!(err, Error::InvalidDescriptors(_)), "{err:?}");
     }
 
     #[test]

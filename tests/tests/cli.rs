@@ -74,6 +74,11 @@ fn call_puts_and_gets_through_a_tether_plugin_with_proto_files() {
 }
 
 #[test]
+fn call_learns_types_from_a_tether_plugin_by_server_reflection() {
+    put_then_get(Path::new(RUST_PLUGIN), &[]);
+}
+
+#[test]
 fn call_learns_types_from_a_go_plugin_v1_8_by_server_reflection() {
     let Some(go) = peers::go_or_skip(GoPlugin::V18, "call_learns_types_by_reflection") else {
         return;

@@ -27,6 +27,8 @@ use tonic::{Request, Response, Status};
 fn main() -> ExitCode {
     tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1))
         .add_service(KvServer::new(FileKv))
+        // Lets `tether call` and grpcurl call it without kv.proto.
+        .file_descriptor_set(tether_examples::kv::FILE_DESCRIPTOR_SET)
         .run()
 }
 

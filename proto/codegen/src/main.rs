@@ -6,8 +6,8 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let root = tether_codegen::workspace_root();
     for job in tether_codegen::JOBS {
-        let code = match tether_codegen::generate(&root, job) {
-            Ok(code) => code,
+        let generated = match tether_codegen::generate(&root, job) {
+            Ok(generated) => generated,
             Err(e) => {
                 eprintln!("tether-codegen: {e}");
                 return ExitCode::FAILURE;
@@ -20,11 +20,16 @@ fn main() -> ExitCode {
             eprintln!("tether-codegen: {}: {e}", dir.display());
             return ExitCode::FAILURE;
         }
-        if let Err(e) = fs::write(&out, code) {
-            eprintln!("tether-codegen: {}: {e}", out.display());
-            return ExitCode::FAILURE;
+        for (path, bytes) in [
+            (job.output, generated.code.as_bytes()),
+            (job.descriptor, &generated.descriptor[..]),
+        ] {
+            if let Err(e) = fs::write(root.join(path), bytes) {
+                eprintln!("tether-codegen: {path}: {e}");
+                return ExitCode::FAILURE;
+            }
+            println!("wrote {path}");
         }
-        println!("wrote {}", job.output);
     }
     ExitCode::SUCCESS
 }

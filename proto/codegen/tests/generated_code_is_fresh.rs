@@ -8,9 +8,13 @@ fn checked_in_generated_code_matches_the_proto_files() {
     let mut stale = Vec::new();
     for job in tether_codegen::JOBS {
         let fresh = tether_codegen::generate(&root, job).expect("proto files compile");
-        let checked_in = fs::read_to_string(root.join(job.output)).unwrap_or_default();
-        if fresh != checked_in {
+        let code = fs::read_to_string(root.join(job.output)).unwrap_or_default();
+        if fresh.code != code {
             stale.push(job.output);
+        }
+        let descriptor = fs::read(root.join(job.descriptor)).unwrap_or_default();
+        if fresh.descriptor != descriptor {
+            stale.push(job.descriptor);
         }
     }
     assert!(
