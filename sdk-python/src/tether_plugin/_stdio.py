@@ -15,7 +15,7 @@ import io
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 
@@ -54,20 +54,24 @@ class StdioRelay:
                 return
         _write_all(self._fallback[channel], data)
 
-    def subscribe(self, is_active: callable = lambda: True) -> Iterator[grpc_stdio_pb2.StdioData]:
-        """Yields queued output until :meth:`close` or until ``is_active()`` turns false (checked
-        whenever :meth:`wake` is called). Only one subscriber at a time: ``RuntimeError``
-        otherwise."""
+    def subscribe(self, is_active: Callable[[], bool] = lambda: True) -> Iterator[grpc_stdio_pb2.StdioData]:
+        """Subscribes now and returns the stream of output written from now on. The stream ends
+        after :meth:`close`, or when ``is_active()`` turns false (checked whenever :meth:`wake`
+        is called); output still queued then goes to the real descriptors. Only one subscriber
+        at a time: ``RuntimeError`` otherwise."""
         with self._cond:
             if self._subscribed:
                 raise RuntimeError("plugin.GRPCStdio is already being streamed to another caller")
             self._subscribed = True
+        return self._drain(is_active)
+
+    def _drain(self, is_active: Callable[[], bool]) -> Iterator[grpc_stdio_pb2.StdioData]:
         try:
             while True:
                 with self._cond:
                     while not self._chunks and not self._closed and is_active():
                         self._cond.wait()
-                    if not self._chunks:
+                    if not self._chunks or not is_active():
                         return
                     channel, data = self._chunks.popleft()
                     self._queued -= len(data)
@@ -146,8 +150,11 @@ class StdioServicer(grpc_stdio_pb2_grpc.GRPCStdioServicer):
         self._relay = relay
 
     def StreamStdio(self, request, context):  # noqa: N802 (gRPC method name)
-        context.add_callback(self._relay.wake)
         try:
-            yield from self._relay.subscribe(context.is_active)
+            stream = self._relay.subscribe(context.is_active)
         except RuntimeError as e:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        context.add_callback(self._relay.wake)
+        # Headers now, so the host knows output from here on comes through this stream.
+        context.send_initial_metadata(())
+        yield from stream
