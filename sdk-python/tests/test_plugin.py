@@ -36,7 +36,7 @@ SAMPLE = Path(__file__).resolve().parent / "sample_plugin.py"
 EXIT_TIMEOUT = 30  # seconds; only bounds a hang, the tests wait for exit events
 
 
-def launch(tmp_path, extra_env=None, *, host=None, transport="unix", versions="1"):
+def launch(tmp_path, extra_env=None, *, host=None, transport="unix", versions="1", script=SAMPLE):
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": os.pathsep.join([str(SDK / "src"), str(SDK / "examples")]),
@@ -49,7 +49,7 @@ def launch(tmp_path, extra_env=None, *, host=None, transport="unix", versions="1
     env.update(extra_env or {})
     env = {k: v for k, v in env.items() if v is not None}
     return subprocess.Popen(
-        [sys.executable, str(SAMPLE), transport],
+        [sys.executable, str(script), transport],
         env=env,
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,

@@ -30,17 +30,17 @@ class StopReason(enum.Enum):
 class HostWatch:
     """A pidfd on the parent process, readable once it has exited.
 
-    ``fd`` is ``None`` when watching is impossible (no ``os.pidfd_open``: not Linux, or an old
-    kernel) or the parent is outside our pid namespace; ``gone`` is true when the parent had
-    already exited when the watch was set up.
+    ``fd`` is ``None`` when not watching (``parent_pid`` 0: disabled, or the parent is outside
+    our pid namespace) or watching is impossible (no ``os.pidfd_open``: not Linux, or an old
+    kernel); ``gone`` is true when the parent had already exited when the watch was set up.
+    A parent with pid 1 is watched like any other (a host may be a container's init).
     """
 
     def __init__(self, parent_pid: int) -> None:
         self.fd: int | None = None
         self.gone = False
-        if parent_pid <= 1:
-            # Re-parented to init (or outside our pid namespace): the launching host is gone.
-            self.gone = parent_pid == 1
+        if parent_pid <= 0:
+            # Not watching (disabled), or the parent is outside our pid namespace.
             return
         if not hasattr(os, "pidfd_open"):
             log.warning(

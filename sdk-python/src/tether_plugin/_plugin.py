@@ -19,7 +19,7 @@ from . import _listen, _log, _stdio, _terminator, _tls
 from ._handshake import Handshake
 from ._host import HostWatch, StopReason, StopWaiter
 from ._launch import read_launch
-from ._proto.plugin import grpc_controller_pb2, grpc_controller_pb2_grpc
+from ._proto.plugin import grpc_controller_pb2, grpc_controller_pb2_grpc, grpc_stdio_pb2_grpc
 from .errors import ConfigurationError, ListenError, NotLaunchedByHost, PluginError
 
 log = logging.getLogger("tether_plugin")
@@ -87,9 +87,12 @@ class _Recorder:
 class Plugin:
     """A plugin being assembled: the handshake settings plus the gRPC services to serve.
 
-    >>> plugin = Plugin("BASIC_PLUGIN", "hello", app_versions=[1])
-    >>> # plugin.add_service(kv_pb2_grpc.add_KVServicer_to_server, MyKV())
-    >>> # plugin.serve()   # never returns
+    .. code-block:: python
+
+        plugin = Plugin("BASIC_PLUGIN", "hello", app_versions=[1, 2])
+        plugin.add_service(kv_pb2_grpc.add_KVServicer_to_server, MyKV())  # every version
+        plugin.add_service(v2_pb2_grpc.add_ExtraServicer_to_server, Extra(), app_version=2)
+        plugin.serve()  # never returns
 
     Options: ``transport`` (``"unix"``, or ``"tcp"`` on 127.0.0.1 in the host's port range),
     ``shutdown_grace`` (seconds, :data:`DEFAULT_SHUTDOWN_GRACE`), ``max_workers``
@@ -218,7 +221,7 @@ class Plugin:
             _log.install_logging(self.log_level)
         log.debug("negotiated app protocol version %d", launch.app_version)
 
-        host = HostWatch(_PARENT_PID) if self.exit_with_host else HostWatch(0)
+        host = HostWatch(_PARENT_PID if self.exit_with_host else 0)
         if host.gone:
             log.debug("the host exited before the plugin started serving")
             return StopReason.HOST_EXITED
@@ -257,8 +260,6 @@ class Plugin:
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         grpc_controller_pb2_grpc.add_GRPCControllerServicer_to_server(_Controller(waiter), server)
         relay = _stdio.StdioRelay({_stdio.STDOUT: 1, _stdio.STDERR: 2})
-        from ._proto.plugin import grpc_stdio_pb2_grpc
-
         grpc_stdio_pb2_grpc.add_GRPCStdioServicer_to_server(_stdio.StdioServicer(relay), server)
         recorder = self._record(launch.app_version)
         for register in recorder.calls:
@@ -342,8 +343,10 @@ def serve(
     """Serves ``services`` (pairs of a generated ``add_…_to_server`` function and a servicer)
     as a plugin until the host stops it, then exits. ``options`` are :class:`Plugin`'s.
 
-    >>> # tether_plugin.serve("BASIC_PLUGIN", "hello",
-    >>> #     [(kv_pb2_grpc.add_KVServicer_to_server, FileKV())], app_versions=[1])
+    .. code-block:: python
+
+        tether_plugin.serve("BASIC_PLUGIN", "hello",
+                            [(kv_pb2_grpc.add_KVServicer_to_server, FileKV())], app_versions=[1])
     """
     plugin = Plugin(cookie_key, cookie_value, **options)
     for add, servicer in services:
