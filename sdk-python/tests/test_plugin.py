@@ -231,3 +231,25 @@ def test_the_package_exports_what_the_readme_uses():
     assert callable(tether_plugin.serve)
     assert tether_plugin.HEALTH_SERVICE == "plugin"
     assert tether_plugin.secrets.read is not None and tether_plugin.config.read is not None
+
+
+def test_the_socket_goes_in_the_hosts_directory_with_its_group_and_is_removed_at_exit(tmp_path):
+    sockets = tmp_path / "sockets"
+    sockets.mkdir()
+    gid = os.getgid()
+    proc = launch(tmp_path, {"PLUGIN_UNIX_SOCKET_DIR": str(sockets), "PLUGIN_UNIX_SOCKET_GROUP": str(gid)})
+    plugin = Connected(proc, None)
+    path = Path(plugin.address)
+    assert path.parent == sockets and path.name.startswith("plugin-") and path.suffix == ".sock"
+    assert path.stat().st_gid == gid and path.stat().st_mode & 0o777 == 0o660
+    plugin.kv.Put(kv_pb2.PutRequest(key="g", value=b"1"), timeout=10)
+    assert plugin.shutdown() == 0
+    assert list(sockets.iterdir()) == [], "the socket is removed; the host's directory stays"
+
+
+def test_an_unknown_socket_group_is_a_clear_error(tmp_path):
+    proc = launch(tmp_path, {"PLUGIN_UNIX_SOCKET_GROUP": "no-such-group-xyz"})
+    out, err = proc.communicate(timeout=EXIT_TIMEOUT)
+    assert (proc.returncode, out) == (1, b"")
+    assert "PLUGIN_UNIX_SOCKET_GROUP='no-such-group-xyz' is neither a group name" in err.decode()
+    assert leftovers(tmp_path) == []
