@@ -24,6 +24,7 @@ if os.path.isdir(os.path.join(_CHECKOUT_SDK, "tether_plugin")):
 
 import kv_pb2  # noqa: E402 (generated from examples/proto/kv.proto)
 import kv_pb2_grpc  # noqa: E402
+
 import tether_plugin  # noqa: E402
 
 log = logging.getLogger("kv")
@@ -34,8 +35,7 @@ def path_for(key: str) -> str:
     directory or name something other than a plain ``kv_`` file."""
     if key in ("", ".", "..") or any(c in key for c in "/\\\0"):
         raise ValueError(
-            f"invalid key {key!r}: keys must be non-empty, not '.' or '..', and contain no "
-            "'/', '\\' or NUL"
+            f"invalid key {key!r}: keys must be non-empty, not '.' or '..', and contain no '/', '\\' or NUL"
         )
     return f"kv_{key}"
 

@@ -52,9 +52,7 @@ def make_cert(curve: ec.EllipticCurve, *, ca: bool, issuer: Identity | None = No
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=ca, **usage), critical=True
-        )
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=ca, **usage), critical=True)
         .add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
             critical=False,

@@ -11,7 +11,9 @@ TOOL = Path(__file__).resolve().parent.parent / "tools" / "regenerate_protos.py"
 
 
 def test_the_checked_in_generated_code_is_up_to_date():
-    pytest.importorskip("grpc_tools", reason="grpcio-tools is not installed (pip install -r requirements-dev.txt)")
+    pytest.importorskip(
+        "grpc_tools", reason="grpcio-tools is not installed (pip install -r requirements-dev.txt)"
+    )
     spec = importlib.util.spec_from_file_location("regenerate_protos", TOOL)
     tool = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = tool  # dataclasses look their module up there

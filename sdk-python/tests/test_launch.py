@@ -33,7 +33,9 @@ def test_a_wrong_or_empty_cookie_is_a_mismatch_with_the_same_message():
 
 def test_the_cookie_is_checked_before_any_other_variable():
     with pytest.raises(NotLaunchedByHost):
-        read({"PLUGIN_PROTOCOL_VERSIONS": "x", "PLUGIN_CLIENT_CERT": "junk", "PLUGIN_MIN_PORT": "no"}, tcp=True)
+        read(
+            {"PLUGIN_PROTOCOL_VERSIONS": "x", "PLUGIN_CLIENT_CERT": "junk", "PLUGIN_MIN_PORT": "no"}, tcp=True
+        )
 
 
 def test_the_highest_common_app_version_is_chosen():
@@ -71,7 +73,9 @@ def test_a_client_cert_turns_tls_on_and_garbage_or_two_certs_are_errors(tether_h
 
 
 def test_the_socket_dir_and_group_are_passed_through_when_set():
-    launch = read({"BASIC_PLUGIN": "hello", "PLUGIN_UNIX_SOCKET_DIR": "/run/x", "PLUGIN_UNIX_SOCKET_GROUP": ""})
+    launch = read(
+        {"BASIC_PLUGIN": "hello", "PLUGIN_UNIX_SOCKET_DIR": "/run/x", "PLUGIN_UNIX_SOCKET_GROUP": ""}
+    )
     assert launch.socket_dir == "/run/x"
     assert launch.socket_group is None
 

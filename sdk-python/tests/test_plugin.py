@@ -106,7 +106,9 @@ def test_configuration_mistakes_are_reported_before_anything_runs():
     with pytest.raises(ConfigurationError, match="grpc.health.v1.Health is served more than once"):
         from grpc_health.v1 import health
 
-        Plugin("K", "v").add_service(health_pb2_grpc.add_HealthServicer_to_server, health.HealthServicer()).check()
+        Plugin("K", "v").add_service(
+            health_pb2_grpc.add_HealthServicer_to_server, health.HealthServicer()
+        ).check()
 
 
 def test_the_same_service_may_be_served_once_per_version_but_not_twice_for_one():
@@ -115,7 +117,9 @@ def test_the_same_service_may_be_served_once_per_version_but_not_twice_for_one()
         add, servicer, app_version=2
     ).check()
     with pytest.raises(ConfigurationError, match="proto.KV"):
-        Plugin("K", "v", app_versions=[1, 2]).add_service(add, servicer).add_service(add, servicer, app_version=2).check()
+        Plugin("K", "v", app_versions=[1, 2]).add_service(add, servicer).add_service(
+            add, servicer, app_version=2
+        ).check()
 
 
 def test_run_by_hand_it_prints_go_plugins_message_and_exits_1_with_nothing_on_stdout(tmp_path):
@@ -192,7 +196,10 @@ def test_later_stdout_and_stderr_are_streamed_over_grpc_stdio(tmp_path):
     got = {}
     for data in stream:
         got[data.channel] = got.get(data.channel, b"") + data.data
-        if all(b"\n" in got.get(ch, b"") for ch in (grpc_stdio_pb2.StdioData.STDOUT, grpc_stdio_pb2.StdioData.STDERR)):
+        if all(
+            b"\n" in got.get(ch, b"")
+            for ch in (grpc_stdio_pb2.StdioData.STDOUT, grpc_stdio_pb2.StdioData.STDERR)
+        ):
             break
     assert got[grpc_stdio_pb2.StdioData.STDOUT] == b"stdout: stored k\n"
     assert got[grpc_stdio_pb2.StdioData.STDERR] == b"stderr: stored k\n"
@@ -203,7 +210,9 @@ def test_later_stdout_and_stderr_are_streamed_over_grpc_stdio(tmp_path):
 def test_reflection_lists_the_plugins_services(tmp_path):
     plugin = Connected(launch(tmp_path), None)
     stub = reflection_pb2_grpc.ServerReflectionStub(plugin.channel)
-    responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10)
+    responses = stub.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10
+    )
     names = {s.name for s in next(responses).list_services_response.service}
     assert {"proto.KV", "plugin.GRPCController", "plugin.GRPCStdio", "grpc.health.v1.Health"} <= names
     assert plugin.shutdown() == 0

@@ -58,9 +58,7 @@ def grpc_tls_server(tether_host):
     plugin = generate_identity()
     directory = tempfile.mkdtemp()
     path = os.path.join(directory, "s.sock")
-    server = grpc.server(
-        futures.ThreadPoolExecutor(2), interceptors=[_tls.HostPin(tether_host.cert_der)]
-    )
+    server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[_tls.HostPin(tether_host.cert_der)])
     servicer = health.HealthServicer()
     servicer.set("plugin", health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)

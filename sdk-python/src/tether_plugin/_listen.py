@@ -159,6 +159,5 @@ def _make_group_writable(path: str, group: str) -> None:
         os.chmod(path, 0o660)
     except OSError as e:
         raise ListenError(
-            f"cannot give the unix socket {path!r} to group {group!r} "
-            f"({ENV_UNIX_SOCKET_GROUP}): {e.strerror}"
+            f"cannot give the unix socket {path!r} to group {group!r} ({ENV_UNIX_SOCKET_GROUP}): {e.strerror}"
         ) from e

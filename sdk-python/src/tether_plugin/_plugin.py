@@ -20,7 +20,7 @@ from ._handshake import Handshake
 from ._host import HostWatch, StopReason, StopWaiter
 from ._launch import read_launch
 from ._proto.plugin import grpc_controller_pb2, grpc_controller_pb2_grpc, grpc_stdio_pb2_grpc
-from .errors import ConfigurationError, ListenError, NotLaunchedByHost, PluginError
+from .errors import ConfigurationError, ListenError, NotLaunchedByHost, PluginError, TlsError
 
 log = logging.getLogger("tether_plugin")
 
@@ -34,6 +34,8 @@ HEALTH_SERVICE = "plugin"
 DEFAULT_APP_VERSION = 1
 #: Seconds in-flight calls get to finish after a stop request before the plugin exits anyway.
 DEFAULT_SHUTDOWN_GRACE = 1.0
+#: Seconds beyond the grace period to wait for gRPC to report that it has stopped.
+STOP_MARGIN = 1.0
 #: Threads serving calls. Each open stream (a host's ``StreamStdio``, health ``Watch``) holds
 #: one for its lifetime; further calls queue until one is free.
 DEFAULT_MAX_WORKERS = 16
@@ -152,7 +154,9 @@ class Plugin:
                 "least one non-negative integer"
             )
         if self.transport not in ("unix", "tcp"):
-            raise ConfigurationError(f"misconfigured plugin: transport {self.transport!r} is not 'unix' or 'tcp'")
+            raise ConfigurationError(
+                f"misconfigured plugin: transport {self.transport!r} is not 'unix' or 'tcp'"
+            )
         if self.shutdown_grace < 0 or self.max_workers < 1:
             raise ConfigurationError("misconfigured plugin: shutdown_grace must be >= 0 and max_workers >= 1")
         for service in self._services:
@@ -173,7 +177,9 @@ class Plugin:
         seen = set(BUILT_IN_SERVICES)
         for name in recorder.names:
             if name in seen:
-                raise ConfigurationError(f"misconfigured plugin: gRPC service {name} is served more than once")
+                raise ConfigurationError(
+                    f"misconfigured plugin: gRPC service {name} is served more than once"
+                )
             seen.add(name)
         return recorder
 
@@ -245,9 +251,11 @@ class Plugin:
                 else:
                     context = _terminator.ssl_context(identity, host_cert)
             except Exception as e:  # cryptography, ssl and grpc raise various types
-                raise _tls_error(e) from e
+                raise TlsError(f"cannot set up AutoMTLS: {e}") from e
 
-        executor = futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="tether-plugin")
+        executor = futures.ThreadPoolExecutor(
+            max_workers=self.max_workers, thread_name_prefix="tether-plugin"
+        )
         server = grpc.server(
             executor,
             interceptors=interceptors,
@@ -321,8 +329,10 @@ class Plugin:
                 except (OSError, ValueError):
                     pass
             relay.close()
+            # gRPC cancels what is still running once the grace period is over, then sets the
+            # event; the margin only bounds a bug there.
             stopped = server.stop(self.shutdown_grace)
-            if not stopped.wait(self.shutdown_grace + 1.0):
+            if not stopped.wait(self.shutdown_grace + STOP_MARGIN):
                 log.warning("calls still running after the shutdown grace period; stopping anyway")
             if terminator is not None:
                 terminator.stop()
@@ -398,9 +408,3 @@ def _print_handshake(line: str) -> None:
     data = line.encode()
     while data:
         data = data[os.write(1, data) :]
-
-
-def _tls_error(e: Exception) -> PluginError:
-    from .errors import TlsError
-
-    return TlsError(f"cannot set up AutoMTLS: {e}")

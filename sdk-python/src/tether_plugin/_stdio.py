@@ -131,7 +131,9 @@ class _RelayRaw(io.RawIOBase):
         return False
 
 
-def relay_text_stream(relay: StdioRelay, channel: int, like: io.TextIOBase | None, fd: int) -> io.TextIOWrapper:
+def relay_text_stream(
+    relay: StdioRelay, channel: int, like: io.TextIOBase | None, fd: int
+) -> io.TextIOWrapper:
     """A line-buffered text stream for ``sys.stdout``/``sys.stderr`` that writes into ``relay``."""
     encoding = getattr(like, "encoding", None) or "utf-8"
     errors = getattr(like, "errors", None) or "backslashreplace"

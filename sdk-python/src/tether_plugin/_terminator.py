@@ -111,7 +111,9 @@ class TlsTerminator:
         async def open_servers() -> None:
             try:
                 for sock in self._sockets:
-                    start = asyncio.start_unix_server if sock.family == socket.AF_UNIX else asyncio.start_server
+                    start = (
+                        asyncio.start_unix_server if sock.family == socket.AF_UNIX else asyncio.start_server
+                    )
                     self._servers.append(
                         await start(
                             self._handle,
