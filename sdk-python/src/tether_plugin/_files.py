@@ -1,0 +1,92 @@
+"""Reading the secrets and config files a tether host granted this plugin.
+
+A tether host delivers each granted secret (config file) as one file, named as requested, in a
+private directory whose absolute path it passes in ``TETHER_SECRETS_DIR``
+(``TETHER_CONFIG_DIR``). Values never travel in environment variables, and this module never
+puts a value in an error message or a log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from .errors import InvalidContentError, InvalidNameError, NotGrantedError
+
+#: Directory of granted secrets (tether hosts only).
+ENV_SECRETS_DIR = "TETHER_SECRETS_DIR"
+#: Directory of granted config files (tether hosts only).
+ENV_CONFIG_DIR = "TETHER_CONFIG_DIR"
+
+
+class GrantedFiles:
+    """One kind of granted file: :data:`secrets` or :data:`config`.
+
+    ``environ`` defaults to ``os.environ`` and is read at each call.
+    """
+
+    def __init__(self, env_var: str, kind: str, environ: Mapping[str, str] | None = None) -> None:
+        self._env_var = env_var
+        self._kind = kind
+        self._environ = environ
+
+    def read_bytes(self, name: str) -> bytes:
+        """The content of the granted file ``name``.
+
+        Raises :class:`~tether_plugin.errors.InvalidNameError` for a name that could name
+        another file, :class:`~tether_plugin.errors.NotGrantedError` when the host granted no
+        such file.
+        """
+        if not name or name in (".", "..") or "/" in name or "\0" in name:
+            raise InvalidNameError(
+                f"invalid {self._kind} name {name!r}: names must be non-empty, not '.' or '..', "
+                "and contain no '/' or NUL"
+            )
+        environ = os.environ if self._environ is None else self._environ
+        directory = environ.get(self._env_var)
+        if not directory:
+            raise NotGrantedError(
+                f"{self._kind} {name!r} is not available: the host granted this plugin no "
+                f"{self._kind}s ({self._env_var} is not set); grant it in the host's policy"
+            )
+        path = os.path.join(directory, name)
+        try:
+            # O_NOFOLLOW: the name must be the granted file itself, not a link elsewhere.
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise NotGrantedError(
+                f"{self._kind} {name!r} is not available: it is not among the {self._kind}s the "
+                f"host granted (no file {name!r} in {self._env_var}); grant it in the host's "
+                "policy"
+            ) from None
+        except OSError as e:
+            raise NotGrantedError(
+                f"{self._kind} {name!r} cannot be read from {self._env_var}: {e.strerror}"
+            ) from None
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+    def read(self, name: str, encoding: str = "utf-8") -> str:
+        """The content of the granted file ``name`` as text (see :meth:`read_bytes`)."""
+        data = self.read_bytes(name)
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            # The value itself must not appear in the message.
+            raise InvalidContentError(
+                f"{self._kind} {name!r} is not valid {encoding}; use read_bytes() for binary values"
+            ) from None
+
+    def names(self) -> list[str]:
+        """The names of all granted files of this kind, sorted (empty when none were granted)."""
+        environ = os.environ if self._environ is None else self._environ
+        directory = environ.get(self._env_var)
+        if not directory:
+            return []
+        return sorted(e.name for e in os.scandir(directory) if e.is_file(follow_symlinks=False))
+
+
+#: The secrets the host granted (``TETHER_SECRETS_DIR``): ``secrets.read("api_token")``.
+secrets = GrantedFiles(ENV_SECRETS_DIR, "secret")
+#: The config files the host granted (``TETHER_CONFIG_DIR``): ``config.read("settings.json")``.
+config = GrantedFiles(ENV_CONFIG_DIR, "config file")

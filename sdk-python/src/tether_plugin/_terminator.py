@@ -1,0 +1,211 @@
+"""TLS for hosts whose certificates gRPC's own TLS stack cannot verify.
+
+go-plugin hosts make ECDSA **P-521** certificates. grpcio's TLS (BoringSSL) does not offer the
+``ecdsa_secp521r1_sha512`` signature scheme, so a Go host finds no acceptable client
+certificate and the handshake fails (``PEER_DID_NOT_RETURN_A_CERTIFICATE``). For such hosts the
+plugin terminates TLS itself with Python's :mod:`ssl` (OpenSSL, which verifies P-521): a
+:class:`TlsTerminator` listens on the announced socket, completes the mutual-TLS handshake
+(ALPN ``h2``, TLS ≥ 1.2, client certificate required and compared byte for byte with the
+host's), and relays the decrypted bytes to the gRPC server, which listens in plaintext on a
+unix socket in a private 0700 directory that only this process knows.
+
+The terminator runs an asyncio event loop (memory-BIO TLS, one thread) in a thread of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import ssl
+import tempfile
+import threading
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from ._tls import Identity, der_to_pem
+
+log = logging.getLogger("tether_plugin")
+
+#: Seconds a connecting host gets to complete the TLS handshake.
+TLS_HANDSHAKE_TIMEOUT = 10.0
+#: Bytes relayed per read.
+RELAY_CHUNK = 64 * 1024
+#: Seconds :meth:`TlsTerminator.stop` waits for the relay thread to finish.
+STOP_TIMEOUT = 2.0
+
+# Curves grpcio's BoringSSL offers signature schemes for (TLS 1.3 binds the curve).
+_GRPC_CURVES = frozenset({"secp256r1", "secp384r1"})
+
+
+def grpc_tls_can_verify(host_cert_der: bytes) -> bool:
+    """Whether gRPC's own TLS can verify a client presenting this certificate: RSA, P-256 and
+    P-384 keys yes (tether hosts use P-256); P-521 (go-plugin hosts) and others no."""
+    key = x509.load_der_x509_certificate(host_cert_der).public_key()
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        return key.curve.name in _GRPC_CURVES
+    return isinstance(key, rsa.RSAPublicKey)
+
+
+def ssl_context(identity: Identity, host_cert_der: bytes) -> ssl.SSLContext:
+    """A server context: present ``identity``, require a client certificate signed by (or equal
+    to) the host's, ALPN ``h2``. The exact-certificate check happens per connection."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(cadata=der_to_pem(host_cert_der).decode("ascii"))
+    context.set_alpn_protocols(["h2"])
+    # load_cert_chain reads files only: write the throw-away key to a private directory and
+    # delete it at once.
+    with tempfile.TemporaryDirectory(prefix="tether-plugin-key-") as private:
+        path = os.path.join(private, "identity.pem")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(identity.key_pem + identity.cert_pem)
+        context.load_cert_chain(path)
+    return context
+
+
+class TlsTerminator:
+    """Accepts mutual-TLS connections from the host and relays them to ``inner_path``."""
+
+    def __init__(self, context: ssl.SSLContext, host_cert_der: bytes, inner_path: str) -> None:
+        self._context = context
+        self._host = host_cert_der
+        self._inner = inner_path
+        self._sockets: list[socket.socket] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="tether-plugin-tls", daemon=True)
+        self._servers: list[asyncio.AbstractServer] = []
+        self._connections: set[asyncio.Task] = set()
+
+    def listen(self, address: str) -> None:
+        """Binds ``unix:/path`` or ``127.0.0.1:PORT`` (``RuntimeError`` if it cannot)."""
+        try:
+            if address.startswith("unix:"):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                target: object = address[len("unix:") :]
+            else:
+                host, port = address.rsplit(":", 1)
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                target = (host, int(port))
+            try:
+                sock.bind(target)
+                sock.listen(socket.SOMAXCONN)
+            except OSError:
+                sock.close()
+                raise
+        except OSError as e:
+            raise RuntimeError(f"cannot listen on {address}: {e.strerror}") from e
+        self._sockets.append(sock)
+
+    def start(self) -> None:
+        """Starts serving the bound sockets in the relay thread."""
+        started = threading.Event()
+        errors: list[BaseException] = []
+
+        async def open_servers() -> None:
+            try:
+                for sock in self._sockets:
+                    start = (
+                        asyncio.start_unix_server if sock.family == socket.AF_UNIX else asyncio.start_server
+                    )
+                    self._servers.append(
+                        await start(
+                            self._handle,
+                            sock=sock,
+                            ssl=self._context,
+                            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
+                        )
+                    )
+            except BaseException as e:  # reported to start()'s caller
+                errors.append(e)
+            finally:
+                started.set()
+
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(open_servers(), self._loop)
+        started.wait()
+        if errors:
+            raise RuntimeError(f"cannot start the TLS listener: {errors[0]}")
+
+    def stop(self) -> None:
+        """Stops accepting, closes open connections and ends the relay thread."""
+        if not self._thread.is_alive():
+            for sock in self._sockets:
+                sock.close()
+            return
+
+        async def close() -> None:
+            for server in self._servers:
+                server.close()
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(STOP_TIMEOUT)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(STOP_TIMEOUT)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # a handler always runs in a task
+        self._connections.add(task)
+        try:
+            ssl_object = writer.get_extra_info("ssl_object")
+            peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            if peer != self._host:
+                log.warning(
+                    "refused a TLS connection whose client certificate is not the host's "
+                    "certificate from PLUGIN_CLIENT_CERT"
+                )
+                return
+            inner_reader, inner_writer = await asyncio.open_unix_connection(self._inner)
+            try:
+                await _relay_both_ways(reader, writer, inner_reader, inner_writer)
+            finally:
+                inner_writer.close()
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError) as e:
+            log.debug("TLS connection ended: %s", e)
+        except asyncio.CancelledError:
+            pass  # stop() is closing every connection; the task ends here either way
+        finally:
+            writer.close()
+            self._connections.discard(task)
+
+
+async def _relay_both_ways(
+    a_reader: asyncio.StreamReader,
+    a_writer: asyncio.StreamWriter,
+    b_reader: asyncio.StreamReader,
+    b_writer: asyncio.StreamWriter,
+) -> None:
+    """Copies a→b and b→a until either side closes."""
+    pumps = {
+        asyncio.ensure_future(_pump(a_reader, b_writer)),
+        asyncio.ensure_future(_pump(b_reader, a_writer)),
+    }
+    try:
+        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pump in pumps:
+            pump.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    while data := await reader.read(RELAY_CHUNK):
+        writer.write(data)
+        await writer.drain()

@@ -1,0 +1,81 @@
+//! The Python interop peer: `python3` with grpcio, grpcio-health-checking, grpcio-reflection,
+//! protobuf and cryptography, running plugins written with `sdk-python/`.
+//!
+//! When Python or a package is missing, tests print why and skip — unless
+//! `TETHER_REQUIRE_PEERS=1` (CI sets it), in which case they fail. Install the packages with
+//! `pip install -r sdk-python/requirements-dev.txt`.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::peers::{REQUIRE_PEERS_ENV, peers_required, repo_root};
+
+/// The interpreter the tests run (found on `PATH`, which tether hosts pass to plugins).
+pub const PYTHON: &str = "python3";
+
+/// What the Python SDK needs at run time, as one import statement.
+const IMPORT_CHECK: &str = "import grpc, grpc_health.v1.health, grpc_reflection.v1alpha.reflection, \
+     google.protobuf, cryptography, sys; sys.path.insert(0, sys.argv[1]); import tether_plugin";
+
+/// A usable Python with the SDK's dependencies.
+#[derive(Debug, Clone)]
+pub struct PythonPeer {
+    /// `sdk-python/examples/kv_plugin.py`, the Python KV plugin.
+    pub kv_plugin: PathBuf,
+}
+
+impl PythonPeer {
+    /// The KV plugin as a command line for `KV_PLUGIN` (`python3 /path/kv_plugin.py`).
+    #[must_use]
+    pub fn kv_plugin_command(&self) -> String {
+        shell_words::join([PYTHON, &self.kv_plugin.to_string_lossy()])
+    }
+}
+
+/// Checks (once per process) that Python and the SDK's dependencies are importable.
+///
+/// # Errors
+/// What is missing, to print when skipping.
+pub fn python() -> Result<PythonPeer, String> {
+    static PEER: OnceLock<Result<PythonPeer, String>> = OnceLock::new();
+    PEER.get_or_init(check).clone()
+}
+
+/// Like [`python`], but when Python is unusable: panics if [`peers_required`], else prints why
+/// and returns `None` (the caller returns early, skipping the test).
+#[must_use]
+pub fn python_or_skip(test: &str) -> Option<PythonPeer> {
+    match python() {
+        Ok(peer) => Some(peer),
+        Err(why) if peers_required() => {
+            panic!("{test}: the Python peer is unavailable and {REQUIRE_PEERS_ENV}=1: {why}")
+        }
+        Err(why) => {
+            eprintln!("SKIPPED {test}: the Python peer is unavailable: {why}");
+            None
+        }
+    }
+}
+
+fn check() -> Result<PythonPeer, String> {
+    let sdk = repo_root().join("sdk-python");
+    let output = Command::new(PYTHON)
+        .arg("-c")
+        .arg(IMPORT_CHECK)
+        .arg(sdk.join("src"))
+        .output()
+        .map_err(|e| format!("cannot run {PYTHON}: {e}"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.trim().lines().last().unwrap_or_default();
+        return Err(format!(
+            "{PYTHON} cannot import the SDK's dependencies ({last}); run: pip install -r sdk-python/requirements-dev.txt"
+        ));
+    }
+    let kv_plugin = sdk.join("examples/kv_plugin.py");
+    if !kv_plugin.is_file() {
+        return Err(format!("{} is missing", kv_plugin.display()));
+    }
+    Ok(PythonPeer { kv_plugin })
+}

@@ -1,0 +1,266 @@
+//! Interop with plugins written with the Python SDK (`sdk-python/`, grpcio):
+//!
+//! - tether's `kv-host` and the library drive the Python KV plugin (AutoMTLS and plaintext);
+//! - go-plugin's own KV host (v1.8 and Debian's 1.0.1) drives it with AutoMTLS — go-plugin's
+//!   P-521 certificates, which the SDK accepts by terminating TLS with Python's `ssl`;
+//! - a Python plugin exits by itself when its host dies.
+//!
+//! Without Python and the SDK's packages the tests print why and pass as skipped, unless
+//! `TETHER_REQUIRE_PEERS=1` (CI sets it): then they fail.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use tether_broker::{HandshakeConfig, PluginClient, ShutdownOutcome};
+use tether_examples::kv::kv_client::KvClient;
+use tether_examples::kv::{GetRequest, PutRequest};
+use tether_tests::peers::{self, GoPlugin};
+use tether_tests::procs;
+use tether_tests::python::{self, PYTHON};
+
+const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-kv-host");
+
+/// Both hosts exit with this status for `get` of a missing key.
+const EXIT_NOT_FOUND: i32 = 3;
+
+/// How long a test waits for a plugin to exit after its host died.
+const EXIT_DEADLINE: Duration = Duration::from_secs(10);
+
+fn run_host(host: &Path, plugin_command: &str, work: &Path, tls: bool, args: &[&str]) -> Output {
+    let mut cmd = Command::new(host);
+    if !tls {
+        cmd.arg("--plaintext");
+    }
+    cmd.args(args)
+        .env("KV_PLUGIN", plugin_command)
+        .current_dir(work)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", host.display()))
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "{}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `put` in one launch, `get` in another, then `get` of a missing key; nothing may be left
+/// running.
+fn kv_round_trip(host: &Path, plugin_command: &str, tls: bool) {
+    let work = tempfile::tempdir().unwrap();
+    let value = format!("value-{}-{}", std::process::id(), nanos());
+
+    let put = run_host(
+        host,
+        plugin_command,
+        work.path(),
+        tls,
+        &["put", "a", &value],
+    );
+    assert!(put.status.success(), "put failed: {}", describe(&put));
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("kv_a")).unwrap(),
+        value,
+        "the plugin stores the value in kv_<key> in its working directory"
+    );
+
+    let get = run_host(host, plugin_command, work.path(), tls, &["get", "a"]);
+    assert!(get.status.success(), "get failed: {}", describe(&get));
+    assert_eq!(String::from_utf8_lossy(&get.stdout), format!("{value}\n"));
+
+    let missing = run_host(
+        host,
+        plugin_command,
+        work.path(),
+        tls,
+        &["get", "no-such-key"],
+    );
+    assert_eq!(
+        missing.status.code(),
+        Some(EXIT_NOT_FOUND),
+        "a missing key is NotFound: {}",
+        describe(&missing)
+    );
+    assert!(missing.stdout.is_empty(), "{}", describe(&missing));
+
+    let left = procs::in_dir(work.path());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+#[test]
+fn kv_host_runs_the_python_kv_plugin_with_automtls() {
+    let Some(py) = python::python_or_skip("kv_host_runs_the_python_kv_plugin_with_automtls") else {
+        return;
+    };
+    kv_round_trip(Path::new(RUST_HOST), &py.kv_plugin_command(), true);
+}
+
+#[test]
+fn kv_host_runs_the_python_kv_plugin_in_plaintext() {
+    let Some(py) = python::python_or_skip("kv_host_runs_the_python_kv_plugin_in_plaintext") else {
+        return;
+    };
+    kv_round_trip(Path::new(RUST_HOST), &py.kv_plugin_command(), false);
+}
+
+macro_rules! go_host_tests {
+    ($($name:ident: $variant:expr, $tls:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let Some(py) = python::python_or_skip(stringify!($name)) else {
+                return;
+            };
+            let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
+                return;
+            };
+            kv_round_trip(&go.host, &py.kv_plugin_command(), $tls);
+        }
+    )*};
+}
+
+go_host_tests! {
+    go_host_v1_8_runs_the_python_kv_plugin_with_automtls: GoPlugin::V18, true;
+    go_host_v1_0_1_runs_the_python_kv_plugin_with_automtls: GoPlugin::V101, true;
+    go_host_v1_8_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V18, false;
+    go_host_v1_0_1_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V101, false;
+}
+
+/// Through the library: the connection really is mutual TLS with the Python plugin's own
+/// certificate, typed calls and errors work, and Shutdown ends the plugin with status 0.
+#[tokio::test]
+async fn tether_host_calls_the_python_plugin_over_pinned_automtls_and_shuts_it_down() {
+    let Some(py) = python::python_or_skip(
+        "tether_host_calls_the_python_plugin_over_pinned_automtls_and_shuts_it_down",
+    ) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let plugin = PluginClient::builder(PYTHON)
+        .args([&py.kv_plugin])
+        .current_dir(work.path())
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(plugin.is_tls());
+    let fingerprint = plugin.peer_fingerprint().expect("AutoMTLS is on");
+    assert_eq!(fingerprint.len(), 32 * 3 - 1, "{fingerprint}");
+    assert_eq!(plugin.app_version(), 1);
+
+    let mut kv = KvClient::new(plugin.channel());
+    kv.put(PutRequest {
+        key: "answer".into(),
+        value: b"42".to_vec(),
+    })
+    .await
+    .unwrap();
+    let value = kv
+        .get(GetRequest {
+            key: "answer".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .value;
+    assert_eq!(value, b"42");
+    let status = kv
+        .get(GetRequest {
+            key: "../answer".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status}");
+
+    let outcome = plugin.shutdown().await.unwrap();
+    assert!(
+        matches!(outcome, ShutdownOutcome::Graceful(status) if status.success()),
+        "{outcome}"
+    );
+    let left = procs::in_dir(work.path());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+/// The SDK watches its parent with a pidfd: when the host dies (SIGKILL, so it cannot clean
+/// up), the Python plugin exits by itself.
+#[tokio::test]
+async fn a_python_plugin_exits_when_its_host_dies() {
+    let Some(py) = python::python_or_skip("a_python_plugin_exits_when_its_host_dies") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    // A stand-in host: a shell that starts the plugin with the protocol environment and waits.
+    let mut host = Command::new("sh")
+        .arg("-c")
+        .arg(r#""$0" "$1" & echo $!; wait"#)
+        .arg(PYTHON)
+        .arg(&py.kv_plugin)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("BASIC_PLUGIN", "hello")
+        .env("PLUGIN_PROTOCOL_VERSIONS", "1")
+        .current_dir(work.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(host.stdout.take().unwrap());
+    let mut line = String::new();
+    // First the shell prints the plugin's pid, then the plugin prints its handshake (by then it
+    // watches its parent).
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    let plugin_pid: u32 = line.trim().parse().unwrap();
+    line.clear();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert!(line.starts_with("1|1|unix|"), "handshake: {line:?}");
+    let socket_dir = Path::new(line.split('|').nth(3).unwrap())
+        .parent()
+        .unwrap()
+        .to_owned();
+    assert!(socket_dir.is_dir());
+    let fd = pidfd(plugin_pid);
+
+    host.kill().unwrap();
+    host.wait().unwrap();
+    exited(fd).await;
+    assert!(procs::in_dir(work.path()).is_empty());
+    assert!(
+        !socket_dir.exists(),
+        "the plugin removes its private socket directory when its host dies"
+    );
+}
+
+/// Returns when the process behind `pidfd` has exited (the pidfd becomes readable).
+async fn exited(pidfd: OwnedFd) {
+    let ready = tokio::task::spawn_blocking(move || {
+        let mut fds = [rustix::event::PollFd::new(
+            &pidfd,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec::try_from(EXIT_DEADLINE).unwrap();
+        rustix::event::poll(&mut fds, Some(&timeout)).unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        ready, 1,
+        "the process did not exit within {EXIT_DEADLINE:?}"
+    );
+}
+
+fn pidfd(pid: u32) -> OwnedFd {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap()
+}
