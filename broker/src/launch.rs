@@ -160,10 +160,18 @@ pub(crate) fn allowed_names(settings: &Settings) -> impl Iterator<Item = &OsStr>
 }
 
 /// Spawns the plugin in a new process group with exactly `env`, stdin from `/dev/null` and
-/// stdout and stderr piped.
-pub(crate) fn spawn(settings: &Settings, env: &BTreeMap<OsString, OsString>) -> io::Result<Child> {
-    let mut cmd = Command::new(&settings.program);
-    cmd.args(&settings.args)
+/// stdout and stderr piped, running `pre_exec` (the confinement) between fork and exec.
+/// `exec` is the file to execute (the verified binary's `/proc/self/fd/N`, or the program);
+/// `argv[0]` is always the configured program.
+pub(crate) fn spawn(
+    settings: &Settings,
+    env: &BTreeMap<OsString, OsString>,
+    exec: &Path,
+    pre_exec: impl FnMut() -> io::Result<()> + Send + Sync + 'static,
+) -> io::Result<Child> {
+    let mut cmd = Command::new(exec);
+    cmd.arg0(&settings.program)
+        .args(&settings.args)
         .env_clear()
         .envs(env)
         .stdin(Stdio::null())
@@ -175,6 +183,11 @@ pub(crate) fn spawn(settings: &Settings, env: &BTreeMap<OsString, OsString>) -> 
         .kill_on_drop(false);
     if let Some(dir) = &settings.current_dir {
         cmd.current_dir(dir);
+    }
+    // SAFETY: `pre_exec` only makes raw, async-signal-safe system calls on copied values
+    // (see `sandbox::Prepared::pre_exec`).
+    unsafe {
+        cmd.pre_exec(pre_exec);
     }
     cmd.spawn()
 }

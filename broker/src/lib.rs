@@ -85,10 +85,17 @@
 //! The gRPC broker (callbacks, `GRPCBroker.StartStream`), multiplexing, structured (hclog)
 //! parsing of plugin logs, reattaching to a running plugin and sandboxing.
 
+mod catalog;
 mod client;
 mod config;
 mod connect;
+mod delivery;
 mod error;
+mod grants;
+mod integrity;
+mod manifest;
+mod sandbox;
+mod secrets;
 mod handshake_reader;
 mod health;
 mod launch;
@@ -111,3 +118,20 @@ pub use error::{
     ShutdownOutcome, StartError,
 };
 pub use tether_proto::handshake::Address;
+
+pub use catalog::Catalog;
+pub use delivery::{Delivery, delivery_base};
+pub use grants::{Grants, NotGranted};
+pub use integrity::{IntegrityError, sha256_file};
+pub use manifest::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
+    DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
+};
+pub use sandbox::{
+    DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
+    TARGET_LANDLOCK_ABI, kernel_landlock_abi,
+};
+pub use secrets::{
+    DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
+};
+pub use secrecy::SecretSlice;

@@ -12,6 +12,7 @@ use tonic::transport::Channel;
 
 use crate::config::KILL_REAP_TIMEOUT;
 use crate::error::{ShutdownError, ShutdownOutcome};
+use crate::delivery::Janitor;
 use crate::launch::PrivateDir;
 use crate::process::ProcessGroup;
 
@@ -31,6 +32,8 @@ pub(crate) struct Launched {
     pub(crate) dir: Option<PrivateDir>,
     pub(crate) plugin: Arc<str>,
     pub(crate) terminate_grace: Duration,
+    /// Cleans up if the host dies; disarmed once the plugin is ended and `dir` removed.
+    pub(crate) janitor: Option<Janitor>,
 }
 
 /// The graceful part of a shutdown.
@@ -60,6 +63,9 @@ impl Launched {
                 dir: path,
                 source,
             })?;
+        }
+        if let Some(janitor) = self.janitor.take() {
+            janitor.disarm();
         }
         tracing::debug!(plugin = &*self.plugin, %outcome, "plugin shut down");
         Ok(outcome)
@@ -151,9 +157,16 @@ impl Drop for Launched {
                 Ok(true) => {
                     let (group, name) = (Arc::clone(&self.group), Arc::clone(&self.plugin));
                     let grace = self.terminate_grace;
+                    let janitor = self.janitor.take();
                     let spawned = thread::Builder::new()
                         .name("tether-stop".into())
-                        .spawn(move || stop_blocking(&group, &name, grace));
+                        .spawn(move || {
+                            if stop_blocking(&group, &name, grace)
+                                && let Some(janitor) = janitor
+                            {
+                                janitor.disarm();
+                            }
+                        });
                     if let Err(e) = spawned {
                         tracing::warn!(
                             plugin,
@@ -179,14 +192,19 @@ impl Drop for Launched {
                 );
             }
         }
+        if self.group.exit_status().is_some()
+            && let Some(janitor) = self.janitor.take()
+        {
+            janitor.disarm();
+        }
     }
 }
 
 /// The blocking tail of a drop: wait out the grace after `SIGTERM`, then `SIGKILL` and wait for
-/// the reaping. Runs on its own thread.
-fn stop_blocking(group: &ProcessGroup, plugin: &str, grace: Duration) {
+/// the reaping. Runs on its own thread. Whether the plugin was reaped.
+fn stop_blocking(group: &ProcessGroup, plugin: &str, grace: Duration) -> bool {
     if wait_blocking(group, grace) {
-        return;
+        return true;
     }
     tracing::warn!(
         plugin,
@@ -194,13 +212,15 @@ fn stop_blocking(group: &ProcessGroup, plugin: &str, grace: Duration) {
         "plugin ignored SIGTERM; sending SIGKILL to its process group"
     );
     match group.signal(Signal::KILL) {
-        Ok(false) => return,
+        Ok(false) => return true,
         Ok(true) => {}
         Err(e) => tracing::warn!(plugin, error = %e, "cannot send SIGKILL to the plugin"),
     }
-    if !wait_blocking(group, KILL_REAP_TIMEOUT) {
-        tracing::warn!(plugin, pid = group.pid(), "plugin still runs after SIGKILL");
+    if wait_blocking(group, KILL_REAP_TIMEOUT) {
+        return true;
     }
+    tracing::warn!(plugin, pid = group.pid(), "plugin still runs after SIGKILL");
+    false
 }
 
 /// Polls for the plugin's exit until `timeout`; whether it exited.
@@ -238,6 +258,7 @@ mod tests {
             dir: Some(PrivateDir::create(None).unwrap()),
             plugin: "test".into(),
             terminate_grace: Duration::from_millis(200),
+            janitor: None,
         }
     }
 
