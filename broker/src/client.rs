@@ -177,6 +177,17 @@ impl PluginClient {
     }
 }
 
+impl PluginClient {
+    /// Kills the plugin's process group at once with `SIGKILL` (no graceful request), e.g.
+    /// when it hangs, and cleans up after it.
+    ///
+    /// # Errors
+    /// As [`shutdown`](Self::shutdown).
+    pub async fn kill(mut self) -> Result<ShutdownOutcome, ShutdownError> {
+        self.launched.kill().await
+    }
+}
+
 /// The start-up sequence behind [`PluginClientBuilder::start`].
 pub(crate) async fn start(
     settings: Settings,
@@ -232,8 +243,9 @@ pub(crate) async fn start(
         paths.read.push(d.path().to_owned());
     }
     paths.read_write.push(dir.path().to_owned());
-    if let Some(cwd) = &settings.current_dir {
-        paths.read_write.push(cwd.clone());
+    // Its working directory: the configured one, else the host's (which it inherits).
+    if let Some(cwd) = settings.current_dir.clone().or_else(|| std::env::current_dir().ok()) {
+        paths.read_write.push(cwd);
     }
     let confinement = sandbox::Prepared::new(settings.sandbox, &settings.limits, &paths, plugin)
         .map_err(|e| StartError::Sandbox {

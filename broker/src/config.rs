@@ -432,7 +432,8 @@ impl<H> PluginClientBuilder<H> {
     /// ([`SYSTEM_EXEC_PATHS`](crate::SYSTEM_EXEC_PATHS),
     /// [`SYSTEM_READ_PATHS`](crate::SYSTEM_READ_PATHS)), read its delivered secrets and config,
     /// and read and write its private directory and its
-    /// [working directory](Self::current_dir) — nothing else.
+    /// [working directory](Self::current_dir) (the host's when none is set: set one to keep
+    /// the plugin out of the host's) — nothing else.
     ///
     /// ```
     /// use tether_broker::{PluginClient, SandboxMode};

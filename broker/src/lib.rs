@@ -85,6 +85,7 @@
 //! The gRPC broker (callbacks, `GRPCBroker.StartStream`), multiplexing, structured (hclog)
 //! parsing of plugin logs, reattaching to a running plugin and sandboxing.
 
+mod broker;
 mod catalog;
 mod client;
 mod config;
@@ -119,6 +120,10 @@ pub use error::{
 };
 pub use tether_proto::handshake::Address;
 
+pub use broker::{
+    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT, Lease,
+    UseError,
+};
 pub use catalog::Catalog;
 pub use delivery::{Delivery, delivery_base};
 pub use grants::{Grants, NotGranted};

@@ -71,6 +71,40 @@ impl Launched {
         Ok(outcome)
     }
 
+    /// Kills the plugin's process group at once (`SIGKILL`, for a hung plugin), waits for the
+    /// reaping and removes its private directory.
+    pub(crate) async fn kill(&mut self) -> Result<ShutdownOutcome, ShutdownError> {
+        let outcome = if let Some(status) = self.check()? {
+            ShutdownOutcome::AlreadyExited(status)
+        } else if !self.signal(Signal::KILL, "SIGKILL")? {
+            self.exited_before_signal().await
+        } else {
+            match self.group.exited_within(KILL_REAP_TIMEOUT).await {
+                Some(status) => ShutdownOutcome::Killed(status),
+                None => {
+                    return Err(ShutdownError::StillRunning {
+                        plugin: self.plugin.to_string(),
+                        pid: self.group.pid(),
+                        waited: KILL_REAP_TIMEOUT,
+                    });
+                }
+            }
+        };
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_owned();
+            dir.close().map_err(|source| ShutdownError::Cleanup {
+                plugin: self.plugin.to_string(),
+                outcome,
+                dir: path,
+                source,
+            })?;
+        }
+        if let Some(janitor) = self.janitor.take() {
+            janitor.disarm();
+        }
+        Ok(outcome)
+    }
+
     async fn end_process(
         &self,
         graceful: Option<Graceful<'_>>,

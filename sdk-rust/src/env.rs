@@ -10,7 +10,7 @@ use tether_proto::env;
 use tether_proto::rustls_pki_types::CertificateDer;
 use tether_proto::{tls, version};
 
-use crate::config::{Config, Transport};
+use crate::settings::{Config, Transport};
 use crate::error::Error;
 
 /// Everything the host told the plugin at launch, checked and parsed.

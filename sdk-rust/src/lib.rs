@@ -113,17 +113,22 @@
 //! (`plugin.GRPCStdio`), multiplexing, `PLUGIN_UNIX_SOCKET_GROUP` and server reflection are not
 //! served yet; hosts that open the broker or stdio streams get `Unimplemented` and carry on.
 
-mod config;
+mod delivered;
 mod env;
 mod error;
 mod host;
 mod listen;
 mod log;
 mod plugin;
+mod settings;
 
-pub use config::{
+pub mod config;
+pub mod secrets;
+
+pub use settings::{
     Config, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, Transport,
 };
+pub use delivered::DeliveredError;
 pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
 pub use plugin::{Plugin, serve};

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use crate::config::Transport;
+use crate::settings::Transport;
 use crate::env::{Launch, PortRange};
 use crate::error::Error;
 

@@ -20,7 +20,7 @@ use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
 use tonic_health::ServingStatus;
 
-use crate::config::{Config, RuntimeFlavor};
+use crate::settings::{Config, RuntimeFlavor};
 use crate::env::Launch;
 use crate::error::{Error, StopReason};
 use crate::host::{HostWatch, Parent, Signals};
