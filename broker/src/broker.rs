@@ -550,7 +550,10 @@ impl Broker {
         if let Some(customize) = &inner.customize {
             builder = customize(builder);
         }
-        builder.start().await.map_err(|e| UseError::Start(Box::new(e)))
+        builder
+            .start()
+            .await
+            .map_err(|e| UseError::Start(Box::new(e)))
     }
 }
 
@@ -636,7 +639,9 @@ impl Drop for Lease {
             .last_release
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Instant::now();
-        self.running.leases.send_modify(|n| *n = n.saturating_sub(1));
+        self.running
+            .leases
+            .send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 

@@ -112,7 +112,11 @@ mod tests {
     fn one_bad_manifest_does_not_stop_the_good_ones() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.toml"), manifest("a")).unwrap();
-        std::fs::write(dir.path().join("b.toml"), manifest("b") + "colour = \"red\"\n").unwrap();
+        std::fs::write(
+            dir.path().join("b.toml"),
+            manifest("b") + "colour = \"red\"\n",
+        )
+        .unwrap();
         std::fs::write(dir.path().join("c.toml"), manifest("c")).unwrap();
         std::fs::write(dir.path().join("c2.toml"), manifest("c")).unwrap();
         std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
@@ -122,7 +126,11 @@ mod tests {
         assert_eq!(catalog.errors().len(), 2);
         let bad = &catalog.errors()[0];
         assert!(bad.file.ends_with("b.toml"));
-        assert_eq!((bad.line, bad.key.as_deref()), (6, Some("handshake.colour")), "{bad}");
+        assert_eq!(
+            (bad.line, bad.key.as_deref()),
+            (6, Some("handshake.colour")),
+            "{bad}"
+        );
         assert!(catalog.errors()[1].message.contains("already used"));
     }
 }

@@ -14,17 +14,17 @@ use tonic::transport::Channel;
 
 use crate::config::{HandshakeConfig, PluginClientBuilder, Settings};
 use crate::connect::{self, ConnectError, Target};
+use crate::delivery::{DeliveredDir, Janitor};
 use crate::error::{
     Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError, ShutdownOutcome, StartError,
 };
 use crate::handshake_reader::{self, LineReader, ReadFailure, StrayLimit, StrayOutput};
 use crate::health::{self, HealthFailure};
-use crate::delivery::{DeliveredDir, Janitor};
 use crate::integrity::VerifiedBinary;
 use crate::launch::{self, PrivateDir};
-use crate::sandbox;
 use crate::output::{self, SharedTail, StderrTail};
 use crate::process::{ExitHook, ProcessGroup};
+use crate::sandbox;
 use crate::shutdown::{Graceful, Launched};
 use crate::stdio;
 
@@ -203,17 +203,16 @@ pub(crate) async fn start(
     };
 
     // Integrity first: nothing is made for a binary that will be refused.
-    let verified = match &settings.sha256 {
-        Some(expected) => Some(
-            VerifiedBinary::open(&settings.program, expected).map_err(|e| {
-                StartError::Integrity {
+    let verified =
+        match &settings.sha256 {
+            Some(expected) => Some(VerifiedBinary::open(&settings.program, expected).map_err(
+                |e| StartError::Integrity {
                     plugin: plugin.to_owned(),
                     source: Box::new(e),
-                }
-            })?,
-        ),
-        None => None,
-    };
+                },
+            )?),
+            None => None,
+        };
     let dir = PrivateDir::create(settings.runtime_dir.as_deref())
         .map_err(|e| prepare_error("creating the private directory", e.into()))?;
     let delivered = match settings.delivery.as_deref() {
@@ -223,9 +222,8 @@ pub(crate) async fn start(
                 .clone()
                 .unwrap_or_else(crate::delivery::delivery_base);
             Some(
-                DeliveredDir::create(&base, delivery).map_err(|e| {
-                    prepare_error("writing the secrets and config files", e.into())
-                })?,
+                DeliveredDir::create(&base, delivery)
+                    .map_err(|e| prepare_error("writing the secrets and config files", e.into()))?,
             )
         }
         _ => None,
@@ -244,7 +242,11 @@ pub(crate) async fn start(
     }
     paths.read_write.push(dir.path().to_owned());
     // Its working directory: the configured one, else the host's (which it inherits).
-    if let Some(cwd) = settings.current_dir.clone().or_else(|| std::env::current_dir().ok()) {
+    if let Some(cwd) = settings
+        .current_dir
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+    {
         paths.read_write.push(cwd);
     }
     let confinement = sandbox::Prepared::new(settings.sandbox, &settings.limits, &paths, plugin)
@@ -302,8 +304,8 @@ pub(crate) async fn start(
     let exec = verified
         .as_ref()
         .map_or_else(|| settings.program.clone(), VerifiedBinary::exec_path);
-    let mut child = launch::spawn(&settings, &env.vars, &exec, confinement.pre_exec())
-        .map_err(spawn_error)?;
+    let mut child =
+        launch::spawn(&settings, &env.vars, &exec, confinement.pre_exec()).map_err(spawn_error)?;
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(&name)).map_err(spawn_error)?;

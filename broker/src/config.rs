@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use crate::client::PluginClient;
 use crate::delivery::Delivery;
-use crate::sandbox::{Limits, SandboxMode};
 use crate::error::StartError;
+use crate::sandbox::{Limits, SandboxMode};
 
 /// How long a plugin has from spawn to printing its handshake line.
 ///

@@ -204,7 +204,10 @@ mod tests {
         let secrets = dir.secrets.clone().unwrap();
         assert_eq!(meta(&secrets.join("a")), 0o400);
         assert_eq!(std::fs::read(secrets.join("a")).unwrap(), b"alpha");
-        assert_eq!(std::fs::read(dir.config.clone().unwrap().join("c.json")).unwrap(), b"{}");
+        assert_eq!(
+            std::fs::read(dir.config.clone().unwrap().join("c.json")).unwrap(),
+            b"{}"
+        );
         let path = dir.path().to_owned();
         drop(dir);
         assert!(!path.exists());

@@ -187,21 +187,32 @@ mod tests {
         let grants = Grants::new().secret("a", "x").secret("b", "y");
         grants.check(&manifest("[\"x\"]")).unwrap();
         let err = grants.check(&manifest("[\"x\", \"y\"]")).unwrap_err();
-        assert_eq!((err.plugin.as_str(), err.kind, err.name.as_str()), ("a", "secret", "y"));
-        assert!(err.to_string().starts_with("plugin `a` requests secret `y`"), "{err}");
+        assert_eq!(
+            (err.plugin.as_str(), err.kind, err.name.as_str()),
+            ("a", "secret", "y")
+        );
+        assert!(
+            err.to_string()
+                .starts_with("plugin `a` requests secret `y`"),
+            "{err}"
+        );
     }
 
     #[test]
     fn the_grants_file_equals_the_code_api() {
         let text = "[plugins.a]\nsecrets = [\"x\"]\nconfig = [\"c.json\"]\n[plugins.b]\nsecrets = [\"y\"]\n";
         let parsed = Grants::parse(text, Path::new("grants.toml")).unwrap();
-        let built = Grants::new().secret("a", "x").config("a", "c.json").secret("b", "y");
+        let built = Grants::new()
+            .secret("a", "x")
+            .config("a", "c.json")
+            .secret("b", "y");
         assert_eq!(parsed, built);
     }
 
     #[test]
     fn a_typo_in_the_grants_file_is_located() {
-        let err = Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", Path::new("g.toml")).unwrap_err();
+        let err =
+            Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", Path::new("g.toml")).unwrap_err();
         assert_eq!(err.line, 2, "{err}");
         assert!(err.message.contains("unknown field"), "{err}");
     }

@@ -129,10 +129,12 @@ impl VerifiedBinary {
 /// Lower-case hex of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// SHA-256 of the file at `path`, lower-case hex (for writing manifests and tests).
@@ -196,6 +198,9 @@ mod tests {
         let (path, hash) = binary(dir.path());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o775)).unwrap();
         let err = VerifiedBinary::open(&path, &hash).unwrap_err();
-        assert!(matches!(err, IntegrityError::Writable { mode: 0o775, .. }), "{err}");
+        assert!(
+            matches!(err, IntegrityError::Writable { mode: 0o775, .. }),
+            "{err}"
+        );
     }
 }

@@ -93,15 +93,15 @@ mod connect;
 mod delivery;
 mod error;
 mod grants;
-mod integrity;
-mod manifest;
-mod sandbox;
-mod secrets;
 mod handshake_reader;
 mod health;
+mod integrity;
 mod launch;
+mod manifest;
 mod output;
 mod process;
+mod sandbox;
+mod secrets;
 mod shutdown;
 mod stdio;
 
@@ -121,8 +121,8 @@ pub use error::{
 pub use tether_proto::handshake::Address;
 
 pub use broker::{
-    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT, Lease,
-    UseError,
+    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT,
+    Lease, UseError,
 };
 pub use catalog::Catalog;
 pub use delivery::{Delivery, delivery_base};
@@ -136,7 +136,7 @@ pub use sandbox::{
     DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
     TARGET_LANDLOCK_ABI, kernel_landlock_abi,
 };
+pub use secrecy::SecretSlice;
 pub use secrets::{
     DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
 };
-pub use secrecy::SecretSlice;

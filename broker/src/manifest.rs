@@ -155,7 +155,12 @@ impl ManifestError {
         }
     }
 
-    pub(crate) fn located(file: &Path, text: &str, offset: usize, message: impl fmt::Display) -> Self {
+    pub(crate) fn located(
+        file: &Path,
+        text: &str,
+        offset: usize,
+        message: impl fmt::Display,
+    ) -> Self {
         Self::at(file, text, offset, None, message.to_string())
     }
 
@@ -440,7 +445,10 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text.as_bytes()[..offset];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
     (line, offset - line_start + 1)
 }
 

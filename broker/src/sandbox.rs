@@ -1,6 +1,7 @@
 //! Confinement applied by the broker between fork and exec, so it works for plugins in any
 //! language: parent-death signal, resource limits, no core dumps, every inherited descriptor
-//! above 2 closed at exec, `no_new_privs` and a Landlock file-system domain.
+//! above 2 closed at exec, an empty capability bounding set (so a plugin of a root host has no
+//! capabilities), `no_new_privs` and a Landlock file-system domain.
 //!
 //! The Landlock ruleset is built in the parent ([`Prepared::new`]); the child only makes raw,
 //! async-signal-safe system calls ([`Prepared::pre_exec`]).
@@ -10,8 +11,8 @@ use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::path::PathBuf;
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    Scope,
 };
 use serde::Deserialize;
 
@@ -61,6 +62,10 @@ pub const SYSTEM_READ_PATHS: &[&str] = &[
 /// Device files a confined plugin may read and write.
 pub const DEVICE_RW_PATHS: &[&str] = &["/dev/null", "/dev/full", "/dev/tty"];
 
+/// Highest capability number tried when dropping the capability bounding set (the kernel
+/// answers `EINVAL` past its last one; Linux 6.x has 41).
+const MAX_CAPABILITY: libc::c_ulong = 63;
+
 /// How strictly a plugin is confined.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -72,8 +77,8 @@ pub enum SandboxMode {
     /// Landlock when the kernel has it; without, a warning is logged and the plugin starts
     /// with the other protections only.
     BestEffort,
-    /// No Landlock and no `no_new_privs` (descriptors, limits, core dumps and the parent-death
-    /// signal still apply). An explicit opt-out for plugins that cannot run confined.
+    /// No Landlock, no `no_new_privs`, capabilities kept (descriptors, limits, core dumps and
+    /// the parent-death signal still apply). An explicit opt-out for plugins that cannot run confined.
     Off,
 }
 
@@ -280,13 +285,29 @@ impl Prepared {
                 }
                 // Every descriptor above stderr closes at exec (the ruleset's is used below,
                 // before exec). CLOSE_RANGE_CLOEXEC = 1 << 2.
-                check_long(libc::syscall(
-                    libc::SYS_close_range,
-                    3_u32,
-                    u32::MAX,
-                    4_u32,
-                ))?;
+                check_long(libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 4_u32))?;
                 if no_new_privs {
+                    // No capabilities after exec, even for a root host: a root plugin keeps
+                    // uid 0 but loses CAP_SYS_PTRACE, CAP_DAC_OVERRIDE & co., which would
+                    // otherwise let it read other processes' /proc files. Without
+                    // CAP_SETPCAP (a non-root host) there are none to drop.
+                    for cap in 0..=MAX_CAPABILITY {
+                        if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 {
+                            let errno = *libc::__errno_location();
+                            if errno == libc::EINVAL || errno == libc::EPERM {
+                                break;
+                            }
+                            return Err(io::Error::from_raw_os_error(errno));
+                        }
+                    }
+                    // Ambient capabilities may be unsupported (EINVAL): nothing to clear then.
+                    let _ = libc::prctl(
+                        libc::PR_CAP_AMBIENT,
+                        libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                        0,
+                        0,
+                        0,
+                    );
                     check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
                 }
                 if let Some(fd) = ruleset {

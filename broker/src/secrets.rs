@@ -177,7 +177,10 @@ mod tests {
     #[test]
     fn environment_names_are_upper_case_with_underscores() {
         let source = EnvSecretSource::new("APP_SECRET_");
-        assert_eq!(source.variable("db-password.v2"), "APP_SECRET_DB_PASSWORD_V2");
+        assert_eq!(
+            source.variable("db-password.v2"),
+            "APP_SECRET_DB_PASSWORD_V2"
+        );
         assert!(source.fetch("surely-not-set-anywhere").unwrap().is_none());
     }
 }

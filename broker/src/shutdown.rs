@@ -11,8 +11,8 @@ use tether_proto::plugin::grpc_controller_client::GrpcControllerClient;
 use tonic::transport::Channel;
 
 use crate::config::KILL_REAP_TIMEOUT;
-use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::delivery::Janitor;
+use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::PrivateDir;
 use crate::process::ProcessGroup;
 
@@ -192,15 +192,16 @@ impl Drop for Launched {
                     let (group, name) = (Arc::clone(&self.group), Arc::clone(&self.plugin));
                     let grace = self.terminate_grace;
                     let janitor = self.janitor.take();
-                    let spawned = thread::Builder::new()
-                        .name("tether-stop".into())
-                        .spawn(move || {
-                            if stop_blocking(&group, &name, grace)
-                                && let Some(janitor) = janitor
-                            {
-                                janitor.disarm();
-                            }
-                        });
+                    let spawned =
+                        thread::Builder::new()
+                            .name("tether-stop".into())
+                            .spawn(move || {
+                                if stop_blocking(&group, &name, grace)
+                                    && let Some(janitor) = janitor
+                                {
+                                    janitor.disarm();
+                                }
+                            });
                     if let Err(e) = spawned {
                         tracing::warn!(
                             plugin,

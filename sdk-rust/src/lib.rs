@@ -125,10 +125,10 @@ mod settings;
 pub mod config;
 pub mod secrets;
 
+pub use delivered::DeliveredError;
+pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
+pub use plugin::{Plugin, serve};
 pub use settings::{
     Config, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, Transport,
 };
-pub use delivered::DeliveredError;
-pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
-pub use plugin::{Plugin, serve};

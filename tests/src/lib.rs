@@ -2,8 +2,10 @@
 //!
 //! - [`procs`]: find processes a test left behind.
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
+//! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
 
 pub mod misbehave;
 pub mod peers;
 pub mod procs;
+pub mod world;
