@@ -137,7 +137,7 @@ pub(crate) struct Janitor {
 }
 
 /// The janitor's program (`sh -c`): `$1` the plugin's process group, then the directories.
-const JANITOR_SCRIPT: &str = r#"read -r word; [ "$word" = done ] && exit 0; kill -KILL -- "-$1" 2>/dev/null; shift; rm -rf -- "$@""#;
+const JANITOR_SCRIPT: &str = r#"read -r word; [ "$word" = done ] && exit 0; kill -s KILL -- "-$1" 2>/dev/null; shift; rm -rf -- "$@""#;
 
 impl Janitor {
     /// Starts a janitor for the plugin process group `pgid` and `dirs`.
@@ -232,6 +232,25 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "not removed");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn a_janitor_whose_host_vanishes_kills_the_plugins_process_group() {
+        let mut plugin = tokio::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let janitor = Janitor::spawn(plugin.id().unwrap(), &[]).unwrap();
+        drop(janitor);
+        let status = tokio::time::timeout(std::time::Duration::from_secs(5), plugin.wait())
+            .await
+            .expect("the janitor kills the group")
+            .unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
     }
 
     #[tokio::test]
