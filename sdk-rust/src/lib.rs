@@ -107,6 +107,13 @@
 //! relay at the matching level. Stdout carries only the handshake line (and whatever the
 //! author prints after it).
 //!
+//! # Secrets and config files
+//!
+//! What the host granted this plugin arrives as files, never in environment variables:
+//! [`secrets::read`] (a `secrecy` value, wiped when dropped) and [`config::read`] /
+//! [`config::read_string`]. A name that was not requested, not granted or not delivered gives
+//! a [`DeliveredError`] that says so and what to do.
+//!
 //! # Not yet
 //!
 //! The go-plugin broker (`plugin.GRPCBroker`, for callbacks), stdio forwarding
