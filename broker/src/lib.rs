@@ -130,6 +130,7 @@ mod launch;
 mod manifest;
 mod output;
 mod process;
+mod reattach;
 mod sandbox;
 mod secrets;
 mod shutdown;
@@ -161,6 +162,9 @@ pub use integrity::{IntegrityError, sha256_file};
 pub use manifest::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
     DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
+};
+pub use reattach::{
+    ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
 };
 pub use sandbox::{
     DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
