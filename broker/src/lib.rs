@@ -98,6 +98,17 @@
 //! [`sha256`](PluginClientBuilder::sha256) the binary is verified through an open descriptor
 //! and that same file executed ([`IntegrityError`]).
 //!
+//! Caveat: `PR_SET_PDEATHSIG` fires when the *thread* that started the plugin exits, not only
+//! the host process: start plugins from long-lived threads (tokio's worker threads and the
+//! thread of `#[tokio::main]` are), or a plugin started from a short-lived thread is killed
+//! when that thread ends.
+//!
+//! # Reattach
+//! [`ReattachedPlugin::connect`] connects to an already-running plugin from go-plugin's JSON
+//! [`ReattachConfig`] (unix or loopback TCP, mutual TLS when [`ReattachTls`] is given). Its pid
+//! is signalled only if it was verified to hold the plugin's listening socket, and then only
+//! through a pidfd.
+//!
 //! # Timeouts and limits
 //! Every one is a named constant with a builder override: [`DEFAULT_START_TIMEOUT`],
 //! [`DEFAULT_CONNECT_TIMEOUT`], [`DEFAULT_HEALTH_TIMEOUT`], [`DEFAULT_SHUTDOWN_RPC_TIMEOUT`],
@@ -113,7 +124,7 @@
 //!
 //! # Not yet
 //! The gRPC broker (callbacks, `GRPCBroker.StartStream`), multiplexing, structured (hclog)
-//! parsing of plugin logs, reattaching to a running plugin, and Landlock network rules.
+//! parsing of plugin logs, and Landlock network rules.
 
 mod broker;
 mod catalog;
