@@ -31,8 +31,12 @@ pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(10);
 pub const DEFAULT_HUNG_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// After a call fails, how long to wait for the plugin's exit to be noticed before reporting the
-/// call's own error instead of a crash.
-pub const CRASH_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
+/// call's own error instead of a crash. Longer than [`CRASH_STDERR_TIMEOUT`].
+pub const CRASH_SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// After a crash, how long to wait for the last bytes of the plugin's stderr before reporting
+/// the crash with the tail read so far.
+pub const CRASH_STDERR_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// Why a plugin could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -675,16 +679,13 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<Running>) {
         };
         tokio::select! {
             status = &mut exited => {
-                let stderr_tail = running
-                    .client
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .as_ref()
-                    .map(PluginClient::stderr_tail)
-                    .unwrap_or_default();
                 if running.ended.borrow().is_some() {
                     return; // We ended it.
                 }
+                let Some(client) = running.take_client() else {
+                    return; // Being ended by a shutdown.
+                };
+                let stderr_tail = client.final_stderr_tail(CRASH_STDERR_TIMEOUT).await;
                 tracing::warn!(plugin, %status, stderr_tail, "plugin crashed");
                 let mut state = slot.state.lock().await;
                 state.crashes.push_back(Crash { at: Instant::now(), status, stderr_tail: stderr_tail.clone() });
@@ -693,7 +694,7 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<Running>) {
                 }
                 drop(state);
                 running.ended.send_replace(Some(Ended::Crashed(status, stderr_tail)));
-                drop(running.take_client());
+                drop(client);
                 return;
             }
             _ = health.tick() => {

@@ -62,6 +62,7 @@ pub struct PluginClient {
     address: Address,
     peer_fingerprint: Option<String>,
     stderr_tail: SharedTail,
+    stderr_done: tokio::sync::watch::Receiver<bool>,
     landlock_abi: Option<u32>,
     shutdown_rpc_timeout: Duration,
     shutdown_grace: Duration,
@@ -178,6 +179,14 @@ impl PluginClient {
 }
 
 impl PluginClient {
+    /// The tail of its stderr once the plugin's stderr has closed (after an exit), waiting at
+    /// most `timeout` for the last bytes.
+    pub(crate) async fn final_stderr_tail(&self, timeout: Duration) -> String {
+        let mut done = self.stderr_done.clone();
+        let _ = tokio::time::timeout(timeout, done.wait_for(|done| *done)).await;
+        self.stderr_tail()
+    }
+
     /// Kills the plugin's process group at once with `SIGKILL` (no graceful request), e.g.
     /// when it hangs, and cleans up after it.
     ///
@@ -374,6 +383,7 @@ pub(crate) async fn start(
                 address: connected.address,
                 peer_fingerprint: connected.peer_fingerprint,
                 stderr_tail: tail,
+                stderr_done,
                 landlock_abi: confinement.landlock_abi,
                 shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
                 shutdown_grace: settings.shutdown_grace,

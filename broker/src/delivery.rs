@@ -152,6 +152,8 @@ impl Janitor {
         let mut child = tokio::process::Command::new("/bin/sh")
             .args(args)
             .env_clear()
+            // Holds no directory of the host's busy.
+            .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

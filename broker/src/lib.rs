@@ -116,7 +116,7 @@
 //! [`DEFAULT_MAX_STRAY_BYTES`], [`DEFAULT_STDERR_TAIL_LEN`], [`DEFAULT_HEALTH_INTERVAL`],
 //! [`DEFAULT_HUNG_TIMEOUT`], and per manifest [`DEFAULT_IDLE_TIMEOUT`],
 //! [`DEFAULT_MAX_RESTARTS`], [`DEFAULT_INITIAL_BACKOFF`], [`DEFAULT_MAX_BACKOFF`],
-//! [`DEFAULT_RESTART_WINDOW`]; fixed ones are [`CRASH_SETTLE_TIMEOUT`], [`MAX_VALUE_LEN`],
+//! [`DEFAULT_RESTART_WINDOW`]; fixed ones are [`CRASH_SETTLE_TIMEOUT`], [`CRASH_STDERR_TIMEOUT`], [`MAX_VALUE_LEN`],
 //! [`MAX_NAME_LEN`],
 //! [`KILL_REAP_TIMEOUT`], [`MAX_QUOTED_STDOUT`], [`MAX_LOG_LINE_LEN`],
 //! [`MAX_SOCKET_PATH_LEN`], [`SOCKET_NAME_RESERVE`], [`MAX_RUNTIME_DIR_LEN`] and
@@ -163,8 +163,8 @@ pub use error::{
 pub use tether_proto::handshake::Address;
 
 pub use broker::{
-    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT,
-    Lease, UseError,
+    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_HEALTH_INTERVAL,
+    DEFAULT_HUNG_TIMEOUT, Lease, UseError,
 };
 pub use catalog::Catalog;
 pub use delivery::{Delivery, delivery_base};
