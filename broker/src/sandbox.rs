@@ -225,7 +225,17 @@ impl Prepared {
         paths: &Paths,
         plugin: &str,
     ) -> Result<Self, SandboxError> {
-        let kernel = kernel_landlock_abi();
+        Self::with_kernel_abi(kernel_landlock_abi(), mode, limits, paths, plugin)
+    }
+
+    /// [`Self::new`] for a kernel whose Landlock ABI is `kernel` (0: none).
+    fn with_kernel_abi(
+        kernel: u32,
+        mode: SandboxMode,
+        limits: &Limits,
+        paths: &Paths,
+        plugin: &str,
+    ) -> Result<Self, SandboxError> {
         let use_landlock = match mode {
             SandboxMode::Off => false,
             SandboxMode::Enforce if kernel == 0 => return Err(SandboxError::Unsupported),
@@ -386,6 +396,31 @@ mod tests {
         // The machines tether is developed on run Linux 6.18 (ABI 7); a kernel without
         // Landlock reports 0 and the enforce tests elsewhere would fail loudly.
         assert!(kernel_landlock_abi() >= 1);
+    }
+
+    #[test]
+    fn enforce_refuses_a_kernel_without_landlock_and_best_effort_goes_on_without() {
+        let (limits, paths) = (Limits::default(), Paths::default());
+        let err =
+            Prepared::with_kernel_abi(0, SandboxMode::Enforce, &limits, &paths, "p").unwrap_err();
+        assert!(matches!(err, SandboxError::Unsupported), "{err}");
+        assert!(err.to_string().contains("best-effort"), "{err}");
+        let prepared =
+            Prepared::with_kernel_abi(0, SandboxMode::BestEffort, &limits, &paths, "p").unwrap();
+        assert_eq!(prepared.landlock_abi, None);
+        assert!(prepared.no_new_privs);
+        let off = Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, &paths, "p").unwrap();
+        assert_eq!(off.landlock_abi, None);
+        assert!(!off.no_new_privs);
+    }
+
+    #[test]
+    fn the_enforced_abi_is_the_kernels_capped_at_the_vetted_one() {
+        let (limits, paths) = (Limits::default(), Paths::default());
+        let abi = kernel_landlock_abi();
+        let prepared = Prepared::new(SandboxMode::Enforce, &limits, &paths, "p").unwrap();
+        assert_eq!(prepared.landlock_abi, Some(abi.min(TARGET_LANDLOCK_ABI)));
+        assert!(prepared.ruleset.is_some());
     }
 
     #[test]

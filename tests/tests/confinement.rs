@@ -363,3 +363,32 @@ async fn a_plugin_cannot_write_outside_its_own_directories() {
     drop(a);
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_descriptor_the_host_leaks_is_closed_before_the_plugin_runs() {
+    use std::os::fd::AsRawFd as _;
+    let world = World::new();
+    world.add_plugin(&PluginSpec::new("a", PROBE));
+    let marker = world.state().join("leak-marker");
+    let file = std::fs::File::create(&marker).unwrap();
+    // dup() makes a descriptor without close-on-exec: a plain spawn would pass it on.
+    // SAFETY: dup of a valid descriptor; the copy is closed below.
+    let leaked = unsafe { libc::dup(file.as_raw_fd()) };
+    assert!(leaked > 2);
+    let broker = broker(&world, Grants::new());
+    let a = broker.acquire("a").await.unwrap();
+    let fds: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", a.pid()))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .collect();
+    // SAFETY: closes the descriptor dup'ed above.
+    unsafe { libc::close(leaked) };
+    assert!(!fds.is_empty());
+    assert!(
+        !fds.contains(&marker),
+        "the plugin inherited {}: {fds:?}",
+        marker.display()
+    );
+    drop(a);
+    broker.shutdown().await;
+}
