@@ -99,3 +99,30 @@ pub(crate) fn read(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_could_leave_the_delivery_directory_are_refused_before_any_io() {
+        for name in ["", ".", "..", "../etc/passwd", "a/b", ".hidden", "a\0b"] {
+            let err = read("secret", "TETHER_TEST_UNSET_VARIABLE", name).unwrap_err();
+            assert!(
+                matches!(&err, DeliveredError::InvalidName { kind: "secret", .. }),
+                "{name:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_delivered_says_which_variable_and_what_to_do() {
+        let err = read("config", "TETHER_TEST_UNSET_VARIABLE", "settings.json").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("TETHER_TEST_UNSET_VARIABLE is not set"),
+            "{text}"
+        );
+        assert!(text.contains("have the operator grant it"), "{text}");
+    }
+}

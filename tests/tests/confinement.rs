@@ -235,7 +235,12 @@ async fn a_request_that_is_not_granted_stops_only_that_plugin() {
     world.add_secret("b", "bravo");
     world.add_plugin(&PluginSpec::new("a", PROBE).secrets(&["a"]));
     world.add_plugin(&PluginSpec::new("greedy", PROBE).secrets(&["a", "b"]));
-    let broker = broker(&world, Grants::new().secret("a", "a").secret("greedy", "a"));
+    world.add_plugin(&PluginSpec::new("unsourced", PROBE).secrets(&["c"]));
+    let grants = Grants::new()
+        .secret("a", "a")
+        .secret("greedy", "a")
+        .secret("unsourced", "c");
+    let broker = broker(&world, grants);
 
     let err = broker.acquire("greedy").await.unwrap_err();
     let UseError::NotGranted(refused) = &err else {
@@ -251,6 +256,14 @@ async fn a_request_that_is_not_granted_stops_only_that_plugin() {
         "{err}"
     );
     assert_eq!(broker.starts("greedy"), 0);
+
+    // Granted, but the host's source has no such value.
+    let err = broker.acquire("unsourced").await.unwrap_err();
+    assert!(
+        matches!(&err, UseError::MissingValue { plugin, name, .. } if plugin == "unsourced" && name == "c"),
+        "{err}"
+    );
+    assert_eq!(broker.starts("unsourced"), 0);
 
     let a = broker.acquire("a").await.unwrap();
     assert_eq!(get(&a, "secret:a").await.unwrap(), b"alpha");
