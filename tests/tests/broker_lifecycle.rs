@@ -302,13 +302,14 @@ async fn a_memory_balloon_is_stopped_by_its_limit_and_the_host_carries_on() {
     broker.shutdown().await;
 }
 
-#[test]
-fn after_the_host_is_killed_no_plugin_grandchild_socket_or_secret_remains() {
+/// Starts plugins `a` and `b` running `binary` in a `broker-host` process, kills the host
+/// with SIGKILL, and checks that plugins, grandchildren, sockets and secrets all go.
+fn host_sigkill_leaves_nothing(binary: &std::path::Path, processes_per_plugin: usize) {
     let world = World::new();
     world.add_secret("a", "alpha");
     world.add_secret("b", "bravo");
-    world.add_plugin(&PluginSpec::new("a", PROBE).secrets(&["a"]));
-    world.add_plugin(&PluginSpec::new("b", PROBE).secrets(&["b"]));
+    world.add_plugin(&PluginSpec::new("a", binary).secrets(&["a"]));
+    world.add_plugin(&PluginSpec::new("b", binary).secrets(&["b"]));
     let dirs = [
         world.catalog(),
         world.state(),
@@ -332,7 +333,7 @@ fn after_the_host_is_killed_no_plugin_grandchild_socket_or_secret_remains() {
     }
     assert_eq!(pids.len(), 2);
     assert_eq!(World::leftovers(&world.delivery()).len(), 2);
-    assert_eq!(plugin_processes(&world), 4, "2 plugins + 2 grandchildren");
+    assert_eq!(plugin_processes(&world), 2 * processes_per_plugin);
     let fds: Vec<OwnedFd> = pids.iter().map(|&p| pidfd(p)).collect();
 
     host.kill().unwrap(); // SIGKILL
@@ -352,5 +353,20 @@ fn after_the_host_is_killed_no_plugin_grandchild_socket_or_secret_remains() {
             World::leftovers(&world.run())
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn after_the_host_is_killed_no_rust_plugin_grandchild_socket_or_secret_remains() {
+    // Each Rust probe plugin starts a grandchild.
+    host_sigkill_leaves_nothing(std::path::Path::new(PROBE), 2);
+}
+
+#[test]
+fn after_the_host_is_killed_no_go_plugin_socket_or_secret_remains() {
+    // Go plugins do not watch their host: only the parent-death signal and the janitor end them.
+    let test = "after_the_host_is_killed_no_go_plugin_socket_or_secret_remains";
+    if let Some(go) = tether_tests::peers::go_or_skip(tether_tests::peers::GoPlugin::V18, test) {
+        host_sigkill_leaves_nothing(&go.probe, 1);
     }
 }
