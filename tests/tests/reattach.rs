@@ -19,8 +19,22 @@ const KV_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 /// carry no certificates), and returns it with the reattach JSON built from its handshake
 /// line, in the form Terraform's `TF_REATTACH_PROVIDERS` uses.
 fn start_by_hand(plugin: &Path, dir: &Path) -> (Child, String) {
-    let mut child = Command::new(plugin)
-        .env_clear()
+    let (child, json, _) = start_by_hand_with(plugin, dir, None);
+    (child, json)
+}
+
+/// Like [`start_by_hand`], passing `client_cert_pem` as `PLUGIN_CLIENT_CERT` (AutoMTLS); also
+/// returns the handshake line.
+fn start_by_hand_with(
+    plugin: &Path,
+    dir: &Path,
+    client_cert_pem: Option<String>,
+) -> (Child, String, String) {
+    let mut command = Command::new(plugin);
+    if let Some(pem) = client_cert_pem {
+        command.env("PLUGIN_CLIENT_CERT", pem);
+    }
+    let mut child = command
         .env("BASIC_PLUGIN", "hello")
         .env("PLUGIN_PROTOCOL_VERSIONS", "1")
         .env("PLUGIN_UNIX_SOCKET_DIR", dir)
@@ -43,7 +57,7 @@ fn start_by_hand(plugin: &Path, dir: &Path) -> (Child, String) {
         fields[3],
         child.id()
     );
-    (child, json)
+    (child, json, line)
 }
 
 async fn reattach_put_get_and_end(plugin: &Path) {
@@ -109,4 +123,43 @@ async fn a_pid_that_is_not_the_plugin_is_never_signalled() {
     assert!(plugin.wait().unwrap().success());
     bystander.kill().unwrap();
     bystander.wait().unwrap();
+}
+
+#[tokio::test]
+async fn a_running_plugin_is_reattached_over_mutual_tls_with_the_certificates_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = tether_proto::tls::Identity::generate().unwrap();
+    let (mut child, json, line) =
+        start_by_hand_with(Path::new(KV_PLUGIN), dir.path(), Some(identity.cert_pem()));
+    let handshake = tether_proto::handshake::Handshake::parse(line.trim().as_bytes()).unwrap();
+    let plugin_cert = handshake
+        .server_cert
+        .expect("AutoMTLS handshake carries a certificate");
+    let config = ReattachConfig::from_json(&json).unwrap();
+
+    // Without the certificates the plugin refuses the connection.
+    let plaintext = ReattachedPlugin::connect(config.clone(), None).await;
+    let failed = match plaintext {
+        Err(_) => true,
+        Ok(p) => KvClient::new(p.channel())
+            .get(GetRequest { key: "k".into() })
+            .await
+            .is_err(),
+    };
+    assert!(failed, "a plaintext client reached an AutoMTLS plugin");
+
+    let tls = tether_broker::ReattachTls {
+        identity,
+        plugin_cert,
+    };
+    let plugin = ReattachedPlugin::connect(config, Some(tls)).await.unwrap();
+    let mut kv = KvClient::new(plugin.channel());
+    kv.put(PutRequest {
+        key: "k".into(),
+        value: b"over tls".to_vec(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(plugin.shutdown().await, ReattachedOutcome::Graceful);
+    assert!(child.wait().unwrap().success());
 }
