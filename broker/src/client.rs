@@ -237,33 +237,6 @@ pub(crate) async fn start(
         }
         _ => None,
     };
-    let mut paths = sandbox::Paths::default();
-    if let Some(bin_dir) = settings
-        .program
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-    {
-        paths.exec.push(bin_dir);
-    }
-    if let Some(d) = &delivered {
-        paths.read.push(d.path().to_owned());
-    }
-    paths.read_write.push(dir.path().to_owned());
-    // Its working directory: the configured one, else the host's (which it inherits).
-    if let Some(cwd) = settings
-        .current_dir
-        .clone()
-        .or_else(|| std::env::current_dir().ok())
-    {
-        paths.read_write.push(cwd);
-    }
-    let confinement = sandbox::Prepared::new(settings.sandbox, &settings.limits, &paths, plugin)
-        .map_err(|e| StartError::Sandbox {
-            plugin: plugin.to_owned(),
-            mode: settings.sandbox,
-            source: Box::new(e),
-        })?;
     let identity = if settings.plaintext {
         tracing::warn!(
             plugin,
@@ -297,6 +270,37 @@ pub(crate) async fn start(
         protocol,
         &handshake.cookie_key,
     );
+    let mut paths = sandbox::Paths::default();
+    // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
+    let program = launch::resolve_program(
+        &settings.program,
+        env.vars.get(std::ffi::OsStr::new("PATH")),
+    );
+    if let Some(bin_dir) = program
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        paths.exec.push(bin_dir);
+    }
+    if let Some(d) = &delivered {
+        paths.read.push(d.path().to_owned());
+    }
+    paths.read_write.push(dir.path().to_owned());
+    // Its working directory: the configured one, else the host's (which it inherits).
+    if let Some(cwd) = settings
+        .current_dir
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+    {
+        paths.read_write.push(cwd);
+    }
+    let confinement = sandbox::Prepared::new(settings.sandbox, &settings.limits, &paths, plugin)
+        .map_err(|e| StartError::Sandbox {
+            plugin: plugin.to_owned(),
+            mode: settings.sandbox,
+            source: Box::new(e),
+        })?;
     for variable in &env.ignored {
         tracing::warn!(
             plugin,
