@@ -14,14 +14,17 @@ use tonic::transport::Channel;
 
 use crate::config::{HandshakeConfig, PluginClientBuilder, Settings};
 use crate::connect::{self, ConnectError, Target};
+use crate::delivery::{DeliveredDir, Janitor};
 use crate::error::{
     Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError, ShutdownOutcome, StartError,
 };
 use crate::handshake_reader::{self, LineReader, ReadFailure, StrayLimit, StrayOutput};
 use crate::health::{self, HealthFailure};
+use crate::integrity::VerifiedBinary;
 use crate::launch::{self, PrivateDir};
 use crate::output::{self, SharedTail, StderrTail};
-use crate::process::ProcessGroup;
+use crate::process::{ExitHook, ProcessGroup};
+use crate::sandbox;
 use crate::shutdown::{Graceful, Launched};
 use crate::stdio;
 
@@ -59,6 +62,8 @@ pub struct PluginClient {
     address: Address,
     peer_fingerprint: Option<String>,
     stderr_tail: SharedTail,
+    stderr_done: tokio::sync::watch::Receiver<bool>,
+    landlock_abi: Option<u32>,
     shutdown_rpc_timeout: Duration,
     shutdown_grace: Duration,
 }
@@ -135,6 +140,14 @@ impl PluginClient {
         async move { group.exited().await }
     }
 
+    /// The Landlock ABI version enforced on the plugin (the kernel's, capped at
+    /// [`TARGET_LANDLOCK_ABI`](crate::TARGET_LANDLOCK_ABI)); `None` when it runs without
+    /// Landlock (sandbox `off`, or `best-effort` on a kernel without it).
+    #[must_use]
+    pub fn landlock_abi(&self) -> Option<u32> {
+        self.landlock_abi
+    }
+
     /// The last bytes the plugin wrote to stderr (see
     /// [`DEFAULT_STDERR_TAIL_LEN`](crate::DEFAULT_STDERR_TAIL_LEN)).
     #[must_use]
@@ -165,6 +178,25 @@ impl PluginClient {
     }
 }
 
+impl PluginClient {
+    /// The tail of its stderr once the plugin's stderr has closed (after an exit), waiting at
+    /// most `timeout` for the last bytes.
+    pub(crate) async fn final_stderr_tail(&self, timeout: Duration) -> String {
+        let mut done = self.stderr_done.clone();
+        let _ = tokio::time::timeout(timeout, done.wait_for(|done| *done)).await;
+        self.stderr_tail()
+    }
+
+    /// Kills the plugin's process group at once with `SIGKILL` (no graceful request), e.g.
+    /// when it hangs, and cleans up after it.
+    ///
+    /// # Errors
+    /// As [`shutdown`](Self::shutdown).
+    pub async fn kill(mut self) -> Result<ShutdownOutcome, ShutdownError> {
+        self.launched.kill().await
+    }
+}
+
 /// The start-up sequence behind [`PluginClientBuilder::start`].
 pub(crate) async fn start(
     settings: Settings,
@@ -179,8 +211,32 @@ pub(crate) async fn start(
         source,
     };
 
+    // Integrity first: nothing is made for a binary that will be refused.
+    let verified =
+        match &settings.sha256 {
+            Some(expected) => Some(VerifiedBinary::open(&settings.program, expected).map_err(
+                |e| StartError::Integrity {
+                    plugin: plugin.to_owned(),
+                    source: Box::new(e),
+                },
+            )?),
+            None => None,
+        };
     let dir = PrivateDir::create(settings.runtime_dir.as_deref())
         .map_err(|e| prepare_error("creating the private directory", e.into()))?;
+    let delivered = match settings.delivery.as_deref() {
+        Some(delivery) if !delivery.is_empty() => {
+            let base = settings
+                .delivery_dir
+                .clone()
+                .unwrap_or_else(crate::delivery::delivery_base);
+            Some(
+                DeliveredDir::create(&base, delivery)
+                    .map_err(|e| prepare_error("writing the secrets and config files", e.into()))?,
+            )
+        }
+        _ => None,
+    };
     let identity = if settings.plaintext {
         tracing::warn!(
             plugin,
@@ -193,12 +249,20 @@ pub(crate) async fn start(
                 .map_err(|e| prepare_error("generating the TLS identity", e.into()))?,
         )
     };
-    let protocol = launch::protocol_env(
+    let mut protocol = launch::protocol_env(
         &handshake,
         identity.as_ref().map(Identity::cert_pem),
         settings.port_range,
         dir.path(),
     );
+    if let Some(d) = &delivered {
+        if let Some(p) = &d.secrets {
+            protocol.push((tether_proto::env::SECRETS_DIR.into(), p.into()));
+        }
+        if let Some(p) = &d.config {
+            protocol.push((tether_proto::env::CONFIG_DIR.into(), p.into()));
+        }
+    }
     let env = launch::build_env(
         std::env::vars_os(),
         launch::allowed_names(&settings),
@@ -206,6 +270,37 @@ pub(crate) async fn start(
         protocol,
         &handshake.cookie_key,
     );
+    let mut paths = sandbox::Paths::default();
+    // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
+    let program = launch::resolve_program(
+        &settings.program,
+        env.vars.get(std::ffi::OsStr::new("PATH")),
+    );
+    if let Some(bin_dir) = program
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        paths.exec.push(bin_dir);
+    }
+    if let Some(d) = &delivered {
+        paths.read.push(d.path().to_owned());
+    }
+    paths.read_write.push(dir.path().to_owned());
+    // Its working directory: the configured one, else the host's (which it inherits).
+    if let Some(cwd) = settings
+        .current_dir
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+    {
+        paths.read_write.push(cwd);
+    }
+    let confinement = sandbox::Prepared::new(settings.sandbox, &settings.limits, &paths, plugin)
+        .map_err(|e| StartError::Sandbox {
+            plugin: plugin.to_owned(),
+            mode: settings.sandbox,
+            source: Box::new(e),
+        })?;
     for variable in &env.ignored {
         tracing::warn!(
             plugin,
@@ -219,15 +314,36 @@ pub(crate) async fn start(
         program: settings.program.clone(),
         source,
     };
-    let mut child = launch::spawn(&settings, &env.vars).map_err(spawn_error)?;
+    let exec = verified
+        .as_ref()
+        .map_or_else(|| settings.program.clone(), VerifiedBinary::exec_path);
+    let mut child =
+        launch::spawn(&settings, &env.vars, &exec, confinement.pre_exec()).map_err(spawn_error)?;
+    drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(&name)).map_err(spawn_error)?;
     let private_dir = dir.path().to_owned();
+    let mut janitor_dirs = vec![dir.path()];
+    if let Some(d) = &delivered {
+        janitor_dirs.push(d.path());
+    }
+    let janitor = match Janitor::spawn(group.pid(), &janitor_dirs) {
+        Ok(janitor) => Some(janitor),
+        Err(e) => {
+            tracing::warn!(plugin, error = %e, "cannot start the janitor: if the host is killed, this plugin's directories stay behind");
+            None
+        }
+    };
+    if let Some(delivered) = delivered {
+        // Secrets live exactly as long as the plugin.
+        group.on_exit(ExitHook(Box::new(move || drop(delivered))));
+    }
     let mut launched = Launched {
         group: Arc::clone(&group),
         dir: Some(dir),
         plugin: Arc::clone(&name),
         terminate_grace: settings.terminate_grace,
+        janitor,
     };
     let Some((stdout, stderr)) = pipes else {
         let _ = launched.shutdown(None).await;
@@ -259,6 +375,8 @@ pub(crate) async fn start(
                 address = %connected.address,
                 app_version = connected.app_version,
                 tls = connected.peer_fingerprint.is_some(),
+                sandbox = %settings.sandbox,
+                landlock_abi = confinement.landlock_abi,
                 elapsed = ?started.elapsed(),
                 "plugin started"
             );
@@ -269,6 +387,8 @@ pub(crate) async fn start(
                 address: connected.address,
                 peer_fingerprint: connected.peer_fingerprint,
                 stderr_tail: tail,
+                stderr_done,
+                landlock_abi: confinement.landlock_abi,
                 shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
                 shutdown_grace: settings.shutdown_grace,
             })

@@ -5,8 +5,12 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use crate::client::PluginClient;
+use crate::delivery::Delivery;
 use crate::error::StartError;
+use crate::sandbox::{Limits, SandboxMode};
 
 /// How long a plugin has from spawn to printing its handshake line.
 ///
@@ -201,6 +205,11 @@ pub(crate) struct Settings {
     pub(crate) max_stray_lines: usize,
     pub(crate) max_stray_bytes: usize,
     pub(crate) stderr_tail_len: usize,
+    pub(crate) sandbox: SandboxMode,
+    pub(crate) limits: Limits,
+    pub(crate) sha256: Option<String>,
+    pub(crate) delivery: Option<Arc<Delivery>>,
+    pub(crate) delivery_dir: Option<PathBuf>,
 }
 
 impl Settings {
@@ -243,6 +252,11 @@ impl PluginClientBuilder<NoHandshake> {
                 max_stray_lines: DEFAULT_MAX_STRAY_LINES,
                 max_stray_bytes: DEFAULT_MAX_STRAY_BYTES,
                 stderr_tail_len: DEFAULT_STDERR_TAIL_LEN,
+                sandbox: SandboxMode::Enforce,
+                limits: Limits::default(),
+                sha256: None,
+                delivery: None,
+                delivery_dir: None,
             },
             handshake: NoHandshake,
         }
@@ -410,6 +424,58 @@ impl<H> PluginClientBuilder<H> {
     /// See [`DEFAULT_STDERR_TAIL_LEN`].
     pub fn stderr_tail_len(mut self, bytes: usize) -> Self {
         self.settings.stderr_tail_len = bytes;
+        self
+    }
+
+    /// How strictly the plugin is confined (default [`SandboxMode::Enforce`]): Landlock lets
+    /// it read and execute its binary's directory and the system paths
+    /// ([`SYSTEM_EXEC_PATHS`](crate::SYSTEM_EXEC_PATHS),
+    /// [`SYSTEM_READ_PATHS`](crate::SYSTEM_READ_PATHS)), read its delivered secrets and config,
+    /// and read and write its private directory and its
+    /// [working directory](Self::current_dir) (the host's when none is set: set one to keep
+    /// the plugin out of the host's) — nothing else.
+    ///
+    /// ```
+    /// use tether_broker::{PluginClient, SandboxMode};
+    /// let b = PluginClient::builder("/bin/plugin").sandbox(SandboxMode::BestEffort);
+    /// ```
+    pub fn sandbox(mut self, mode: SandboxMode) -> Self {
+        self.settings.sandbox = mode;
+        self
+    }
+
+    /// Resource limits applied before exec (core dumps are always off).
+    ///
+    /// ```
+    /// use tether_broker::{Limits, PluginClient};
+    /// let b = PluginClient::builder("/bin/plugin").limits(Limits::default().memory_mib(512));
+    /// ```
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.settings.limits = limits;
+        self
+    }
+
+    /// The binary's expected SHA-256 (hex). The binary is then opened without following a
+    /// symbolic link, refused if group/world-writable or owned by another user than the host's
+    /// or root, hashed through the open descriptor and that same file executed. It must be a
+    /// native executable (not a `#!` script).
+    pub fn sha256(mut self, hex: impl Into<String>) -> Self {
+        self.settings.sha256 = Some(hex.into().to_ascii_lowercase());
+        self
+    }
+
+    /// Secrets and config files to deliver (see [`Delivery`]): written per launch into a
+    /// private directory, announced in `TETHER_SECRETS_DIR` / `TETHER_CONFIG_DIR`, removed
+    /// when the plugin exits.
+    pub fn deliver(mut self, delivery: Delivery) -> Self {
+        self.settings.delivery = Some(Arc::new(delivery));
+        self
+    }
+
+    /// Where delivery directories are created (default [`delivery_base`](crate::delivery_base):
+    /// tmpfs where available).
+    pub fn delivery_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.settings.delivery_dir = Some(dir.into());
         self
     }
 

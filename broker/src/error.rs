@@ -184,6 +184,26 @@ pub enum StartError {
         #[source]
         source: BoxError,
     },
+    /// The plugin binary failed its integrity check (`sha256`).
+    #[error("plugin `{plugin}` is refused before start: {source}")]
+    Integrity {
+        /// The plugin's name.
+        plugin: String,
+        /// What is wrong with the binary.
+        #[source]
+        source: Box<crate::integrity::IntegrityError>,
+    },
+    /// The plugin's confinement cannot be prepared.
+    #[error("plugin `{plugin}` cannot be confined (sandbox mode `{mode}`): {source}")]
+    Sandbox {
+        /// The plugin's name.
+        plugin: String,
+        /// The sandbox mode asked for.
+        mode: crate::sandbox::SandboxMode,
+        /// Why.
+        #[source]
+        source: Box<crate::sandbox::SandboxError>,
+    },
     /// The process could not be started.
     #[error(
         "cannot start plugin `{plugin}` ({}): {source}; check that the path exists and is executable",
@@ -388,7 +408,7 @@ impl StartError {
     #[must_use]
     pub fn phase(&self) -> Phase {
         match self {
-            Self::Prepare { .. } => Phase::Prepare,
+            Self::Prepare { .. } | Self::Integrity { .. } | Self::Sandbox { .. } => Phase::Prepare,
             Self::Spawn { .. } => Phase::Spawn,
             Self::Exited { phase, .. } => *phase,
             Self::Timeout { .. }
@@ -412,6 +432,8 @@ impl StartError {
     pub fn plugin(&self) -> &str {
         match self {
             Self::Prepare { plugin, .. }
+            | Self::Integrity { plugin, .. }
+            | Self::Sandbox { plugin, .. }
             | Self::Spawn { plugin, .. }
             | Self::Timeout { plugin, .. }
             | Self::Exited { plugin, .. }
@@ -439,7 +461,10 @@ impl StartError {
 
     fn output_mut(&mut self) -> Option<&mut Box<PluginOutput>> {
         match self {
-            Self::Prepare { .. } | Self::Spawn { .. } => None,
+            Self::Prepare { .. }
+            | Self::Integrity { .. }
+            | Self::Sandbox { .. }
+            | Self::Spawn { .. } => None,
             Self::Timeout { output, .. }
             | Self::Exited { output, .. }
             | Self::StdoutClosed { output, .. }
@@ -461,7 +486,10 @@ impl StartError {
     #[must_use]
     pub fn output(&self) -> Option<&PluginOutput> {
         match self {
-            Self::Prepare { .. } | Self::Spawn { .. } => None,
+            Self::Prepare { .. }
+            | Self::Integrity { .. }
+            | Self::Sandbox { .. }
+            | Self::Spawn { .. } => None,
             Self::Timeout { output, .. }
             | Self::Exited { output, .. }
             | Self::StdoutClosed { output, .. }

@@ -159,11 +159,36 @@ pub(crate) fn allowed_names(settings: &Settings) -> impl Iterator<Item = &OsStr>
         .chain(settings.env_allow.iter().map(OsString::as_os_str))
 }
 
+/// Where `program` is: itself if it contains a `/`, else the first executable file of that
+/// name in `path` (the plugin's `PATH`), else `program` unchanged.
+pub(crate) fn resolve_program(program: &Path, path: Option<&OsString>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    if program.components().count() != 1 || program.is_absolute() {
+        return program.to_owned();
+    }
+    path.into_iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| program.to_owned())
+}
+
 /// Spawns the plugin in a new process group with exactly `env`, stdin from `/dev/null` and
-/// stdout and stderr piped.
-pub(crate) fn spawn(settings: &Settings, env: &BTreeMap<OsString, OsString>) -> io::Result<Child> {
-    let mut cmd = Command::new(&settings.program);
-    cmd.args(&settings.args)
+/// stdout and stderr piped, running `pre_exec` (the confinement) between fork and exec.
+/// `exec` is the file to execute (the verified binary's `/proc/self/fd/N`, or the program);
+/// `argv[0]` is always the configured program.
+pub(crate) fn spawn(
+    settings: &Settings,
+    env: &BTreeMap<OsString, OsString>,
+    exec: &Path,
+    pre_exec: impl FnMut() -> io::Result<()> + Send + Sync + 'static,
+) -> io::Result<Child> {
+    let mut cmd = Command::new(exec);
+    cmd.arg0(&settings.program)
+        .args(&settings.args)
         .env_clear()
         .envs(env)
         .stdin(Stdio::null())
@@ -175,6 +200,11 @@ pub(crate) fn spawn(settings: &Settings, env: &BTreeMap<OsString, OsString>) -> 
         .kill_on_drop(false);
     if let Some(dir) = &settings.current_dir {
         cmd.current_dir(dir);
+    }
+    // SAFETY: `pre_exec` only makes raw, async-signal-safe system calls on copied values
+    // (see `sandbox::Prepared::pre_exec`).
+    unsafe {
+        cmd.pre_exec(pre_exec);
     }
     cmd.spawn()
 }
@@ -272,6 +302,25 @@ mod tests {
         let hs = HandshakeConfig::new("K", "V");
         let vars = protocol_env(&hs, None, (1, 2), Path::new("/tmp/t"));
         assert!(!vars.iter().any(|(k, _)| k == env::CLIENT_CERT));
+    }
+
+    #[test]
+    fn a_bare_program_name_is_found_in_the_plugins_path() {
+        let path = OsString::from("/nonexistent:/bin:/usr/bin");
+        let found = resolve_program(Path::new("sh"), Some(&path));
+        assert!(
+            found.is_absolute() && found.ends_with("sh"),
+            "{}",
+            found.display()
+        );
+        assert_eq!(
+            resolve_program(Path::new("./x"), Some(&path)),
+            Path::new("./x")
+        );
+        assert_eq!(
+            resolve_program(Path::new("no-such-program-here"), Some(&path)),
+            Path::new("no-such-program-here")
+        );
     }
 
     #[test]

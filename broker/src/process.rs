@@ -27,6 +27,16 @@ pub(crate) struct ProcessGroup {
     plugin: Arc<str>,
     child: Mutex<Child>,
     exit: watch::Sender<Option<ExitStatus>>,
+    on_exit: Mutex<Vec<ExitHook>>,
+}
+
+/// Work to do as soon as the plugin has exited (e.g. removing its delivered secrets).
+pub(crate) struct ExitHook(pub(crate) Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for ExitHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExitHook")
+    }
 }
 
 impl ProcessGroup {
@@ -43,9 +53,24 @@ impl ProcessGroup {
             plugin,
             child: Mutex::new(child),
             exit: watch::Sender::new(None),
+            on_exit: Mutex::new(Vec::new()),
         });
         tokio::spawn(watch_exit(Arc::clone(&group)));
         Ok(group)
+    }
+
+    /// Runs `hook` once the plugin has exited (at once if it already has).
+    pub(crate) fn on_exit(&self, hook: ExitHook) {
+        let _child = self.lock();
+        if self.exit_status().is_some() {
+            (hook.0)();
+        } else {
+            self.hooks().push(hook);
+        }
+    }
+
+    fn hooks(&self) -> MutexGuard<'_, Vec<ExitHook>> {
+        self.on_exit.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The leader's (the plugin's) process id, which is also the group id.
@@ -133,6 +158,9 @@ impl ProcessGroup {
             Some(status) => {
                 self.exit.send_replace(Some(status));
                 tracing::debug!(plugin = &*self.plugin, %status, "plugin exited");
+                for hook in std::mem::take(&mut *self.hooks()) {
+                    (hook.0)();
+                }
                 Ok(Some(status))
             }
             None => Ok(None),

@@ -11,6 +11,7 @@ use tether_proto::plugin::grpc_controller_client::GrpcControllerClient;
 use tonic::transport::Channel;
 
 use crate::config::KILL_REAP_TIMEOUT;
+use crate::delivery::Janitor;
 use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::PrivateDir;
 use crate::process::ProcessGroup;
@@ -31,6 +32,8 @@ pub(crate) struct Launched {
     pub(crate) dir: Option<PrivateDir>,
     pub(crate) plugin: Arc<str>,
     pub(crate) terminate_grace: Duration,
+    /// Cleans up if the host dies; disarmed once the plugin is ended and `dir` removed.
+    pub(crate) janitor: Option<Janitor>,
 }
 
 /// The graceful part of a shutdown.
@@ -61,7 +64,44 @@ impl Launched {
                 source,
             })?;
         }
+        if let Some(janitor) = self.janitor.take() {
+            janitor.disarm();
+        }
         tracing::debug!(plugin = &*self.plugin, %outcome, "plugin shut down");
+        Ok(outcome)
+    }
+
+    /// Kills the plugin's process group at once (`SIGKILL`, for a hung plugin), waits for the
+    /// reaping and removes its private directory.
+    pub(crate) async fn kill(&mut self) -> Result<ShutdownOutcome, ShutdownError> {
+        let outcome = if let Some(status) = self.check()? {
+            ShutdownOutcome::AlreadyExited(status)
+        } else if !self.signal(Signal::KILL, "SIGKILL")? {
+            self.exited_before_signal().await
+        } else {
+            match self.group.exited_within(KILL_REAP_TIMEOUT).await {
+                Some(status) => ShutdownOutcome::Killed(status),
+                None => {
+                    return Err(ShutdownError::StillRunning {
+                        plugin: self.plugin.to_string(),
+                        pid: self.group.pid(),
+                        waited: KILL_REAP_TIMEOUT,
+                    });
+                }
+            }
+        };
+        if let Some(dir) = self.dir.take() {
+            let path = dir.path().to_owned();
+            dir.close().map_err(|source| ShutdownError::Cleanup {
+                plugin: self.plugin.to_string(),
+                outcome,
+                dir: path,
+                source,
+            })?;
+        }
+        if let Some(janitor) = self.janitor.take() {
+            janitor.disarm();
+        }
         Ok(outcome)
     }
 
@@ -151,9 +191,17 @@ impl Drop for Launched {
                 Ok(true) => {
                     let (group, name) = (Arc::clone(&self.group), Arc::clone(&self.plugin));
                     let grace = self.terminate_grace;
-                    let spawned = thread::Builder::new()
-                        .name("tether-stop".into())
-                        .spawn(move || stop_blocking(&group, &name, grace));
+                    let janitor = self.janitor.take();
+                    let spawned =
+                        thread::Builder::new()
+                            .name("tether-stop".into())
+                            .spawn(move || {
+                                if stop_blocking(&group, &name, grace)
+                                    && let Some(janitor) = janitor
+                                {
+                                    janitor.disarm();
+                                }
+                            });
                     if let Err(e) = spawned {
                         tracing::warn!(
                             plugin,
@@ -179,14 +227,19 @@ impl Drop for Launched {
                 );
             }
         }
+        if self.group.exit_status().is_some()
+            && let Some(janitor) = self.janitor.take()
+        {
+            janitor.disarm();
+        }
     }
 }
 
 /// The blocking tail of a drop: wait out the grace after `SIGTERM`, then `SIGKILL` and wait for
-/// the reaping. Runs on its own thread.
-fn stop_blocking(group: &ProcessGroup, plugin: &str, grace: Duration) {
+/// the reaping. Runs on its own thread. Whether the plugin was reaped.
+fn stop_blocking(group: &ProcessGroup, plugin: &str, grace: Duration) -> bool {
     if wait_blocking(group, grace) {
-        return;
+        return true;
     }
     tracing::warn!(
         plugin,
@@ -194,13 +247,15 @@ fn stop_blocking(group: &ProcessGroup, plugin: &str, grace: Duration) {
         "plugin ignored SIGTERM; sending SIGKILL to its process group"
     );
     match group.signal(Signal::KILL) {
-        Ok(false) => return,
+        Ok(false) => return true,
         Ok(true) => {}
         Err(e) => tracing::warn!(plugin, error = %e, "cannot send SIGKILL to the plugin"),
     }
-    if !wait_blocking(group, KILL_REAP_TIMEOUT) {
-        tracing::warn!(plugin, pid = group.pid(), "plugin still runs after SIGKILL");
+    if wait_blocking(group, KILL_REAP_TIMEOUT) {
+        return true;
     }
+    tracing::warn!(plugin, pid = group.pid(), "plugin still runs after SIGKILL");
+    false
 }
 
 /// Polls for the plugin's exit until `timeout`; whether it exited.
@@ -238,6 +293,7 @@ mod tests {
             dir: Some(PrivateDir::create(None).unwrap()),
             plugin: "test".into(),
             terminate_grace: Duration::from_millis(200),
+            janitor: None,
         }
     }
 

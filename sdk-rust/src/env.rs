@@ -10,8 +10,8 @@ use tether_proto::env;
 use tether_proto::rustls_pki_types::CertificateDer;
 use tether_proto::{tls, version};
 
-use crate::config::{Config, Transport};
 use crate::error::Error;
+use crate::settings::{Config, Transport};
 
 /// Everything the host told the plugin at launch, checked and parsed.
 #[derive(Debug)]

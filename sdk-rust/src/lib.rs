@@ -107,23 +107,35 @@
 //! relay at the matching level. Stdout carries only the handshake line (and whatever the
 //! author prints after it).
 //!
+//! # Secrets and config files
+//!
+//! What the host granted this plugin arrives as files, never in environment variables:
+//! [`secrets::read`] (a `secrecy` value, wiped when dropped) and [`config::read`] /
+//! [`config::read_string`]. A name that was not requested, not granted or not delivered gives
+//! a [`DeliveredError`] that says so and what to do.
+//!
 //! # Not yet
 //!
 //! The go-plugin broker (`plugin.GRPCBroker`, for callbacks), stdio forwarding
 //! (`plugin.GRPCStdio`), multiplexing, `PLUGIN_UNIX_SOCKET_GROUP` and server reflection are not
 //! served yet; hosts that open the broker or stdio streams get `Unimplemented` and carry on.
 
-mod config;
+mod delivered;
 mod env;
 mod error;
 mod host;
 mod listen;
 mod log;
 mod plugin;
+mod settings;
 
-pub use config::{
+pub mod config;
+pub mod secrets;
+
+pub use delivered::DeliveredError;
+pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
+pub use plugin::{Plugin, serve};
+pub use settings::{
     Config, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, Transport,
 };
-pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
-pub use plugin::{Plugin, serve};

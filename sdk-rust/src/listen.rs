@@ -16,9 +16,9 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use crate::config::Transport;
 use crate::env::{Launch, PortRange};
 use crate::error::Error;
+use crate::settings::Transport;
 
 /// Name of the socket inside a private directory the plugin made itself.
 const SOCKET_NAME: &str = "plugin.sock";

@@ -20,11 +20,11 @@ use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
 use tonic_health::ServingStatus;
 
-use crate::config::{Config, RuntimeFlavor};
 use crate::env::Launch;
 use crate::error::{Error, StopReason};
 use crate::host::{HostWatch, Parent, Signals};
 use crate::listen::{self, AcceptOptions};
+use crate::settings::{Config, RuntimeFlavor};
 
 /// Starts assembling a plugin: add its gRPC services, then [`run`](Plugin::run) it.
 ///

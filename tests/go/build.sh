@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Go go-plugin interop peers (tests/go) in two configurations:
-#   kvplugin-v18,  kvhost-v18   go-plugin v1.8.x (pinned in go.mod/go.sum), machine's `go`, module mode
-#   kvplugin-v101, kvhost-v101  Debian's go-plugin 1.0.1, /usr/lib/go-1.19/bin/go, GOPATH mode
+#   kvplugin-v18,  kvhost-v18,  probeplugin-v18   go-plugin v1.8.x (pinned in go.mod/go.sum), machine's `go`, module mode
+#   kvplugin-v101, kvhost-v101, probeplugin-v101  Debian's go-plugin 1.0.1, /usr/lib/go-1.19/bin/go, GOPATH mode
 # Usage: tests/go/build.sh OUTDIR
-# The four binaries land in OUTDIR; generated code, staged sources and the GOPATH go to
+# The binaries land in OUTDIR; generated code, staged sources and the GOPATH go to
 # OUTDIR/.go-interop-build. Idempotent; safe to run concurrently on the same OUTDIR.
 # Environment (optional):
 #   GO_INTEROP_VARIANTS  which to build, default "v18 v101"
@@ -81,7 +81,7 @@ stage() {
 	rm -rf "$dest"
 	mkdir -p "$dest/proto"
 	cp "$SRC/go.mod" "$SRC/go.sum" "$dest/"
-	cp -R "$SRC/shared" "$SRC/kvplugin" "$SRC/kvhost" "$dest/"
+	cp -R "$SRC/shared" "$SRC/kvplugin" "$SRC/kvhost" "$SRC/probeplugin" "$dest/"
 	cp "$GEN/kv.pb.go" "$dest/proto/"
 }
 
@@ -95,8 +95,9 @@ if want v18; then
 		export GO111MODULE=on GOWORK=off GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=0
 		"$GO" build -buildvcs=false -o "$OUT/kvplugin-v18" ./kvplugin
 		"$GO" build -buildvcs=false -o "$OUT/kvhost-v18" ./kvhost
+		"$GO" build -buildvcs=false -o "$OUT/probeplugin-v18" ./probeplugin
 	) || die "v18 build failed (go-plugin $(sed -n 's/.*hashicorp\/go-plugin \(v[^ ]*\).*/\1/p' "$SRC/go.mod"), $("$GO" version 2>&1))"
-	echo "tests/go/build.sh: built kvplugin-v18 kvhost-v18 in $((SECONDS - t0))s" >&2
+	echo "tests/go/build.sh: built kvplugin-v18 kvhost-v18 probeplugin-v18 in $((SECONDS - t0))s" >&2
 fi
 
 # --- v101: GOPATH mode, Debian's Go 1.19 and Debian's go-plugin 1.0.1 -------------------------
@@ -109,6 +110,7 @@ if want v101; then
 		export GO111MODULE=off GOPATH="$BUILD/gopath:$GOCODE" GOFLAGS= CGO_ENABLED=0 GOPROXY=off
 		"$GO119" build -o "$OUT/kvplugin-v101" ./kvplugin
 		"$GO119" build -o "$OUT/kvhost-v101" ./kvhost
+		"$GO119" build -o "$OUT/probeplugin-v101" ./probeplugin
 	) || die "v101 build failed ($("$GO119" version 2>&1), GOPATH=$BUILD/gopath:$GOCODE)"
-	echo "tests/go/build.sh: built kvplugin-v101 kvhost-v101 in $((SECONDS - t0))s" >&2
+	echo "tests/go/build.sh: built kvplugin-v101 kvhost-v101 probeplugin-v101 in $((SECONDS - t0))s" >&2
 fi

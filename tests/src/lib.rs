@@ -3,9 +3,11 @@
 //! - [`procs`]: find processes a test left behind.
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
+//! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
 
 pub mod misbehave;
 pub mod peers;
 pub mod procs;
 pub mod python;
+pub mod world;

@@ -39,6 +39,8 @@ pub struct GoPeers {
     pub plugin: PathBuf,
     /// The go-plugin KV host.
     pub host: PathBuf,
+    /// The go-plugin probe plugin (reports what it can reach; `tests/go/probeplugin`).
+    pub probe: PathBuf,
 }
 
 /// The repository root.
@@ -108,8 +110,9 @@ fn build(variant: GoPlugin) -> Result<GoPeers, String> {
     let peers = GoPeers {
         plugin: out.join(format!("kvplugin-{}", variant.suffix())),
         host: out.join(format!("kvhost-{}", variant.suffix())),
+        probe: out.join(format!("probeplugin-{}", variant.suffix())),
     };
-    for bin in [&peers.plugin, &peers.host] {
+    for bin in [&peers.plugin, &peers.host, &peers.probe] {
         if !bin.is_file() {
             return Err(format!("{} was not built", bin.display()));
         }

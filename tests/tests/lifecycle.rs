@@ -183,3 +183,21 @@ async fn a_plugin_exits_when_its_host_dies() {
     exited(fd).await;
     assert!(procs::in_dir(work.path()).is_empty());
 }
+
+#[tokio::test]
+async fn the_enforced_landlock_abi_is_reported_and_off_means_none() {
+    let work = tempfile::tempdir().unwrap();
+    let plugin = kv_plugin(work.path()).start().await.unwrap();
+    let expected = tether_broker::kernel_landlock_abi().min(tether_broker::TARGET_LANDLOCK_ABI);
+    assert!(expected >= 1, "this machine's kernel has Landlock");
+    assert_eq!(plugin.landlock_abi(), Some(expected));
+    plugin.shutdown().await.unwrap();
+
+    let plugin = kv_plugin(work.path())
+        .sandbox(tether_broker::SandboxMode::Off)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(plugin.landlock_abi(), None);
+    plugin.shutdown().await.unwrap();
+}

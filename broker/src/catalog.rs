@@ -1,0 +1,136 @@
+//! A catalog: a directory of plugin manifests, one `*.toml` file per plugin.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::manifest::{Manifest, ManifestError};
+
+/// The manifests found in a catalog directory. A bad manifest does not stop the others from
+/// loading: it is reported in [`errors`](Self::errors).
+///
+/// ```no_run
+/// let catalog = tether_broker::Catalog::load_dir("/etc/tether/plugins".as_ref())?;
+/// for error in catalog.errors() {
+///     eprintln!("skipping a plugin: {error}");
+/// }
+/// println!("{} plugins", catalog.len());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    plugins: BTreeMap<String, Manifest>,
+    errors: Vec<ManifestError>,
+}
+
+impl Catalog {
+    /// Loads every `*.toml` file in `dir` (not recursing), in file-name order.
+    ///
+    /// # Errors
+    /// Only when `dir` itself cannot be read; bad manifests are in [`errors`](Self::errors).
+    pub fn load_dir(dir: &Path) -> std::io::Result<Self> {
+        let mut files: Vec<_> = std::fs::read_dir(dir)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml") && p.is_file())
+            .collect();
+        files.sort();
+        let mut catalog = Self::default();
+        for file in files {
+            let parsed = std::fs::read_to_string(&file)
+                .map_err(|e| ManifestError::whole_file(&file, format!("cannot read: {e}")))
+                .and_then(|text| Manifest::parse(&text, &file));
+            match parsed {
+                Ok(manifest) => catalog.add(manifest),
+                Err(e) => {
+                    tracing::warn!(error = %e, "skipping a bad plugin manifest");
+                    catalog.errors.push(e);
+                }
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// Adds a manifest; a second plugin of the same name is refused and reported.
+    pub fn add(&mut self, manifest: Manifest) {
+        if let Some(first) = self.plugins.get(&manifest.name) {
+            let error = ManifestError::whole_file(
+                &manifest.file,
+                format!(
+                    "plugin name `{}` is already used by {}; rename one of them",
+                    manifest.name,
+                    first.file.display()
+                ),
+            );
+            tracing::warn!(error = %error, "skipping a bad plugin manifest");
+            self.errors.push(error);
+            return;
+        }
+        self.plugins.insert(manifest.name.clone(), manifest);
+    }
+
+    /// The manifest of plugin `name`.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Manifest> {
+        self.plugins.get(name)
+    }
+
+    /// The plugins' manifests, by name.
+    pub fn manifests(&self) -> impl Iterator<Item = &Manifest> {
+        self.plugins.values()
+    }
+
+    /// How many plugins loaded.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.plugins.len()
+    }
+
+    /// Whether no plugin loaded.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty()
+    }
+
+    /// The manifests that could not be loaded.
+    #[must_use]
+    pub fn errors(&self) -> &[ManifestError] {
+        &self.errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(name: &str) -> String {
+        format!(
+            "name = \"{name}\"\ncommand = \"bin/{name}\"\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n"
+        )
+    }
+
+    #[test]
+    fn one_bad_manifest_does_not_stop_the_good_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.toml"), manifest("a")).unwrap();
+        std::fs::write(
+            dir.path().join("b.toml"),
+            manifest("b") + "colour = \"red\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("c.toml"), manifest("c")).unwrap();
+        std::fs::write(dir.path().join("c2.toml"), manifest("c")).unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
+        let catalog = Catalog::load_dir(dir.path()).unwrap();
+        let names: Vec<_> = catalog.manifests().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+        assert_eq!(catalog.errors().len(), 2);
+        let bad = &catalog.errors()[0];
+        assert!(bad.file.ends_with("b.toml"));
+        assert_eq!(
+            (bad.line, bad.key.as_deref()),
+            (6, Some("handshake.colour")),
+            "{bad}"
+        );
+        assert!(catalog.errors()[1].message.contains("already used"));
+    }
+}

@@ -1,0 +1,219 @@
+//! The host's policy: which plugin may receive which secrets and config files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::manifest::{Manifest, ManifestError, check_name};
+
+/// Which plugin may receive which secrets and config files. Nothing is granted by default.
+///
+/// In code:
+/// ```
+/// let grants = tether_broker::Grants::new()
+///     .secret("kv", "db-password")
+///     .config("kv", "settings.json");
+/// assert!(grants.allows_secret("kv", "db-password"));
+/// assert!(!grants.allows_secret("other", "db-password"));
+/// ```
+/// Or as a TOML file ([`Grants::parse`], [`Grants::load`]):
+/// ```toml
+/// [plugins.kv]
+/// secrets = ["db-password"]
+/// config = ["settings.json"]
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    plugins: BTreeMap<String, Grant>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Grant {
+    #[serde(default)]
+    secrets: BTreeSet<String>,
+    #[serde(default)]
+    config: BTreeSet<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantsFile {
+    #[serde(default)]
+    plugins: BTreeMap<String, Grant>,
+}
+
+/// A secret or config file a plugin asks for but is not granted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "plugin `{plugin}` requests {kind} `{name}`, which is not granted to it; it does not start. Grant it (`[plugins.{plugin}] {kind}s = [\"{name}\"]` in the grants file) or remove it from the manifest {}", manifest.display()
+)]
+#[non_exhaustive]
+pub struct NotGranted {
+    /// The plugin.
+    pub plugin: String,
+    /// `secret` or `config`.
+    pub kind: &'static str,
+    /// The name requested.
+    pub name: String,
+    /// The plugin's manifest.
+    pub manifest: std::path::PathBuf,
+}
+
+impl Grants {
+    /// Grants nothing.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Grants `plugin` the secret `name`.
+    #[must_use]
+    pub fn secret(mut self, plugin: impl Into<String>, name: impl Into<String>) -> Self {
+        self.plugins
+            .entry(plugin.into())
+            .or_default()
+            .secrets
+            .insert(name.into());
+        self
+    }
+
+    /// Grants `plugin` the config file `name`.
+    #[must_use]
+    pub fn config(mut self, plugin: impl Into<String>, name: impl Into<String>) -> Self {
+        self.plugins
+            .entry(plugin.into())
+            .or_default()
+            .config
+            .insert(name.into());
+        self
+    }
+
+    /// Whether `plugin` may receive the secret `name`.
+    #[must_use]
+    pub fn allows_secret(&self, plugin: &str, name: &str) -> bool {
+        self.plugins
+            .get(plugin)
+            .is_some_and(|g| g.secrets.contains(name))
+    }
+
+    /// Whether `plugin` may receive the config file `name`.
+    #[must_use]
+    pub fn allows_config(&self, plugin: &str, name: &str) -> bool {
+        self.plugins
+            .get(plugin)
+            .is_some_and(|g| g.config.contains(name))
+    }
+
+    /// Checks everything `manifest` requests.
+    ///
+    /// # Errors
+    /// The first request that is not granted.
+    pub fn check(&self, manifest: &Manifest) -> Result<(), NotGranted> {
+        let refuse = |kind, name: &String| NotGranted {
+            plugin: manifest.name.clone(),
+            kind,
+            name: name.clone(),
+            manifest: manifest.file.clone(),
+        };
+        if let Some(name) = manifest
+            .secrets
+            .iter()
+            .find(|n| !self.allows_secret(&manifest.name, n))
+        {
+            return Err(refuse("secret", name));
+        }
+        if let Some(name) = manifest
+            .config
+            .iter()
+            .find(|n| !self.allows_config(&manifest.name, n))
+        {
+            return Err(refuse("config", name));
+        }
+        Ok(())
+    }
+
+    /// Parses a grants file's `text` (`file` names it in errors).
+    ///
+    /// # Errors
+    /// A [`ManifestError`] naming file, line and key for unknown keys, bad types or invalid
+    /// names.
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
+        let parsed: GrantsFile = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            ManifestError::located(file, text, offset, e.message().trim().to_owned())
+        })?;
+        for (plugin, grant) in &parsed.plugins {
+            for name in std::iter::once(plugin)
+                .chain(&grant.secrets)
+                .chain(&grant.config)
+            {
+                check_name(name).map_err(|why| {
+                    let offset = text.find(name.as_str()).unwrap_or(0);
+                    ManifestError::located(file, text, offset, why)
+                })?;
+            }
+        }
+        Ok(Self {
+            plugins: parsed.plugins,
+        })
+    }
+
+    /// Reads and parses the grants file at `path`.
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse), or when the file cannot be read.
+    pub fn load(path: &Path) -> Result<Self, ManifestError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ManifestError::whole_file(path, format!("cannot read: {e}")))?;
+        Self::parse(&text, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(secrets: &str) -> Manifest {
+        let text = format!(
+            "name = \"a\"\ncommand = \"a\"\nsecrets = {secrets}\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n"
+        );
+        Manifest::parse(&text, Path::new("/cat/a.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_request_that_is_not_granted_names_plugin_and_secret() {
+        let grants = Grants::new().secret("a", "x").secret("b", "y");
+        grants.check(&manifest("[\"x\"]")).unwrap();
+        let err = grants.check(&manifest("[\"x\", \"y\"]")).unwrap_err();
+        assert_eq!(
+            (err.plugin.as_str(), err.kind, err.name.as_str()),
+            ("a", "secret", "y")
+        );
+        assert!(
+            err.to_string()
+                .starts_with("plugin `a` requests secret `y`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_grants_file_equals_the_code_api() {
+        let text = "[plugins.a]\nsecrets = [\"x\"]\nconfig = [\"c.json\"]\n[plugins.b]\nsecrets = [\"y\"]\n";
+        let parsed = Grants::parse(text, Path::new("grants.toml")).unwrap();
+        let built = Grants::new()
+            .secret("a", "x")
+            .config("a", "c.json")
+            .secret("b", "y");
+        assert_eq!(parsed, built);
+    }
+
+    #[test]
+    fn a_typo_in_the_grants_file_is_located() {
+        let err =
+            Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", Path::new("g.toml")).unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        assert!(err.message.contains("unknown field"), "{err}");
+    }
+}

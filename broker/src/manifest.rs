@@ -1,0 +1,600 @@
+//! Plugin manifests: one TOML file per plugin describing how to launch and confine it.
+//!
+//! [`Manifest::parse`] is sans-IO (text in, value or [`ManifestError`] out); every error names
+//! the file, the line and the key.
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::sandbox::{Limits, SandboxMode};
+
+/// Longest plugin, secret or config name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Idle timeout of a plugin whose manifest sets none: stopped after this long unused.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Restarts after crashes allowed within [`RestartPolicy::window`] before a plugin is
+/// reported as crashing repeatedly, when the manifest sets no `restart.max_restarts`.
+pub const DEFAULT_MAX_RESTARTS: u32 = 5;
+
+/// First wait before restarting a crashed plugin (doubled after each further crash), when the
+/// manifest sets no `restart.initial_backoff`.
+pub const DEFAULT_INITIAL_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Longest wait before restarting a crashed plugin, when the manifest sets no
+/// `restart.max_backoff`.
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// A crash older than this no longer counts towards `max_restarts`, when the manifest sets no
+/// `restart.window`.
+pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
+
+/// A parsed, checked plugin manifest.
+///
+/// ```
+/// let text = r#"
+/// name = "kv"
+/// command = "bin/kv-plugin"
+/// secrets = ["db-password"]
+/// sandbox = "enforce"
+/// idle_timeout = "30s"
+/// [handshake]
+/// cookie_key = "BASIC_PLUGIN"
+/// cookie_value = "hello"
+/// app_versions = [1]
+/// [limits]
+/// memory_mib = 256
+/// "#;
+/// let m = tether_broker::Manifest::parse(text, "/etc/tether/plugins/kv.toml".as_ref())?;
+/// assert_eq!(m.name, "kv");
+/// assert_eq!(m.command, std::path::Path::new("/etc/tether/plugins/bin/kv-plugin"));
+/// assert_eq!(m.secrets, ["db-password"]);
+/// # Ok::<(), tether_broker::ManifestError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Manifest {
+    /// The plugin's name, unique in a catalog.
+    pub name: String,
+    /// The manifest file.
+    pub file: PathBuf,
+    /// The plugin binary: `command` resolved against the manifest's directory.
+    pub command: PathBuf,
+    /// Command-line arguments.
+    pub args: Vec<String>,
+    /// Expected SHA-256 of the binary (lower-case hex), checked before every launch.
+    pub sha256: Option<String>,
+    /// Magic cookie name.
+    pub cookie_key: String,
+    /// Magic cookie value.
+    pub cookie_value: String,
+    /// App protocol versions the host offers this plugin.
+    pub app_versions: Vec<u32>,
+    /// Names of the secrets the plugin asks for.
+    pub secrets: Vec<String>,
+    /// Names of the config files the plugin asks for.
+    pub config: Vec<String>,
+    /// Host environment variables the plugin may receive.
+    pub env_allow: Vec<String>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// How strictly the plugin is confined.
+    pub sandbox: SandboxMode,
+    /// Stopped after this long unused.
+    pub idle_timeout: Duration,
+    /// What happens when it crashes.
+    pub restart: RestartPolicy,
+}
+
+/// When and how fast a crashed plugin is started again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RestartPolicy {
+    /// Crashes within [`window`](Self::window) after which the plugin is not restarted.
+    pub max_restarts: u32,
+    /// Wait before the first restart; doubled for each further crash.
+    pub initial_backoff: Duration,
+    /// Upper bound of the wait.
+    pub max_backoff: Duration,
+    /// How long a crash counts.
+    pub window: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self {
+            max_restarts: DEFAULT_MAX_RESTARTS,
+            initial_backoff: DEFAULT_INITIAL_BACKOFF,
+            max_backoff: DEFAULT_MAX_BACKOFF,
+            window: DEFAULT_RESTART_WINDOW,
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// The wait before restarting after `recent_crashes` crashes (1 = the first).
+    #[must_use]
+    pub fn backoff(&self, recent_crashes: u32) -> Duration {
+        let doublings = recent_crashes.saturating_sub(1).min(31);
+        self.initial_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.max_backoff)
+    }
+}
+
+/// A manifest that cannot be used: which file, where, which key and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{line}:{column}: {}{message}; fix the manifest", file.display(), key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+#[non_exhaustive]
+pub struct ManifestError {
+    /// The manifest file.
+    pub file: PathBuf,
+    /// 1-based line of the problem (1 when the file could not be read).
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// The key at fault, dotted (`limits.memory_mib`), when known.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ManifestError {
+    pub(crate) fn whole_file(file: &Path, message: impl fmt::Display) -> Self {
+        Self {
+            file: file.to_owned(),
+            line: 1,
+            column: 1,
+            key: None,
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn located(
+        file: &Path,
+        text: &str,
+        offset: usize,
+        message: impl fmt::Display,
+    ) -> Self {
+        Self::at(file, text, offset, None, message.to_string())
+    }
+
+    fn at(file: &Path, text: &str, offset: usize, key: Option<String>, message: String) -> Self {
+        let (line, column) = line_column(text, offset);
+        let key = key.or_else(|| key_at(text, offset));
+        Self {
+            file: file.to_owned(),
+            line,
+            column,
+            key,
+            message,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    name: Spanned<String>,
+    command: Spanned<String>,
+    #[serde(default)]
+    args: Vec<Spanned<String>>,
+    sha256: Option<Spanned<String>>,
+    handshake: RawHandshake,
+    #[serde(default)]
+    secrets: Vec<Spanned<String>>,
+    #[serde(default)]
+    config: Vec<Spanned<String>>,
+    #[serde(default)]
+    env_allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    limits: Limits,
+    #[serde(default)]
+    sandbox: SandboxMode,
+    idle_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    restart: RawRestart,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHandshake {
+    cookie_key: Spanned<String>,
+    cookie_value: Spanned<String>,
+    #[serde(default = "default_versions")]
+    app_versions: Spanned<Vec<u32>>,
+}
+
+fn default_versions() -> Spanned<Vec<u32>> {
+    Spanned::new(0..0, vec![1])
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRestart {
+    max_restarts: Option<u32>,
+    initial_backoff: Option<Spanned<String>>,
+    max_backoff: Option<Spanned<String>>,
+    window: Option<Spanned<String>>,
+}
+
+impl Manifest {
+    /// Parses and checks the manifest `text` read from `file` (whose directory `command` is
+    /// relative to).
+    ///
+    /// # Errors
+    /// A [`ManifestError`] naming file, line and key for unknown keys, bad types, an absolute
+    /// `command` or one with `..`, NUL bytes, bad or duplicate names, malformed durations or
+    /// hashes.
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
+        let raw: RawManifest = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            ManifestError::at(file, text, offset, None, e.message().trim().to_owned())
+        })?;
+        let check = Checker { file, text };
+
+        check.no_nul(&raw.name, "name")?;
+        check.name(&raw.name, "name")?;
+        check.no_nul(&raw.command, "command")?;
+        let command = check.relative_path(&raw.command, "command")?;
+        let dir = file.parent().unwrap_or(Path::new("."));
+        for arg in &raw.args {
+            check.no_nul(arg, "args")?;
+        }
+        let sha256 = match &raw.sha256 {
+            Some(hash) => Some(check.sha256(hash)?),
+            None => None,
+        };
+        check.no_nul(&raw.handshake.cookie_key, "handshake.cookie_key")?;
+        check.no_nul(&raw.handshake.cookie_value, "handshake.cookie_value")?;
+        if raw.handshake.cookie_key.get_ref().is_empty()
+            || raw.handshake.cookie_key.get_ref().contains('=')
+        {
+            return Err(check.error(
+                &raw.handshake.cookie_key,
+                "handshake.cookie_key",
+                "must be a non-empty environment variable name without `=`",
+            ));
+        }
+        if raw.handshake.app_versions.get_ref().is_empty() {
+            return Err(check.error(
+                &raw.handshake.app_versions,
+                "handshake.app_versions",
+                "must list at least one version",
+            ));
+        }
+        let secrets = check.names(&raw.secrets, "secrets")?;
+        let config = check.names(&raw.config, "config")?;
+        let env_allow = check.unique(&raw.env_allow, "env_allow")?;
+        let idle_timeout = match &raw.idle_timeout {
+            Some(d) => check.duration(d, "idle_timeout")?,
+            None => DEFAULT_IDLE_TIMEOUT,
+        };
+        let defaults = RestartPolicy::default();
+        let restart = RestartPolicy {
+            max_restarts: raw.restart.max_restarts.unwrap_or(defaults.max_restarts),
+            initial_backoff: check.opt_duration(
+                raw.restart.initial_backoff.as_ref(),
+                "restart.initial_backoff",
+                defaults.initial_backoff,
+            )?,
+            max_backoff: check.opt_duration(
+                raw.restart.max_backoff.as_ref(),
+                "restart.max_backoff",
+                defaults.max_backoff,
+            )?,
+            window: check.opt_duration(
+                raw.restart.window.as_ref(),
+                "restart.window",
+                defaults.window,
+            )?,
+        };
+        Ok(Self {
+            name: raw.name.into_inner(),
+            file: file.to_owned(),
+            command: dir.join(command),
+            args: raw.args.into_iter().map(Spanned::into_inner).collect(),
+            sha256,
+            cookie_key: raw.handshake.cookie_key.into_inner(),
+            cookie_value: raw.handshake.cookie_value.into_inner(),
+            app_versions: raw.handshake.app_versions.into_inner(),
+            secrets,
+            config,
+            env_allow,
+            limits: raw.limits,
+            sandbox: raw.sandbox,
+            idle_timeout,
+            restart,
+        })
+    }
+
+    /// The manifest's directory: `command` is relative to it.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        self.file.parent().unwrap_or(Path::new("."))
+    }
+}
+
+/// Checks of single values, turning failures into located errors.
+struct Checker<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Checker<'_> {
+    fn error<T>(&self, value: &Spanned<T>, key: &str, message: impl fmt::Display) -> ManifestError {
+        ManifestError::at(
+            self.file,
+            self.text,
+            value.span().start,
+            Some(key.to_owned()),
+            message.to_string(),
+        )
+    }
+
+    fn no_nul(&self, value: &Spanned<String>, key: &str) -> Result<(), ManifestError> {
+        if value.get_ref().contains('\0') {
+            return Err(self.error(value, key, "contains a NUL byte"));
+        }
+        Ok(())
+    }
+
+    fn name(&self, value: &Spanned<String>, key: &str) -> Result<(), ManifestError> {
+        check_name(value.get_ref()).map_err(|why| self.error(value, key, why))
+    }
+
+    fn names(&self, values: &[Spanned<String>], key: &str) -> Result<Vec<String>, ManifestError> {
+        for value in values {
+            self.no_nul(value, key)?;
+            self.name(value, key)?;
+        }
+        self.unique(values, key)
+    }
+
+    fn unique(&self, values: &[Spanned<String>], key: &str) -> Result<Vec<String>, ManifestError> {
+        let mut seen = std::collections::BTreeSet::new();
+        for value in values {
+            self.no_nul(value, key)?;
+            if !seen.insert(value.get_ref().as_str()) {
+                return Err(self.error(
+                    value,
+                    key,
+                    format!("`{}` is listed twice", value.get_ref()),
+                ));
+            }
+        }
+        Ok(values.iter().map(|v| v.get_ref().clone()).collect())
+    }
+
+    fn relative_path(&self, value: &Spanned<String>, key: &str) -> Result<PathBuf, ManifestError> {
+        let path = Path::new(value.get_ref());
+        if value.get_ref().is_empty() {
+            return Err(self.error(value, key, "is empty"));
+        }
+        if path.is_absolute() {
+            return Err(self.error(
+                value,
+                key,
+                "is an absolute path; it must be relative to the manifest's directory",
+            ));
+        }
+        if path.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(self.error(
+                value,
+                key,
+                "contains `..`; it must stay inside the manifest's directory",
+            ));
+        }
+        Ok(path.to_owned())
+    }
+
+    fn sha256(&self, value: &Spanned<String>) -> Result<String, ManifestError> {
+        let hex = value.get_ref();
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.error(value, "sha256", "must be 64 hexadecimal digits"));
+        }
+        Ok(hex.to_ascii_lowercase())
+    }
+
+    fn duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, ManifestError> {
+        humantime::parse_duration(value.get_ref()).map_err(|e| {
+            self.error(
+                value,
+                key,
+                format!("{e}; write a duration such as \"30s\" or \"5m\""),
+            )
+        })
+    }
+
+    fn opt_duration(
+        &self,
+        value: Option<&Spanned<String>>,
+        key: &str,
+        default: Duration,
+    ) -> Result<Duration, ManifestError> {
+        value.map_or(Ok(default), |v| self.duration(v, key))
+    }
+}
+
+/// Checks a plugin, secret or config name: 1–[`MAX_NAME_LEN`] characters of ASCII letters,
+/// digits, `.`, `_` and `-`, not starting with `.` (so it is a safe file name).
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!("must be 1 to {MAX_NAME_LEN} characters long"));
+    }
+    if name.starts_with('.')
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "`{}` is not a valid name: use ASCII letters, digits, `.`, `_` and `-`, not starting with `.`",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    (line, offset - line_start + 1)
+}
+
+/// The dotted key whose entry holds byte `offset`: the nearest `key =` at or above its line,
+/// prefixed with the enclosing `[table]`.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let upto = &text[..text[offset..].find('\n').map_or(text.len(), |p| offset + p)];
+    let mut key = None;
+    for line in upto.lines().rev() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let table = header.trim_start_matches('[').split(']').next()?.trim();
+            return Some(match key {
+                Some(k) => format!("{table}.{k}"),
+                None => table.to_owned(),
+            });
+        }
+        if key.is_none()
+            && let Some((k, _)) = line.split_once('=')
+            && !k.trim().is_empty()
+            && !k.contains(['"', '\'', ','])
+        {
+            key = Some(k.trim().to_owned());
+        }
+        // Other lines are parts of a multi-line value: keep looking upwards for its key.
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"name = "kv"
+command = "bin/kv"
+args = ["--verbose"]
+secrets = ["a", "b"]
+config = ["settings.json"]
+env_allow = ["HOME"]
+sandbox = "best-effort"
+idle_timeout = "2s"
+
+[handshake]
+cookie_key = "BASIC_PLUGIN"
+cookie_value = "hello"
+app_versions = [1, 2]
+
+[limits]
+memory_mib = 64
+cpu_seconds = 10
+open_files = 128
+processes = 16
+
+[restart]
+max_restarts = 3
+initial_backoff = "50ms"
+"#;
+
+    fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        Manifest::parse(text, Path::new("/cat/kv.toml"))
+    }
+
+    #[test]
+    fn a_complete_manifest_is_parsed_with_paths_relative_to_its_directory() {
+        let m = parse(GOOD).unwrap();
+        assert_eq!(m.name, "kv");
+        assert_eq!(m.command, Path::new("/cat/bin/kv"));
+        assert_eq!(m.args, ["--verbose"]);
+        assert_eq!(m.secrets, ["a", "b"]);
+        assert_eq!(m.config, ["settings.json"]);
+        assert_eq!(m.env_allow, ["HOME"]);
+        assert_eq!(m.sandbox, SandboxMode::BestEffort);
+        assert_eq!(m.idle_timeout, Duration::from_secs(2));
+        assert_eq!(m.app_versions, [1, 2]);
+        assert_eq!(m.limits.memory_mib, Some(64));
+        assert_eq!(m.limits.processes, Some(16));
+        assert_eq!(m.restart.max_restarts, 3);
+        assert_eq!(m.restart.initial_backoff, Duration::from_millis(50));
+        assert_eq!(m.restart.max_backoff, DEFAULT_MAX_BACKOFF);
+    }
+
+    #[test]
+    fn the_sandbox_is_enforced_unless_the_manifest_says_otherwise() {
+        let m = parse(&GOOD.replace("sandbox = \"best-effort\"\n", "")).unwrap();
+        assert_eq!(m.sandbox, SandboxMode::Enforce);
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_line() {
+        let err = parse(&GOOD.replace("[limits]\n", "[limits]\nmemroy_mib = 3\n")).unwrap_err();
+        assert_eq!(err.line, 16, "{err}");
+        assert_eq!(err.key.as_deref(), Some("limits.memroy_mib"), "{err}");
+        assert!(err.message.contains("unknown field"), "{err}");
+        assert!(err.to_string().starts_with("/cat/kv.toml:16:"), "{err}");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_named_with_its_line() {
+        let err = parse(&GOOD.replace("memory_mib = 64", "memory_mib = \"lots\"")).unwrap_err();
+        assert_eq!(err.line, 16, "{err}");
+        assert_eq!(err.key.as_deref(), Some("limits.memory_mib"), "{err}");
+    }
+
+    #[test]
+    fn absolute_and_escaping_commands_are_refused() {
+        let err = parse(&GOOD.replace("bin/kv", "/usr/bin/kv")).unwrap_err();
+        assert_eq!((err.line, err.key.as_deref()), (2, Some("command")));
+        assert!(err.message.contains("absolute"), "{err}");
+        let err = parse(&GOOD.replace("bin/kv", "bin/../../kv")).unwrap_err();
+        assert!(err.message.contains(".."), "{err}");
+    }
+
+    #[test]
+    fn nul_bytes_are_refused() {
+        let err = parse(&GOOD.replace("--verbose", "--ver\\u0000bose")).unwrap_err();
+        assert_eq!((err.line, err.key.as_deref()), (3, Some("args")));
+        assert!(err.message.contains("NUL"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_and_unsafe_secret_names_are_refused() {
+        let err = parse(&GOOD.replace("[\"a\", \"b\"]", "[\"a\", \"a\"]")).unwrap_err();
+        assert_eq!((err.line, err.key.as_deref()), (4, Some("secrets")));
+        assert!(err.message.contains("twice"), "{err}");
+        let err = parse(&GOOD.replace("[\"a\", \"b\"]", "[\"../etc/shadow\"]")).unwrap_err();
+        assert!(err.message.contains("not a valid name"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_duration_and_a_bad_hash_are_explained() {
+        let err = parse(&GOOD.replace("\"2s\"", "\"soon\"")).unwrap_err();
+        assert_eq!((err.line, err.key.as_deref()), (8, Some("idle_timeout")));
+        let err = parse(&GOOD.replace("args", "sha256 = \"abc\"\nargs")).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("sha256"));
+        assert!(err.message.contains("64 hexadecimal"), "{err}");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_limit() {
+        let policy = RestartPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(350),
+            ..RestartPolicy::default()
+        };
+        let waits: Vec<_> = (1..=4).map(|n| policy.backoff(n).as_millis()).collect();
+        assert_eq!(waits, [100, 200, 350, 350]);
+    }
+}

@@ -1,0 +1,186 @@
+//! Where secret (and config) values come from: the [`SecretSource`] trait and its directory,
+//! environment and in-memory implementations.
+//!
+//! Values are [`SecretSlice`]s: never printed by `Debug`, wiped from memory when dropped.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{self, Read as _};
+use std::path::{Path, PathBuf};
+
+use secrecy::SecretSlice;
+
+/// Largest secret or config value read from a source.
+pub const MAX_VALUE_LEN: u64 = 1024 * 1024;
+
+/// A source of named values (secrets or config files).
+///
+/// `fetch` is called once per name per launch; names were already checked to be safe file
+/// names (ASCII letters, digits, `.`, `_`, `-`).
+pub trait SecretSource: Send + Sync + fmt::Debug {
+    /// The value named `name`, `None` when the source has none.
+    ///
+    /// # Errors
+    /// When the source cannot be read.
+    fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>>;
+
+    /// A short description for error messages, e.g. `directory /run/secrets` (no values).
+    fn describe(&self) -> String;
+}
+
+/// One file per value in a directory, like mounted Kubernetes secrets (symbolic links inside
+/// the directory are followed, as Kubernetes uses them).
+#[derive(Debug, Clone)]
+pub struct DirSecretSource {
+    dir: PathBuf,
+}
+
+impl DirSecretSource {
+    /// Values are the files in `dir`.
+    #[must_use]
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl SecretSource for DirSecretSource {
+    fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>> {
+        let file = match std::fs::File::open(self.dir.join(name)) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_VALUE_LEN + 1).read_to_end(&mut bytes)?;
+        let value = SecretSlice::from(bytes);
+        if secrecy::ExposeSecret::expose_secret(&value).len() as u64 > MAX_VALUE_LEN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("`{name}` is larger than {MAX_VALUE_LEN} bytes"),
+            ));
+        }
+        Ok(Some(value))
+    }
+
+    fn describe(&self) -> String {
+        format!("directory {}", self.dir.display())
+    }
+}
+
+/// Values from the host's environment: the value named `db-password` is the variable
+/// `<PREFIX>DB_PASSWORD` (upper case, `-` and `.` as `_`).
+#[derive(Debug, Clone)]
+pub struct EnvSecretSource {
+    prefix: String,
+}
+
+impl EnvSecretSource {
+    /// Values are the host variables starting with `prefix`.
+    #[must_use]
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+        }
+    }
+
+    /// The variable that holds `name`.
+    #[must_use]
+    pub fn variable(&self, name: &str) -> String {
+        let suffix: String = name
+            .chars()
+            .map(|c| match c {
+                '-' | '.' => '_',
+                c => c.to_ascii_uppercase(),
+            })
+            .collect();
+        format!("{}{suffix}", self.prefix)
+    }
+}
+
+impl SecretSource for EnvSecretSource {
+    fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>> {
+        use std::os::unix::ffi::OsStringExt as _;
+        Ok(std::env::var_os(self.variable(name)).map(|v| SecretSlice::from(v.into_vec())))
+    }
+
+    fn describe(&self) -> String {
+        format!("environment variables {}*", self.prefix)
+    }
+}
+
+/// Values held in memory, e.g. fetched from a vault by the host.
+#[derive(Debug, Default)]
+pub struct MemorySecretSource {
+    values: BTreeMap<String, SecretSlice<u8>>,
+}
+
+impl MemorySecretSource {
+    /// An empty source.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) the value `name`.
+    #[must_use]
+    pub fn with(mut self, name: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
+        self.values
+            .insert(name.into(), SecretSlice::from(value.into()));
+        self
+    }
+}
+
+impl SecretSource for MemorySecretSource {
+    fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>> {
+        use secrecy::ExposeSecret as _;
+        Ok(self
+            .values
+            .get(name)
+            .map(|v| SecretSlice::from(v.expose_secret().to_vec())))
+    }
+
+    fn describe(&self) -> String {
+        format!("{} in-memory values", self.values.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use secrecy::ExposeSecret as _;
+
+    use super::*;
+
+    #[test]
+    fn a_directory_source_reads_one_file_per_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("db-password"), b"hunter2").unwrap();
+        let source = DirSecretSource::new(dir.path());
+        let value = source.fetch("db-password").unwrap().unwrap();
+        assert_eq!(value.expose_secret(), b"hunter2");
+        assert!(source.fetch("missing").unwrap().is_none());
+    }
+
+    #[test]
+    fn values_are_not_shown_by_debug() {
+        let source = MemorySecretSource::new().with("a", "top-secret-value");
+        assert!(!format!("{source:?}").contains("top-secret-value"));
+        let value = source.fetch("a").unwrap().unwrap();
+        assert!(!format!("{value:?}").contains("top-secret-value"));
+    }
+
+    #[test]
+    fn environment_names_are_upper_case_with_underscores() {
+        let source = EnvSecretSource::new("APP_SECRET_");
+        assert_eq!(
+            source.variable("db-password.v2"),
+            "APP_SECRET_DB_PASSWORD_V2"
+        );
+        assert!(source.fetch("surely-not-set-anywhere").unwrap().is_none());
+    }
+}

@@ -1,0 +1,51 @@
+//! A host that runs a catalog through a `tether_broker::Broker`, for the host-death tests.
+//!
+//! `broker-host CATALOG STATE SECRETS DELIVERY RUN NAME...` grants every plugin what its
+//! manifest requests (secrets from the directory SECRETS), starts the named plugins, asks each
+//! to start a grandchild (the Rust probe plugin does; the Go one answers `InvalidArgument`),
+//! prints `pid NAME PID` per plugin and then `ready`, and waits to be killed.
+
+use std::path::PathBuf;
+
+use tether_broker::{Broker, Catalog, DirSecretSource, Grants};
+use tether_examples::kv::PutRequest;
+use tether_examples::kv::kv_client::KvClient;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [catalog, state, secrets, delivery, run, names @ ..] = args.as_slice() else {
+        eprintln!("usage: broker-host CATALOG STATE SECRETS DELIVERY RUN NAME...");
+        std::process::exit(2);
+    };
+    let catalog = Catalog::load_dir(catalog.as_ref()).expect("catalog");
+    let mut grants = Grants::new();
+    for m in catalog.manifests() {
+        for s in &m.secrets {
+            grants = grants.secret(&m.name, s);
+        }
+    }
+    let (delivery, run) = (PathBuf::from(delivery), PathBuf::from(run));
+    let broker = Broker::builder(catalog, state)
+        .grants(grants)
+        .secrets(DirSecretSource::new(secrets))
+        .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
+        .build();
+    let mut leases = Vec::new();
+    for name in names {
+        let lease = broker.acquire(name).await.expect("plugin starts");
+        let child = KvClient::new(lease.channel())
+            .put(PutRequest {
+                key: "child:".into(),
+                value: Vec::new(),
+            })
+            .await;
+        if let Err(status) = child {
+            assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        }
+        tether_tests::misbehave::print_line(&format!("pid {name} {}", lease.pid()));
+        leases.push(lease);
+    }
+    tether_tests::misbehave::print_line("ready");
+    std::future::pending::<()>().await;
+}

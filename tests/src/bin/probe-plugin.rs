@@ -1,0 +1,113 @@
+//! A tether-sdk plugin that reports what it can reach, for the confinement tests. Serves the KV
+//! contract (cookie `BASIC_PLUGIN=hello`) with probe commands as keys, like
+//! `tests/go/probeplugin`:
+//!
+//! - `Get "read:PATH"`: the file's contents; `PermissionDenied`, `NotFound` or `Internal`;
+//! - `Get "list:DIR"`: the directory's entry names, one per line;
+//! - `Get "env:NAME"`: the variable's value, `NotFound` when unset;
+//! - `Get "envall:"`: every `NAME=VALUE`, one per line;
+//! - `Get "secret:NAME"` / `Get "config:NAME"`: read with `tether_sdk::secrets` / `config`;
+//! - `Get "pid:"`: its process id;
+//! - `Put "write:PATH"`: writes the value to `PATH`;
+//! - `Put "balloon:"`: allocates and touches the value (decimal) MiB of memory;
+//! - `Put "crash:"`: exits with status 3 after printing `crashing on purpose` to stderr;
+//! - `Put "child:"`: starts a `sleep` grandchild in its process group.
+
+use std::io;
+use std::process::ExitCode;
+
+use secrecy::ExposeSecret as _;
+use tether_examples::kv::kv_server::{Kv, KvServer};
+use tether_examples::kv::{Empty, GetRequest, GetResponse, PutRequest};
+use tonic::{Request, Response, Status};
+
+fn main() -> ExitCode {
+    tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1))
+        .add_service(KvServer::new(Probe))
+        .run()
+}
+
+struct Probe;
+
+fn fs_error(op: &str, path: &str, e: &io::Error) -> Status {
+    let message = format!("{op} {path}: {e}");
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => Status::permission_denied(message),
+        io::ErrorKind::NotFound => Status::not_found(message),
+        _ => Status::internal(message),
+    }
+}
+
+fn ok(value: impl Into<Vec<u8>>) -> Result<Response<GetResponse>, Status> {
+    Ok(Response::new(GetResponse {
+        value: value.into(),
+    }))
+}
+
+#[tonic::async_trait]
+impl Kv for Probe {
+    async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
+        let key = request.into_inner().key;
+        let (cmd, arg) = key.split_once(':').unwrap_or((key.as_str(), ""));
+        match cmd {
+            "read" => std::fs::read(arg).map_or_else(|e| Err(fs_error("read", arg, &e)), ok),
+            "list" => {
+                let entries = std::fs::read_dir(arg).map_err(|e| fs_error("list", arg, &e))?;
+                let names: Vec<String> = entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                ok(names.join("\n"))
+            }
+            "env" => match std::env::var_os(arg) {
+                Some(v) => ok(v.into_encoded_bytes()),
+                None => Err(Status::not_found(format!("{arg} is not set"))),
+            },
+            "envall" => {
+                let all: Vec<String> = std::env::vars_os()
+                    .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                    .collect();
+                ok(all.join("\n"))
+            }
+            "secret" => match tether_sdk::secrets::read(arg) {
+                Ok(v) => ok(v.expose_secret().to_vec()),
+                Err(e) => Err(Status::failed_precondition(e.to_string())),
+            },
+            "config" => match tether_sdk::config::read(arg) {
+                Ok(v) => ok(v),
+                Err(e) => Err(Status::failed_precondition(e.to_string())),
+            },
+            "pid" => ok(std::process::id().to_string()),
+            _ => Err(Status::invalid_argument(format!("unknown probe {key:?}"))),
+        }
+    }
+
+    async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
+        let PutRequest { key, value } = request.into_inner();
+        let (cmd, arg) = key.split_once(':').unwrap_or((key.as_str(), ""));
+        match cmd {
+            "write" => std::fs::write(arg, &value).map_err(|e| fs_error("write", arg, &e))?,
+            "balloon" => {
+                let mib: usize = String::from_utf8_lossy(&value)
+                    .parse()
+                    .map_err(|_| Status::invalid_argument("balloon: value must be MiB"))?;
+                let mut chunks = Vec::new();
+                for _ in 0..mib {
+                    // Touch every page so the memory is really used.
+                    chunks.push(vec![1_u8; 1024 * 1024]);
+                }
+                std::hint::black_box(&chunks);
+            }
+            "crash" => {
+                eprintln!("crashing on purpose");
+                std::process::exit(3);
+            }
+            "child" => {
+                let child = tether_tests::misbehave::spawn_sleeping_grandchild();
+                std::mem::forget(child);
+            }
+            _ => return Err(Status::invalid_argument(format!("unknown probe {key:?}"))),
+        }
+        Ok(Response::new(Empty {}))
+    }
+}
