@@ -283,6 +283,8 @@ pub(crate) async fn start(
     {
         paths.exec.push(bin_dir);
     }
+    paths.exec.extend(settings.sandbox_exec.iter().cloned());
+    paths.read.extend(settings.sandbox_read.iter().cloned());
     if let Some(d) = &delivered {
         paths.read.push(d.path().to_owned());
     }

@@ -206,6 +206,8 @@ pub(crate) struct Settings {
     pub(crate) max_stray_bytes: usize,
     pub(crate) stderr_tail_len: usize,
     pub(crate) sandbox: SandboxMode,
+    pub(crate) sandbox_exec: Vec<PathBuf>,
+    pub(crate) sandbox_read: Vec<PathBuf>,
     pub(crate) limits: Limits,
     pub(crate) sha256: Option<String>,
     pub(crate) delivery: Option<Arc<Delivery>>,
@@ -253,6 +255,8 @@ impl PluginClientBuilder<NoHandshake> {
                 max_stray_bytes: DEFAULT_MAX_STRAY_BYTES,
                 stderr_tail_len: DEFAULT_STDERR_TAIL_LEN,
                 sandbox: SandboxMode::Enforce,
+                sandbox_exec: Vec::new(),
+                sandbox_read: Vec::new(),
                 limits: Limits::default(),
                 sha256: None,
                 delivery: None,
@@ -441,6 +445,29 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn sandbox(mut self, mode: SandboxMode) -> Self {
         self.settings.sandbox = mode;
+        self
+    }
+
+    /// Also lets the confined plugin read and execute below `path`: for an interpreter and its
+    /// libraries outside the system paths (a pyenv or virtualenv Python, a Node.js install in
+    /// the home directory). Everything else stays denied.
+    ///
+    /// ```
+    /// use tether_broker::PluginClient;
+    /// let b = PluginClient::builder("/opt/py/bin/python3")
+    ///     .arg("/srv/plugins/kv_plugin.py")
+    ///     .sandbox_allow_exec("/opt/py")
+    ///     .sandbox_allow_read("/srv/plugins");
+    /// ```
+    pub fn sandbox_allow_exec(mut self, path: impl Into<PathBuf>) -> Self {
+        self.settings.sandbox_exec.push(path.into());
+        self
+    }
+
+    /// Also lets the confined plugin read below `path` (a script plugin's own source
+    /// directory, for example).
+    pub fn sandbox_allow_read(mut self, path: impl Into<PathBuf>) -> Self {
+        self.settings.sandbox_read.push(path.into());
         self
     }
 

@@ -15,21 +15,58 @@ use crate::peers::{REQUIRE_PEERS_ENV, peers_required, repo_root};
 pub const PYTHON: &str = "python3";
 
 /// What the Python SDK needs at run time, as one import statement.
+/// Then prints the real interpreter and its prefixes, one per line.
 const IMPORT_CHECK: &str = "import grpc, grpc_health.v1.health, grpc_reflection.v1alpha.reflection, \
-     google.protobuf, cryptography, sys; sys.path.insert(0, sys.argv[1]); import tether_plugin";
+     google.protobuf, cryptography, os, sys; sys.path.insert(0, sys.argv[1]); import tether_plugin; \
+     print(os.path.realpath(sys.executable)); print(sys.base_prefix); print(sys.prefix)";
 
 /// A usable Python with the SDK's dependencies.
 #[derive(Debug, Clone)]
 pub struct PythonPeer {
     /// `sdk-python/examples/kv_plugin.py`, the Python KV plugin.
     pub kv_plugin: PathBuf,
+    /// The real interpreter behind `python3` (not a pyenv shim).
+    pub interpreter: PathBuf,
+    /// Its installation prefixes (`sys.base_prefix`, `sys.prefix`): the standard library and
+    /// site-packages, which a confined plugin must be allowed to read and execute.
+    pub prefixes: Vec<PathBuf>,
+    /// `sdk-python/`: the example plugins and the SDK they import, read by the plugin.
+    pub sdk: PathBuf,
 }
 
 impl PythonPeer {
-    /// The KV plugin as a command line for `KV_PLUGIN` (`python3 /path/kv_plugin.py`).
+    /// The KV plugin as a command line for `KV_PLUGIN` (`/path/python3 /path/kv_plugin.py`).
     #[must_use]
     pub fn kv_plugin_command(&self) -> String {
-        shell_words::join([PYTHON, &self.kv_plugin.to_string_lossy()])
+        shell_words::join([
+            self.interpreter.to_string_lossy(),
+            self.kv_plugin.to_string_lossy(),
+        ])
+    }
+
+    /// `kv-host` options that let its confined plugin use this interpreter and the SDK.
+    #[must_use]
+    pub fn kv_host_sandbox_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for prefix in &self.prefixes {
+            args.push("--allow-exec".to_owned());
+            args.push(prefix.to_string_lossy().into_owned());
+        }
+        args.push("--allow-read".to_owned());
+        args.push(self.sdk.to_string_lossy().into_owned());
+        args
+    }
+
+    /// The same allowances for a host built with the library.
+    #[must_use]
+    pub fn allow<H>(
+        &self,
+        mut builder: tether_broker::PluginClientBuilder<H>,
+    ) -> tether_broker::PluginClientBuilder<H> {
+        for prefix in &self.prefixes {
+            builder = builder.sandbox_allow_exec(prefix);
+        }
+        builder.sandbox_allow_read(&self.sdk)
     }
 }
 
@@ -77,5 +114,24 @@ fn check() -> Result<PythonPeer, String> {
     if !kv_plugin.is_file() {
         return Err(format!("{} is missing", kv_plugin.display()));
     }
-    Ok(PythonPeer { kv_plugin })
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut lines = stdout.lines().map(PathBuf::from);
+    let interpreter = lines
+        .next()
+        .ok_or_else(|| format!("{PYTHON} did not print its executable"))?;
+    let mut prefixes: Vec<PathBuf> = Vec::new();
+    for prefix in lines {
+        if !prefixes.contains(&prefix) {
+            prefixes.push(prefix);
+        }
+    }
+    let sdk = sdk
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", sdk.display()))?;
+    Ok(PythonPeer {
+        kv_plugin: sdk.join("examples/kv_plugin.py"),
+        interpreter,
+        prefixes,
+        sdk,
+    })
 }

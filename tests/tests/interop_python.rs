@@ -30,12 +30,20 @@ const EXIT_NOT_FOUND: i32 = 3;
 /// How long a test waits for a plugin to exit after its host died.
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 
-fn run_host(host: &Path, plugin_command: &str, work: &Path, tls: bool, args: &[&str]) -> Output {
+fn run_host(
+    host: &Path,
+    plugin_command: &str,
+    host_args: &[String],
+    work: &Path,
+    tls: bool,
+    args: &[&str],
+) -> Output {
     let mut cmd = Command::new(host);
     if !tls {
         cmd.arg("--plaintext");
     }
-    cmd.args(args)
+    cmd.args(host_args)
+        .args(args)
         .env("KV_PLUGIN", plugin_command)
         .current_dir(work)
         .output()
@@ -53,13 +61,15 @@ fn describe(out: &Output) -> String {
 
 /// `put` in one launch, `get` in another, then `get` of a missing key; nothing may be left
 /// running.
-fn kv_round_trip(host: &Path, plugin_command: &str, tls: bool) {
+/// `host_args` go before the subcommand (the sandbox allowances `kv-host` needs).
+fn kv_round_trip(host: &Path, plugin_command: &str, host_args: &[String], tls: bool) {
     let work = tempfile::tempdir().unwrap();
     let value = format!("value-{}-{}", std::process::id(), nanos());
 
     let put = run_host(
         host,
         plugin_command,
+        host_args,
         work.path(),
         tls,
         &["put", "a", &value],
@@ -71,13 +81,21 @@ fn kv_round_trip(host: &Path, plugin_command: &str, tls: bool) {
         "the plugin stores the value in kv_<key> in its working directory"
     );
 
-    let get = run_host(host, plugin_command, work.path(), tls, &["get", "a"]);
+    let get = run_host(
+        host,
+        plugin_command,
+        host_args,
+        work.path(),
+        tls,
+        &["get", "a"],
+    );
     assert!(get.status.success(), "get failed: {}", describe(&get));
     assert_eq!(String::from_utf8_lossy(&get.stdout), format!("{value}\n"));
 
     let missing = run_host(
         host,
         plugin_command,
+        host_args,
         work.path(),
         tls,
         &["get", "no-such-key"],
@@ -106,7 +124,12 @@ fn kv_host_runs_the_python_kv_plugin_with_automtls() {
     let Some(py) = python::python_or_skip("kv_host_runs_the_python_kv_plugin_with_automtls") else {
         return;
     };
-    kv_round_trip(Path::new(RUST_HOST), &py.kv_plugin_command(), true);
+    kv_round_trip(
+        Path::new(RUST_HOST),
+        &py.kv_plugin_command(),
+        &py.kv_host_sandbox_args(),
+        true,
+    );
 }
 
 #[test]
@@ -114,7 +137,12 @@ fn kv_host_runs_the_python_kv_plugin_in_plaintext() {
     let Some(py) = python::python_or_skip("kv_host_runs_the_python_kv_plugin_in_plaintext") else {
         return;
     };
-    kv_round_trip(Path::new(RUST_HOST), &py.kv_plugin_command(), false);
+    kv_round_trip(
+        Path::new(RUST_HOST),
+        &py.kv_plugin_command(),
+        &py.kv_host_sandbox_args(),
+        false,
+    );
 }
 
 macro_rules! go_host_tests {
@@ -127,7 +155,7 @@ macro_rules! go_host_tests {
             let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
                 return;
             };
-            kv_round_trip(&go.host, &py.kv_plugin_command(), $tls);
+            kv_round_trip(&go.host, &py.kv_plugin_command(), &[], $tls);
         }
     )*};
 }
@@ -149,7 +177,8 @@ async fn tether_host_calls_the_python_plugin_over_pinned_automtls_and_shuts_it_d
         return;
     };
     let work = tempfile::tempdir().unwrap();
-    let plugin = PluginClient::builder(PYTHON)
+    let plugin = py
+        .allow(PluginClient::builder(&py.interpreter))
         .args([&py.kv_plugin])
         .current_dir(work.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))

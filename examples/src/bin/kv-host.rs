@@ -11,6 +11,11 @@
 //! version 1, cookie `BASIC_PLUGIN=hello`; AutoMTLS unless `--plaintext`. Any go-plugin KV plugin
 //! works, e.g. the `kv-plugin` example or go-plugin's own.
 //!
+//! The plugin is confined (tether's default sandbox): it may read and execute its binary's
+//! directory and the system paths, and write its working directory. A plugin run by an
+//! interpreter installed elsewhere (pyenv, virtualenv) needs `--allow-exec DIR` for the
+//! interpreter's prefix and `--allow-read DIR` for the script's sources.
+//!
 //! Exit status: 0 ok, 1 error (one line on stderr with the cause chain), 2 usage, 3 `get` of a
 //! missing key. `KV_HOST_LOG` sets the log filter (`tracing` syntax, default `warn`).
 //!
@@ -47,6 +52,13 @@ struct Cli {
     /// Turn AutoMTLS off (for plugins that cannot do it).
     #[arg(long, global = true)]
     plaintext: bool,
+    /// Let the confined plugin read and execute below DIR too: an interpreter outside the
+    /// system paths, e.g. a pyenv or virtualenv Python (repeatable).
+    #[arg(long = "allow-exec", value_name = "DIR", global = true)]
+    allow_exec: Vec<std::path::PathBuf>,
+    /// Let the confined plugin read below DIR too, e.g. a script plugin's sources (repeatable).
+    #[arg(long = "allow-read", value_name = "DIR", global = true)]
+    allow_read: Vec<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -150,6 +162,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         program,
         args,
         plaintext: cli.plaintext,
+        allow_exec: cli.allow_exec,
+        allow_read: cli.allow_read,
     };
     match cli.command {
         Command::Put { key, value } => {
@@ -260,6 +274,8 @@ struct Launcher {
     program: String,
     args: Vec<String>,
     plaintext: bool,
+    allow_exec: Vec<std::path::PathBuf>,
+    allow_read: Vec<std::path::PathBuf>,
 }
 
 impl Launcher {
@@ -269,6 +285,12 @@ impl Launcher {
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]));
         if self.plaintext {
             builder = builder.plaintext();
+        }
+        for dir in &self.allow_exec {
+            builder = builder.sandbox_allow_exec(dir);
+        }
+        for dir in &self.allow_read {
+            builder = builder.sandbox_allow_read(dir);
         }
         builder.start().await
     }
