@@ -58,7 +58,6 @@ impl PythonPeer {
     }
 
     /// The same allowances for a host built with the library.
-    #[must_use]
     pub fn allow<H>(
         &self,
         mut builder: tether_broker::PluginClientBuilder<H>,
