@@ -201,6 +201,7 @@ pub(crate) struct Settings {
     pub(crate) max_stray_lines: usize,
     pub(crate) max_stray_bytes: usize,
     pub(crate) stderr_tail_len: usize,
+    pub(crate) broker: tether_transport::BrokerConfig,
 }
 
 impl Settings {
@@ -243,6 +244,7 @@ impl PluginClientBuilder<NoHandshake> {
                 max_stray_lines: DEFAULT_MAX_STRAY_LINES,
                 max_stray_bytes: DEFAULT_MAX_STRAY_BYTES,
                 stderr_tail_len: DEFAULT_STDERR_TAIL_LEN,
+                broker: tether_transport::BrokerConfig::new(),
             },
             handshake: NoHandshake,
         }
@@ -410,6 +412,21 @@ impl<H> PluginClientBuilder<H> {
     /// See [`DEFAULT_STDERR_TAIL_LEN`].
     pub fn stderr_tail_len(mut self, bytes: usize) -> Self {
         self.settings.stderr_tail_len = bytes;
+        self
+    }
+
+    /// Timeouts and limits of the plugin's [`GrpcBroker`](crate::GrpcBroker) (callbacks):
+    /// [`DEFAULT_DIAL_TIMEOUT`](crate::DEFAULT_DIAL_TIMEOUT),
+    /// [`DEFAULT_UNCLAIMED_TTL`](crate::DEFAULT_UNCLAIMED_TTL), … by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let builder = tether_broker::PluginClient::builder("/usr/libexec/counter-plugin")
+    ///     .broker(tether_broker::BrokerConfig::new().dial_timeout(Duration::from_secs(2)));
+    /// # let _ = builder;
+    /// ```
+    pub fn broker(mut self, config: tether_transport::BrokerConfig) -> Self {
+        self.settings.broker = config;
         self
     }
 

@@ -111,3 +111,7 @@ pub use error::{
     ShutdownOutcome, StartError,
 };
 pub use tether_proto::handshake::Address;
+pub use tether_transport::{
+    BrokerConfig, BrokerError, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
+    DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, MAX_UNCLAIMED, Served,
+};

@@ -127,3 +127,7 @@ pub use config::{
 };
 pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
 pub use plugin::{Plugin, serve};
+pub use tether_transport::{
+    BrokerConfig, BrokerError, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
+    DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, MAX_UNCLAIMED, Served,
+};

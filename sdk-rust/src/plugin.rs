@@ -11,6 +11,7 @@ use std::time::Instant;
 use tether_proto::handshake::{CORE_PROTOCOL_VERSION, Handshake, Protocol};
 use tether_proto::plugin::grpc_controller_server::{self, GrpcController, GrpcControllerServer};
 use tether_proto::{HEALTH_SERVICE, plugin, tls};
+use tether_transport::{AcceptOptions, BrokerSetup, BrokerTls, GrpcBroker, ListenOn, Target};
 use tokio::sync::{Notify, oneshot};
 use tokio_rustls::TlsAcceptor;
 use tonic::body::Body;
@@ -24,7 +25,7 @@ use crate::config::{Config, RuntimeFlavor};
 use crate::env::Launch;
 use crate::error::{Error, StopReason};
 use crate::host::{HostWatch, Parent, Signals};
-use crate::listen::{self, AcceptOptions};
+use crate::listen;
 
 /// Starts assembling a plugin: add its gRPC services, then [`run`](Plugin::run) it.
 ///
@@ -32,6 +33,7 @@ use crate::listen::{self, AcceptOptions};
 /// later notices that its host has exited.
 pub fn serve(config: Config) -> Plugin {
     Plugin {
+        broker: GrpcBroker::new(HOST, config.broker.clone()),
         config,
         services: Vec::new(),
         parent: Parent::record(),
@@ -45,6 +47,7 @@ pub fn serve(config: Config) -> Plugin {
 /// [`run_async`](Self::run_async) (on the caller's tokio runtime).
 #[must_use = "a plugin does nothing until it is run"]
 pub struct Plugin {
+    broker: GrpcBroker,
     config: Config,
     services: Vec<AuthorService>,
     parent: Parent,
@@ -72,9 +75,29 @@ impl fmt::Debug for Plugin {
 const BUILT_IN_SERVICES: &[&str] = &[
     tonic_health::pb::health_server::SERVICE_NAME,
     grpc_controller_server::SERVICE_NAME,
+    tether_proto::plugin::grpc_broker_server::SERVICE_NAME,
 ];
 
+/// How the plugin's broker names its peer in errors and logs.
+const HOST: &str = "the host";
+
 impl Plugin {
+    /// The plugin's [`GrpcBroker`]: hand a clone to the services that call back into the host
+    /// (`broker.dial(id)` with an id the host sent) or serve something to it
+    /// (`broker.accept_and_serve(broker.next_id(), service)`). It works once the plugin
+    /// serves, i.e. inside call handlers.
+    ///
+    /// ```no_run
+    /// let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello"));
+    /// let broker = plugin.broker();
+    /// // plugin.add_service(CounterServer::new(Counter { broker })).run();
+    /// # drop((plugin, broker));
+    /// ```
+    #[must_use]
+    pub fn broker(&self) -> GrpcBroker {
+        self.broker.clone()
+    }
+
     /// Serves `service` whichever app protocol version is negotiated.
     ///
     /// `service` is a tonic server such as the generated `KvServer::new(my_impl)` (the same
@@ -221,6 +244,7 @@ impl Plugin {
             launch,
             routes,
             parent: self.parent,
+            broker: self.broker,
         })
     }
 
@@ -263,6 +287,7 @@ struct Ready {
     launch: Launch,
     routes: RoutesBuilder,
     parent: Parent,
+    broker: GrpcBroker,
 }
 
 impl Ready {
@@ -273,6 +298,7 @@ impl Ready {
             launch,
             mut routes,
             parent,
+            broker,
         } = self;
 
         // Stop conditions first, so that nothing after the handshake can be missed.
@@ -287,17 +313,20 @@ impl Ready {
         }
         let mut signals = Signals::new(config.ignore_sigint)?;
 
-        let (tls, server_cert) = match &launch.client_cert {
+        let (tls, server_cert, broker_tls) = match &launch.client_cert {
             Some(host_cert) => {
                 let identity = tls::Identity::generate().map_err(Error::Identity)?;
                 let server_config =
                     tls::server_config(&identity, host_cert.clone()).map_err(Error::TlsConfig)?;
+                let broker_tls =
+                    BrokerTls::new(&identity, host_cert.clone()).map_err(Error::TlsConfig)?;
                 (
                     Some(TlsAcceptor::from(Arc::new(server_config))),
                     Some(identity.cert_der().to_vec()),
+                    Some(broker_tls),
                 )
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         if let Some(group) = &launch.socket_group {
             tracing::warn!(
@@ -307,6 +336,23 @@ impl Ready {
         }
 
         let bound = listen::bind(config.transport, &launch)?;
+        broker.connect(BrokerSetup {
+            tls: broker_tls,
+            // Brokered sockets go next to the main one (the host's directory or the plugin's
+            // private one); TCP plugins broker over TCP too.
+            listen: match &bound.address {
+                tether_proto::handshake::Address::Unix(path) => ListenOn::Unix(
+                    path.parent()
+                        .map(ToOwned::to_owned)
+                        .unwrap_or_else(std::env::temp_dir),
+                ),
+                tether_proto::handshake::Address::Tcp(_) => ListenOn::Tcp {
+                    min: launch.ports.min,
+                    max: launch.ports.max,
+                },
+            },
+            policy: Arc::new(host_address_policy),
+        });
 
         let (health, health_service) = tonic_health::server::health_reporter();
         health
@@ -317,8 +363,9 @@ impl Ready {
             .add_service(health_service)
             .add_service(GrpcControllerServer::new(Controller {
                 stop: Arc::clone(&stop),
-            }));
-        let incoming = listen::accept(
+            }))
+            .add_service(broker.service());
+        let incoming = tether_transport::accept(
             bound.listener,
             AcceptOptions {
                 tls,
@@ -366,6 +413,7 @@ impl Ready {
             .set_service_status(HEALTH_SERVICE, ServingStatus::NotServing)
             .await;
         let _ = stop_server.send(());
+        broker.close();
         match tokio::time::timeout(config.shutdown_grace, server).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::warn!(%error, "the gRPC server failed while stopping"),
@@ -377,6 +425,18 @@ impl Ready {
         // Removes the socket (and the private directory holding it).
         drop(bound.cleanup);
         Ok(reason)
+    }
+}
+
+/// Which addresses the host may announce for brokered connections: absolute unix socket paths
+/// (go-plugin hosts put them in their temporary directory) and loopback TCP addresses.
+fn host_address_policy(address: &tether_proto::handshake::Address) -> Result<Target, String> {
+    use tether_proto::handshake::Address;
+    match address {
+        Address::Unix(path) if path.is_absolute() => Ok(Target::Unix(path.clone())),
+        Address::Unix(_) => Err("a unix socket path must be absolute".to_owned()),
+        Address::Tcp(addr) if addr.ip().is_loopback() => Ok(Target::Tcp(*addr)),
+        Address::Tcp(_) => Err("a TCP address must be a loopback address".to_owned()),
     }
 }
 

@@ -46,6 +46,12 @@ pub const JOBS: &[Job] = &[
         package: "proto",
         output: "examples/src/generated/kv.rs",
     },
+    Job {
+        protos: &["examples/proto/counter.proto"],
+        includes: &["examples/proto"],
+        package: "proto",
+        output: "examples/src/generated/counter.rs",
+    },
 ];
 
 /// The workspace root (two levels above this crate's manifest).
