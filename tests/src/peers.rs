@@ -39,6 +39,10 @@ pub struct GoPeers {
     pub plugin: PathBuf,
     /// The go-plugin KV host.
     pub host: PathBuf,
+    /// The go-plugin counter plugin (examples/bidirectional: calls back via the broker).
+    pub counter_plugin: PathBuf,
+    /// The go-plugin counter host.
+    pub counter_host: PathBuf,
 }
 
 /// The repository root.
@@ -108,8 +112,15 @@ fn build(variant: GoPlugin) -> Result<GoPeers, String> {
     let peers = GoPeers {
         plugin: out.join(format!("kvplugin-{}", variant.suffix())),
         host: out.join(format!("kvhost-{}", variant.suffix())),
+        counter_plugin: out.join(format!("counterplugin-{}", variant.suffix())),
+        counter_host: out.join(format!("counterhost-{}", variant.suffix())),
     };
-    for bin in [&peers.plugin, &peers.host] {
+    for bin in [
+        &peers.plugin,
+        &peers.host,
+        &peers.counter_plugin,
+        &peers.counter_host,
+    ] {
         if !bin.is_file() {
             return Err(format!("{} was not built", bin.display()));
         }
