@@ -256,7 +256,8 @@ pub(crate) async fn start(
     tracing::debug!(plugin, pid = group.pid(), "plugin spawned");
 
     let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(settings.stderr_tail_len)));
-    let mut stderr_done = output::drain_stderr(stderr, Arc::clone(&name), Arc::clone(&tail));
+    let mut stderr_done =
+        output::drain_stderr(stderr, Arc::clone(&name), group.pid(), Arc::clone(&tail));
     let mut stray = StrayOutput::new(settings.max_stray_lines, settings.max_stray_bytes);
 
     let result = connect_plugin(
@@ -414,7 +415,11 @@ async fn connect_plugin(
         }
         return Err(health_error(plugin, failure, settings.health_timeout));
     }
-    stdio::drain(channel.clone(), Arc::clone(&launched.plugin));
+    stdio::drain(
+        channel.clone(),
+        Arc::clone(&launched.plugin),
+        launched.group.pid(),
+    );
 
     // The broker: callbacks served in the private directory, dials only to what the address
     // policy accepts, with the same pinned identities.

@@ -93,6 +93,7 @@ mod handshake_reader;
 mod health;
 mod launch;
 mod output;
+mod plugin_log;
 mod process;
 mod shutdown;
 mod stdio;

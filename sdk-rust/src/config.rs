@@ -67,6 +67,7 @@ pub struct Config {
     pub(crate) exit_with_host: bool,
     pub(crate) ignore_sigint: bool,
     pub(crate) log_to_stderr: bool,
+    pub(crate) capture_stdio: bool,
     pub(crate) broker: tether_transport::BrokerConfig,
 }
 
@@ -95,6 +96,7 @@ impl Config {
             exit_with_host: true,
             ignore_sigint: false,
             log_to_stderr: true,
+            capture_stdio: true,
             broker: tether_transport::BrokerConfig::new(),
         }
     }
@@ -233,6 +235,20 @@ impl Config {
     /// ```
     pub fn log_to_stderr(mut self, enabled: bool) -> Self {
         self.log_to_stderr = enabled;
+        self
+    }
+
+    /// Whether to capture fds 1 and 2 after the handshake and serve them to the host through
+    /// `plugin.GRPCStdio` (on by default): output of `print!`, C libraries and child processes
+    /// then reaches go-plugin ≥ 1.1 and tether hosts as the plugin's stdio, while log lines keep
+    /// going to the original stderr. Turn it off for a plugin that manages its fds itself.
+    ///
+    /// ```
+    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello").capture_stdio(false);
+    /// # let _ = config;
+    /// ```
+    pub fn capture_stdio(mut self, enabled: bool) -> Self {
+        self.capture_stdio = enabled;
         self
     }
 

@@ -120,13 +120,16 @@ mod host;
 mod listen;
 mod log;
 mod plugin;
+mod stdio;
 
 pub use config::{
     Config, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, Transport,
 };
 pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
+pub use log::HclogJson;
 pub use plugin::{Plugin, serve};
+pub use stdio::{STDIO_CHUNK_LEN, STDIO_OPEN_WAIT, STDIO_QUEUE_LEN};
 pub use tether_transport::{
     BrokerConfig, BrokerError, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
     DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, MAX_UNCLAIMED, Served,

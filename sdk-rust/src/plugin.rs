@@ -26,6 +26,7 @@ use crate::env::Launch;
 use crate::error::{Error, StopReason};
 use crate::host::{HostWatch, Parent, Signals};
 use crate::listen;
+use crate::stdio::{self, StdioHub};
 
 /// Starts assembling a plugin: add its gRPC services, then [`run`](Plugin::run) it.
 ///
@@ -76,6 +77,7 @@ const BUILT_IN_SERVICES: &[&str] = &[
     tonic_health::pb::health_server::SERVICE_NAME,
     grpc_controller_server::SERVICE_NAME,
     tether_proto::plugin::grpc_broker_server::SERVICE_NAME,
+    tether_proto::plugin::grpc_stdio_server::SERVICE_NAME,
 ];
 
 /// How the plugin's broker names its peer in errors and logs.
@@ -359,12 +361,14 @@ impl Ready {
             .set_service_status(HEALTH_SERVICE, ServingStatus::Serving)
             .await;
         let stop = Arc::new(Notify::new());
+        let stdio_hub = StdioHub::default();
         routes
             .add_service(health_service)
             .add_service(GrpcControllerServer::new(Controller {
                 stop: Arc::clone(&stop),
             }))
-            .add_service(broker.service());
+            .add_service(broker.service())
+            .add_service(stdio_hub.service());
         let incoming = tether_transport::accept(
             bound.listener,
             AcceptOptions {
@@ -383,6 +387,15 @@ impl Ready {
             multiplex: None,
         };
         print_handshake(&handshake)?;
+        if config.capture_stdio {
+            match stdio::capture(&stdio_hub) {
+                Ok(original_stderr) => crate::log::redirect(original_stderr),
+                Err(error) => tracing::warn!(
+                    %error,
+                    "cannot capture stdout/stderr for plugin.GRPCStdio; output goes to the pipes"
+                ),
+            }
+        }
         tracing::debug!(
             network = handshake.address.network(),
             address = %handshake.address,
@@ -412,8 +425,10 @@ impl Ready {
         health
             .set_service_status(HEALTH_SERVICE, ServingStatus::NotServing)
             .await;
-        let _ = stop_server.send(());
+        // Long-lived streams end first, so the graceful stop need not wait for them.
         broker.close();
+        stdio_hub.close();
+        let _ = stop_server.send(());
         match tokio::time::timeout(config.shutdown_grace, server).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::warn!(%error, "the gRPC server failed while stopping"),
@@ -548,20 +563,32 @@ mod tests {
         ));
     }
 
-    /// A service whose name is not built in: `plugin.GRPCStdio` (the SDK does not serve it).
-    fn stdio_service()
-    -> plugin::grpc_stdio_server::GrpcStdioServer<impl plugin::grpc_stdio_server::GrpcStdio> {
-        struct NoStdio;
-        #[tonic::async_trait]
-        impl plugin::grpc_stdio_server::GrpcStdio for NoStdio {
-            type StreamStdioStream = tokio_stream::Empty<Result<plugin::StdioData, tonic::Status>>;
-            async fn stream_stdio(
-                &self,
-                _request: tonic::Request<()>,
-            ) -> Result<tonic::Response<Self::StreamStdioStream>, tonic::Status> {
-                Ok(tonic::Response::new(tokio_stream::empty()))
-            }
+    /// A service whose name is not built in.
+    #[derive(Clone)]
+    struct Dummy;
+
+    impl NamedService for Dummy {
+        const NAME: &'static str = "test.Dummy";
+    }
+
+    impl Service<Request<Body>> for Dummy {
+        type Response = tonic::codegen::http::Response<Body>;
+        type Error = Infallible;
+        type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+        fn poll_ready(
+            &mut self,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Infallible>> {
+            std::task::Poll::Ready(Ok(()))
         }
-        plugin::grpc_stdio_server::GrpcStdioServer::new(NoStdio)
+
+        fn call(&mut self, _request: Request<Body>) -> Self::Future {
+            std::future::ready(Ok(tonic::codegen::http::Response::new(Body::empty())))
+        }
+    }
+
+    fn stdio_service() -> Dummy {
+        Dummy
     }
 }
