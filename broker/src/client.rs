@@ -446,6 +446,16 @@ async fn connect_plugin(
         }),
     });
     broker.open_stream(channel.clone());
+    if let Some(routes) = settings.host_services.clone() {
+        broker
+            .serve_host_services(routes)
+            .await
+            .map_err(|e| StartError::Prepare {
+                plugin: plugin.to_owned(),
+                what: "serving the host services",
+                source: Box::new(e),
+            })?;
+    }
 
     Ok(Connected {
         channel,

@@ -202,6 +202,7 @@ pub(crate) struct Settings {
     pub(crate) max_stray_bytes: usize,
     pub(crate) stderr_tail_len: usize,
     pub(crate) broker: tether_transport::BrokerConfig,
+    pub(crate) host_services: Option<tonic::service::Routes>,
 }
 
 impl Settings {
@@ -245,6 +246,7 @@ impl PluginClientBuilder<NoHandshake> {
                 max_stray_bytes: DEFAULT_MAX_STRAY_BYTES,
                 stderr_tail_len: DEFAULT_STDERR_TAIL_LEN,
                 broker: tether_transport::BrokerConfig::new(),
+                host_services: None,
             },
             handshake: NoHandshake,
         }
@@ -427,6 +429,37 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn broker(mut self, config: tether_transport::BrokerConfig) -> Self {
         self.settings.broker = config;
+        self
+    }
+
+    /// Serves `service` to the plugin for its whole life as a *host service*: the plugin
+    /// reaches it without being sent an id (`tether_sdk::GrpcBroker::host_services`), under
+    /// [`HOST_SERVICES_ID`](crate::HOST_SERVICES_ID). Call it once per service; per-call
+    /// callbacks ([`PluginClient::broker`]) work next to it. go-plugin plugins ignore it.
+    ///
+    /// ```no_run
+    /// # let logger = tonic_health::server::health_reporter().1;
+    /// let builder = tether_broker::PluginClient::builder("/usr/libexec/my-plugin")
+    ///     .host_service(logger); // e.g. a generated `LoggerServer::new(my_logger)`
+    /// # let _ = builder;
+    /// ```
+    pub fn host_service<S>(mut self, service: S) -> Self
+    where
+        S: tower::Service<
+                tonic::codegen::http::Request<tonic::body::Body>,
+                Error = std::convert::Infallible,
+            > + tonic::server::NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.settings.host_services = Some(match self.settings.host_services.take() {
+            Some(routes) => routes.add_service(service),
+            None => tonic::service::Routes::new(service),
+        });
         self
     }
 

@@ -126,3 +126,21 @@ fn a_go_plugin_v1_0_1_cannot_call_back_under_automtls_and_the_host_reports_why()
     let left = procs::in_dir(work.path());
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
+
+/// The ergonomic layer: the host registers `AddHelper` once as a host service and the plugin
+/// reaches it without an id (`add_server` 0); per-call ids keep working in the same launches.
+#[test]
+fn a_tether_plugin_reaches_a_host_service_without_an_id_next_to_per_call_callbacks() {
+    let work = tempfile::tempdir().unwrap();
+    let (host, plugin) = (Path::new(RUST_HOST), Path::new(RUST_PLUGIN));
+    let put = |args: &[&str]| {
+        let out = run_host(host, plugin, work.path(), true, args);
+        assert!(out.status.success(), "{args:?}: {}", describe(&out));
+    };
+    put(&["--host-service", "put", "c", "5"]);
+    put(&["put", "c", "7"]);
+    put(&["--host-service", "put", "c", "30"]);
+    let get = run_host(host, plugin, work.path(), true, &["get", "c"]);
+    assert_eq!(String::from_utf8_lossy(&get.stdout), "42\n", "{}", describe(&get));
+    assert!(procs::in_dir(work.path()).is_empty());
+}

@@ -61,6 +61,12 @@ pub const DEFAULT_BROKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// before they are cut. Override with [`BrokerConfig::stop_grace`].
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(1);
 
+/// The broker id under which a tether host serves its *host services* (services every plugin
+/// of that host can reach without being sent an id): the highest id, which go-plugin's
+/// counters (starting at 1) never reach. Its connection info does not expire and may be dialled
+/// any number of times. go-plugin hosts do not serve it.
+pub const HOST_SERVICES_ID: u32 = u32::MAX;
+
 /// Timeouts and limits of a [`GrpcBroker`].
 ///
 /// ```
@@ -274,6 +280,8 @@ struct Inner {
     peer_stream: AtomicU8,
     /// Detached services (stop sender, socket): they stop when the broker closes.
     detached: Mutex<Vec<Detached>>,
+    /// The plugin side's channel to the host services, once dialled.
+    host_services: tokio::sync::OnceCell<Channel>,
 }
 
 impl fmt::Debug for GrpcBroker {
@@ -309,6 +317,7 @@ impl GrpcBroker {
                 closed: watch::channel(false).0,
                 peer_stream: AtomicU8::new(PeerStream::NotOpen as u8),
                 detached: Mutex::new(Vec::new()),
+                host_services: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -479,6 +488,33 @@ impl GrpcBroker {
         })
     }
 
+    /// Host side: serves `routes` as the host services, under [`HOST_SERVICES_ID`], until the
+    /// broker closes. Plugins reach them with [`host_services`](Self::host_services).
+    ///
+    /// # Errors
+    /// As [`accept_and_serve`](Self::accept_and_serve).
+    pub async fn serve_host_services(&self, routes: Routes) -> Result<(), BrokerError> {
+        self.accept_and_serve_routes(HOST_SERVICES_ID, routes)
+            .await?
+            .detach();
+        Ok(())
+    }
+
+    /// Plugin side: a channel to the services the host serves to all its plugins (a tether
+    /// host's `host_service`s), without being sent an id. Dialled on first use (waiting up to
+    /// [`BrokerConfig::dial_timeout`] for the host's announcement), then shared.
+    ///
+    /// # Errors
+    /// As [`dial`](Self::dial); [`BrokerError::NoConnInfo`] when the host serves none (go-plugin
+    /// hosts never do).
+    pub async fn host_services(&self) -> Result<Channel, BrokerError> {
+        self.inner
+            .host_services
+            .get_or_try_init(|| self.dial(HOST_SERVICES_ID))
+            .await
+            .cloned()
+    }
+
     /// Closes the broker: stops every served id (their sockets are removed), ends the stream
     /// to the peer, fails waiting and future dials.
     pub fn close(&self) {
@@ -616,8 +652,8 @@ impl GrpcBroker {
         let ttl = self.inner.config.unclaimed_ttl;
         let mut slots = lock(&self.inner.slots);
         // Forget expired and abandoned entries first.
-        slots.retain(|_, slot| match slot {
-            Slot::Arrived { at, .. } => now.duration_since(*at) < ttl,
+        slots.retain(|id, slot| match slot {
+            Slot::Arrived { at, .. } => *id == HOST_SERVICES_ID || now.duration_since(*at) < ttl,
             Slot::Waiting(waiters) => {
                 waiters.retain(|w| !w.is_closed());
                 !waiters.is_empty()
@@ -649,6 +685,17 @@ impl GrpcBroker {
         let rx = {
             let mut slots = lock(&self.inner.slots);
             match slots.remove(&id) {
+                // The host services' info stays for later dials.
+                Some(Slot::Arrived { info, at }) if id == HOST_SERVICES_ID => {
+                    slots.insert(
+                        id,
+                        Slot::Arrived {
+                            info: info.clone(),
+                            at,
+                        },
+                    );
+                    return Ok(info);
+                }
                 Some(Slot::Arrived { info, at })
                     if at.elapsed() < self.inner.config.unclaimed_ttl =>
                 {

@@ -70,6 +70,6 @@ pub use dial::{Alive, BoxError, ConnectError, connect};
 pub use error::BrokerError;
 pub use grpc_broker::{
     AddressPolicy, BrokerConfig, BrokerSetup, BrokerTls, DEFAULT_BROKER_CONNECT_TIMEOUT,
-    DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, ListenOn,
-    MAX_UNCLAIMED, Served,
+    DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID,
+    ListenOn, MAX_UNCLAIMED, Served,
 };

@@ -194,3 +194,41 @@ async fn a_broker_used_before_it_is_connected_says_so() {
     let err = broker.dial(1).await.unwrap_err();
     assert!(matches!(err, BrokerError::NotConnected { .. }), "{err:?}");
 }
+
+#[tokio::test]
+async fn host_services_are_reached_without_an_id_and_do_not_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig::new().unclaimed_ttl(Duration::ZERO);
+    let (host, plugin) = pair(true, dir.path(), config);
+    host.serve_host_services(tonic::service::Routes::new(health().await))
+        .await
+        .unwrap();
+    // An ordinary id announced now would already have expired (TTL zero); this one does not.
+    let first = plugin.host_services().await.unwrap();
+    assert_eq!(check(first).await.unwrap(), ServingStatus::Serving as i32);
+    let again = plugin.host_services().await.unwrap();
+    assert_eq!(check(again).await.unwrap(), ServingStatus::Serving as i32);
+    // Per-call ids still work next to them, and are numbered from 1.
+    let id = host.next_id();
+    assert_eq!(id, 1);
+    let _served = host.accept_and_serve(id, health().await).await.unwrap();
+    assert!(check(plugin.dial(id).await.unwrap()).await.is_ok());
+}
+
+#[tokio::test]
+async fn asking_for_host_services_a_host_does_not_serve_fails_with_the_dial_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig::new().dial_timeout(Duration::from_millis(50));
+    let (_host, plugin) = pair(true, dir.path(), config);
+    let err = plugin.host_services().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            BrokerError::NoConnInfo {
+                id: tether_transport::HOST_SERVICES_ID,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}

@@ -7,15 +7,19 @@
 //! ```
 //!
 //! `put` serves `AddHelper` on a fresh broker id for the duration of the call and passes the id
-//! as `add_server`; the plugin dials it and asks the host to add. AutoMTLS unless
+//! as `add_server`; the plugin dials it and asks the host to add. With `--host-service` the
+//! host instead registers `AddHelper` once as a host service and sends `add_server` 0: the
+//! (tether) plugin reaches it without an id. AutoMTLS unless
 //! `--plaintext` (needed for go-plugin ≤ 1.4.3 plugins, including Debian's 1.0.1, whose broker
 //! dials back to the host fail under AutoMTLS). `COUNTER_HOST_LOG` sets the log filter
 //! (default `warn`). Exit status: 0 ok, 1 error, 2 usage.
 //!
 //! `bench` prints `unary_us_p50=… unary_us_p99=… callback_us_p50=… callback_us_p99=…
-//! callback_warm_us_p50=…`: a plain `Get`; a `Put` whose `AddHelper` is served on a fresh id per
-//! call, as go-plugin's example does (host→plugin→host→plugin→host including the broker dial);
-//! and a `Put` reusing one id (the plugin still dials per call).
+//! host_service_us_p50=… host_service_us_p99=…`: a plain `Get`; a `Put` whose `AddHelper` is
+//! served on a fresh id per call, as go-plugin's example does (host→plugin→host→plugin→host,
+//! including the listener, the ConnInfo exchange and the plugin's dial with its TLS handshake);
+//! and (with `--host-service`) a `Put` through the host service, whose connection the plugin
+//! keeps (the round trip without connection set-up). The three are interleaved.
 
 use std::error::Error;
 use std::io::{IsTerminal as _, Write as _};
@@ -39,6 +43,9 @@ struct Cli {
     /// Turn AutoMTLS off (for go-plugin ≤ 1.4.3 plugins).
     #[arg(long, global = true)]
     plaintext: bool,
+    /// Serve AddHelper as a host service and send `add_server` 0 (tether plugins only).
+    #[arg(long, global = true)]
+    host_service: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -158,18 +165,32 @@ async fn run(cli: Cli) -> Result<(), (BoxError, u8)> {
     if cli.plaintext {
         builder = builder.plaintext();
     }
+    if cli.host_service {
+        builder = builder.host_service(AddHelperServer::new(Adder));
+    }
     let plugin = builder.start().await.map_err(|e| (e.into(), 1))?;
-    let result = call(&plugin, cli.command).await;
+    let result = call(&plugin, cli.command, cli.host_service).await;
     let stopped = plugin.shutdown().await;
     result.map_err(|e| (e, 1))?;
     stopped.map_err(|e| (e.into(), 1))?;
     Ok(())
 }
 
-async fn call(plugin: &PluginClient, command: Command) -> Result<(), BoxError> {
+async fn call(plugin: &PluginClient, command: Command, host_service: bool) -> Result<(), BoxError> {
     let broker = plugin.broker();
     let mut counter = CounterClient::new(plugin.channel());
     match command {
+        Command::Put { key, value } if host_service => {
+            counter
+                .put(PutRequest {
+                    add_server: 0,
+                    key: key.clone(),
+                    value,
+                })
+                .await
+                .map_err(|status| format!("put {key:?} failed (plugin answered {status})"))?;
+            Ok(())
+        }
         Command::Put { key, value } => put(&broker, &mut counter, &key, value).await,
         Command::Get { key } => {
             let value = counter
@@ -183,7 +204,7 @@ async fn call(plugin: &PluginClient, command: Command) -> Result<(), BoxError> {
             stdout.flush()?;
             Ok(())
         }
-        Command::Bench { calls } => bench(&broker, &mut counter, calls).await,
+        Command::Bench { calls } => bench(&broker, &mut counter, calls, host_service).await,
     }
 }
 
@@ -191,15 +212,12 @@ async fn bench(
     broker: &GrpcBroker,
     counter: &mut CounterClient<Channel>,
     calls: u64,
+    host_service: bool,
 ) -> Result<(), BoxError> {
     const KEY: &str = "bench";
     let mut unary = Vec::new();
     let mut callback = Vec::new();
-    let mut warm = Vec::new();
-    let id = broker.next_id();
-    let served = broker
-        .accept_and_serve(id, AddHelperServer::new(Adder))
-        .await?;
+    let mut hosted = Vec::new();
     // Interleaved, so that all three see the same machine load.
     for _ in 0..calls {
         let t0 = Instant::now();
@@ -210,27 +228,29 @@ async fn bench(
         put(broker, counter, KEY, 1).await?;
         callback.push(t0.elapsed());
 
-        let t0 = Instant::now();
-        counter
-            .put(PutRequest {
-                add_server: id,
-                key: KEY.into(),
-                value: 1,
-            })
-            .await?;
-        warm.push(t0.elapsed());
+        if host_service {
+            let t0 = Instant::now();
+            counter
+                .put(PutRequest {
+                    add_server: 0,
+                    key: KEY.into(),
+                    value: 1,
+                })
+                .await?;
+            hosted.push(t0.elapsed());
+        }
     }
-    drop(served);
-    for v in [&mut unary, &mut callback, &mut warm] {
+    for v in [&mut unary, &mut callback, &mut hosted] {
         v.sort_unstable();
     }
     println!(
-        "unary_us_p50={:.1} unary_us_p99={:.1} callback_us_p50={:.1} callback_us_p99={:.1} callback_warm_us_p50={:.1}",
+        "unary_us_p50={:.1} unary_us_p99={:.1} callback_us_p50={:.1} callback_us_p99={:.1} host_service_us_p50={:.1} host_service_us_p99={:.1}",
         micros(percentile(&unary, 0.5)),
         micros(percentile(&unary, 0.99)),
         micros(percentile(&callback, 0.5)),
         micros(percentile(&callback, 0.99)),
-        micros(percentile(&warm, 0.5)),
+        micros(percentile(&hosted, 0.5)),
+        micros(percentile(&hosted, 0.99)),
     );
     Ok(())
 }

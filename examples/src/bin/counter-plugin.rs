@@ -2,7 +2,9 @@
 //!
 //! Serves `proto.Counter` (app version 1, cookie `BASIC_PLUGIN=hello`). `Put{add_server, key,
 //! value}` dials the host's `AddHelper` on broker id `add_server`, asks it for
-//! `Sum(current, value)` and stores the result; `Get{key}` returns the stored number (0 for a
+//! `Sum(current, value)` and stores the result; `add_server` 0 (an id go-plugin never hands
+//! out) means the `AddHelper` a tether host registered as a host service, reached without an
+//! id; `Get{key}` returns the stored number (0 for a
 //! key never put). Each number lives in a file `kv_<key>` in the working directory, as JSON
 //! `{"Value":N}` like go-plugin's own example, so the Go and Rust plugins share their files.
 //!
@@ -85,11 +87,12 @@ impl Counter for FileCounter {
             value,
         } = request.into_inner();
         let current = read(&key).await?;
-        let channel = self
-            .broker
-            .dial(add_server)
-            .await
-            .map_err(|e| Status::unavailable(format!("reaching the host's AddHelper: {e}")))?;
+        let channel = if add_server == 0 {
+            self.broker.host_services().await
+        } else {
+            self.broker.dial(add_server).await
+        }
+        .map_err(|e| Status::unavailable(format!("reaching the host's AddHelper: {e}")))?;
         let sum = AddHelperClient::new(channel)
             .sum(SumRequest {
                 a: current,
