@@ -141,6 +141,11 @@ fn a_tether_plugin_reaches_a_host_service_without_an_id_next_to_per_call_callbac
     put(&["put", "c", "7"]);
     put(&["--host-service", "put", "c", "30"]);
     let get = run_host(host, plugin, work.path(), true, &["get", "c"]);
-    assert_eq!(String::from_utf8_lossy(&get.stdout), "42\n", "{}", describe(&get));
+    assert_eq!(
+        String::from_utf8_lossy(&get.stdout),
+        "42\n",
+        "{}",
+        describe(&get)
+    );
     assert!(procs::in_dir(work.path()).is_empty());
 }

@@ -52,6 +52,12 @@ pub const JOBS: &[Job] = &[
         package: "proto",
         output: "examples/src/generated/counter.rs",
     },
+    Job {
+        protos: &["examples/proto/streams.proto"],
+        includes: &["examples/proto"],
+        package: "streams",
+        output: "examples/src/generated/streams.rs",
+    },
 ];
 
 /// The workspace root (two levels above this crate's manifest).
