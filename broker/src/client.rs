@@ -13,7 +13,7 @@ use tokio::process::ChildStdout;
 use tonic::transport::Channel;
 
 use crate::config::{HandshakeConfig, PluginClientBuilder, Settings};
-use crate::connect::{self, ConnectError, Target};
+use crate::connect;
 use crate::delivery::{DeliveredDir, Janitor};
 use crate::error::{
     Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError, ShutdownOutcome, StartError,
@@ -27,6 +27,7 @@ use crate::process::{ExitHook, ProcessGroup};
 use crate::sandbox;
 use crate::shutdown::{Graceful, Launched};
 use crate::stdio;
+use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Target};
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
 /// been ended, so the pipe closes almost at once).
@@ -58,6 +59,7 @@ const EXIT_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
 pub struct PluginClient {
     launched: Launched,
     channel: Channel,
+    broker: GrpcBroker,
     app_version: u32,
     address: Address,
     peer_fingerprint: Option<String>,
@@ -82,6 +84,14 @@ impl PluginClient {
     #[must_use]
     pub fn channel(&self) -> Channel {
         self.channel.clone()
+    }
+
+    /// The [`GrpcBroker`] for callbacks: serve a service to the plugin under a fresh id
+    /// (`accept_and_serve(next_id(), service)`) and send the id in a call, or dial a service
+    /// the plugin serves under an id it sent. Cheap to clone; closed when the plugin ends.
+    #[must_use]
+    pub fn broker(&self) -> GrpcBroker {
+        self.broker.clone()
     }
 
     /// The plugin's name in logs and errors.
@@ -174,7 +184,15 @@ impl PluginClient {
             rpc_timeout: self.shutdown_rpc_timeout,
             grace: self.shutdown_grace,
         };
-        self.launched.shutdown(Some(graceful)).await
+        let outcome = self.launched.shutdown(Some(graceful)).await;
+        self.broker.close();
+        outcome
+    }
+}
+
+impl Drop for PluginClient {
+    fn drop(&mut self) {
+        self.broker.close();
     }
 }
 
@@ -356,7 +374,8 @@ pub(crate) async fn start(
     tracing::debug!(plugin, pid = group.pid(), "plugin spawned");
 
     let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(settings.stderr_tail_len)));
-    let mut stderr_done = output::drain_stderr(stderr, Arc::clone(&name), Arc::clone(&tail));
+    let mut stderr_done =
+        output::drain_stderr(stderr, Arc::clone(&name), group.pid(), Arc::clone(&tail));
     let mut stray = StrayOutput::new(settings.max_stray_lines, settings.max_stray_bytes);
 
     let result = connect_plugin(
@@ -385,6 +404,7 @@ pub(crate) async fn start(
             Ok(PluginClient {
                 launched,
                 channel: connected.channel,
+                broker: connected.broker,
                 app_version: connected.app_version,
                 address: connected.address,
                 peer_fingerprint: connected.peer_fingerprint,
@@ -414,6 +434,7 @@ pub(crate) async fn start(
 /// What a successful start learned.
 struct Connected {
     channel: Channel,
+    broker: GrpcBroker,
     app_version: u32,
     address: Address,
     peer_fingerprint: Option<String>,
@@ -492,7 +513,7 @@ async fn connect_plugin(
         let group = Arc::clone(group);
         Arc::new(move || group.exit_status().is_none())
     };
-    let connected = connect::connect(
+    let connected = tether_transport::connect(
         target.clone(),
         tls_config,
         running,
@@ -516,9 +537,51 @@ async fn connect_plugin(
         }
         return Err(health_error(plugin, failure, settings.health_timeout));
     }
-    stdio::drain(channel.clone(), Arc::clone(&launched.plugin));
+    stdio::drain(
+        channel.clone(),
+        Arc::clone(&launched.plugin),
+        launched.group.pid(),
+    );
+
+    // The broker: callbacks served in the private directory, dials only to what the address
+    // policy accepts, with the same pinned identities.
+    let broker = GrpcBroker::new(format!("plugin `{plugin}`"), settings.broker.clone());
+    let broker_tls = match (identity, &peer_cert) {
+        (Some(identity), Some(cert)) => Some(
+            BrokerTls::new(identity, cert.clone().into()).map_err(|e| StartError::Tls {
+                plugin: plugin.to_owned(),
+                address: address.clone(),
+                source: std::io::Error::other(e),
+                output: Box::default(),
+            })?,
+        ),
+        _ => None,
+    };
+    let dir = private_dir.to_owned();
+    broker.connect(BrokerSetup {
+        tls: broker_tls,
+        listen: ListenOn::Unix(private_dir.to_owned()),
+        policy: Arc::new(move |address| {
+            let target = connect::check_address(address, &dir).map_err(|e| e.to_string())?;
+            connect::check_socket_file(&target, &dir).map_err(|e| e.to_string())?;
+            Ok(target)
+        }),
+    });
+    broker.open_stream(channel.clone());
+    if let Some(routes) = settings.host_services.clone() {
+        broker
+            .serve_host_services(routes)
+            .await
+            .map_err(|e| StartError::Prepare {
+                plugin: plugin.to_owned(),
+                what: "serving the host services",
+                source: Box::new(e),
+            })?;
+    }
+
     Ok(Connected {
         channel,
+        broker,
         app_version: hs.app_version,
         address: match target {
             Target::Unix(path) => Address::Unix(path),
@@ -624,7 +687,7 @@ fn connect_error(
             source,
             output,
         },
-        ConnectError::Timeout => StartError::ConnectTimeout {
+        ConnectError::Timeout(_) => StartError::ConnectTimeout {
             plugin,
             address,
             timeout,
@@ -640,6 +703,12 @@ fn connect_error(
             plugin,
             address,
             source: "the plugin exited".into(),
+            output,
+        },
+        other => StartError::Connect {
+            plugin,
+            address,
+            source: Box::new(other),
             output,
         },
     }

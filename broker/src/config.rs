@@ -212,6 +212,8 @@ pub(crate) struct Settings {
     pub(crate) sha256: Option<String>,
     pub(crate) delivery: Option<Arc<Delivery>>,
     pub(crate) delivery_dir: Option<PathBuf>,
+    pub(crate) broker: tether_transport::BrokerConfig,
+    pub(crate) host_services: Option<tonic::service::Routes>,
 }
 
 impl Settings {
@@ -261,6 +263,8 @@ impl PluginClientBuilder<NoHandshake> {
                 sha256: None,
                 delivery: None,
                 delivery_dir: None,
+                broker: tether_transport::BrokerConfig::new(),
+                host_services: None,
             },
             handshake: NoHandshake,
         }
@@ -503,6 +507,52 @@ impl<H> PluginClientBuilder<H> {
     /// tmpfs where available).
     pub fn delivery_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.settings.delivery_dir = Some(dir.into());
+        self
+    }
+
+    /// Timeouts and limits of the plugin's [`GrpcBroker`](crate::GrpcBroker) (callbacks):
+    /// [`DEFAULT_DIAL_TIMEOUT`](crate::DEFAULT_DIAL_TIMEOUT),
+    /// [`DEFAULT_UNCLAIMED_TTL`](crate::DEFAULT_UNCLAIMED_TTL), … by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let builder = tether_broker::PluginClient::builder("/usr/libexec/counter-plugin")
+    ///     .broker(tether_broker::BrokerConfig::new().dial_timeout(Duration::from_secs(2)));
+    /// # let _ = builder;
+    /// ```
+    pub fn broker(mut self, config: tether_transport::BrokerConfig) -> Self {
+        self.settings.broker = config;
+        self
+    }
+
+    /// Serves `service` to the plugin for its whole life as a *host service*: the plugin
+    /// reaches it without being sent an id (`tether_sdk::GrpcBroker::host_services`), under
+    /// [`HOST_SERVICES_ID`](crate::HOST_SERVICES_ID). Call it once per service; per-call
+    /// callbacks ([`PluginClient::broker`]) work next to it. go-plugin plugins ignore it.
+    ///
+    /// ```no_run
+    /// # let logger = tonic_health::server::health_reporter().1;
+    /// let builder = tether_broker::PluginClient::builder("/usr/libexec/my-plugin")
+    ///     .host_service(logger); // e.g. a generated `LoggerServer::new(my_logger)`
+    /// # let _ = builder;
+    /// ```
+    pub fn host_service<S>(mut self, service: S) -> Self
+    where
+        S: tower::Service<
+                tonic::codegen::http::Request<tonic::body::Body>,
+                Error = std::convert::Infallible,
+            > + tonic::server::NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Response: axum::response::IntoResponse,
+        S::Future: Send + 'static,
+    {
+        self.settings.host_services = Some(match self.settings.host_services.take() {
+            Some(routes) => routes.add_service(service),
+            None => tonic::service::Routes::new(service),
+        });
         self
     }
 

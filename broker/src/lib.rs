@@ -78,8 +78,8 @@
 //!   `PLUGIN_MAX_PORT`, and `PLUGIN_UNIX_SOCKET_DIR` and `TMPDIR`, both set to a private
 //!   per-launch directory (mode `0700`, removed at the end) where go-plugin plugins of every
 //!   version create their socket. `PLUGIN_MULTIPLEX_GRPC` is never set.
-//! - stdin from `/dev/null`; stdout and stderr are read continuously (logged with `tracing`,
-//!   the plugin's name as the `plugin` field) so the plugin never blocks on them.
+//! - stdin from `/dev/null`; stdout, stderr and the `plugin.GRPCStdio` stream are read
+//!   continuously (logged with `tracing`, see below) so the plugin never blocks on them.
 //! - The host's working directory unless [`current_dir`](PluginClientBuilder::current_dir)
 //!   says otherwise (a [`Broker`] gives each plugin `state/<name>`).
 //! - Its granted secrets and config files (see [`Delivery`]) as `0400` files in a `0700`
@@ -120,11 +120,64 @@
 //! [`MAX_NAME_LEN`],
 //! [`KILL_REAP_TIMEOUT`], [`MAX_QUOTED_STDOUT`], [`MAX_LOG_LINE_LEN`],
 //! [`MAX_SOCKET_PATH_LEN`], [`SOCKET_NAME_RESERVE`], [`MAX_RUNTIME_DIR_LEN`] and
-//! [`tether_proto::handshake::MAX_LINE_LEN`].
+//! [`tether_proto::handshake::MAX_LINE_LEN`]. The broker's are in [`BrokerConfig`]
+//! ([`DEFAULT_DIAL_TIMEOUT`], [`DEFAULT_UNCLAIMED_TTL`], [`DEFAULT_BROKER_CONNECT_TIMEOUT`],
+//! [`DEFAULT_STOP_GRACE`]; fixed: [`MAX_UNCLAIMED`]), set with
+//! [`broker`](PluginClientBuilder::broker).
+//!
+//! # Callbacks
+//!
+//! [`PluginClient::broker`] is go-plugin's `GRPCBroker`. Serve a service to the plugin for the
+//! duration of one call and pass its id in the request (go-plugin's `examples/bidirectional`;
+//! `counter` stands for the generated code):
+//!
+//! ```no_run
+//! # mod counter { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/src/generated/counter.rs")); }
+//! use counter::add_helper_server::{AddHelper, AddHelperServer};
+//! use counter::counter_client::CounterClient;
+//! use counter::{PutRequest, SumRequest, SumResponse};
+//! use tonic::{Request, Response, Status};
+//!
+//! struct Adder;
+//!
+//! #[tonic::async_trait]
+//! impl AddHelper for Adder {
+//!     async fn sum(&self, r: Request<SumRequest>) -> Result<Response<SumResponse>, Status> {
+//!         let SumRequest { a, b } = r.into_inner();
+//!         Ok(Response::new(SumResponse { r: a + b }))
+//!     }
+//! }
+//!
+//! # async fn f(plugin: tether_broker::PluginClient) -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = plugin.broker();
+//! let id = broker.next_id();
+//! let served = broker.accept_and_serve(id, AddHelperServer::new(Adder)).await?;
+//! CounterClient::new(plugin.channel())
+//!     .put(PutRequest { add_server: id, key: "c".into(), value: 5 })
+//!     .await?;
+//! drop(served); // stops serving and removes the socket
+//! # Ok(()) }
+//! ```
+//!
+//! Services every plugin should reach for its whole life, without ids, are *host services*:
+//! register them with [`host_service`](PluginClientBuilder::host_service) and the plugin gets a
+//! channel with `tether_sdk::GrpcBroker::host_services()` (tether plugins only). The
+//! plugin's own services are reached with [`GrpcBroker::dial`]. Brokered sockets live in the
+//! launch's private directory; dials accept only addresses the connect policy accepts (inside
+//! that directory, or loopback TCP) and use the same pinned mTLS identities as the main
+//! connection.
+//!
+//! # Plugin output and logs
+//! Each stderr line (pipe, and `plugin.GRPCStdio` stderr) is parsed as hclog JSON (`@level`,
+//! `@message`, `@module`, `@timestamp`, other keys as fields), as `[LEVEL] text`, or else taken
+//! as debug text, and emitted as a `tracing` event on target `tether_broker::plugin` at that
+//! level with fields `plugin`, `pid`, `source` (`stderr` or `grpc-stdio`), `module`,
+//! `timestamp` and `fields`. Stdout lines (pipe or `GRPCStdio`) are emitted at info. Lines
+//! longer than [`MAX_LOG_LINE_LEN`] are cut into pieces, so memory stays bounded.
 //!
 //! # Not yet
-//! The gRPC broker (callbacks, `GRPCBroker.StartStream`), multiplexing, structured (hclog)
-//! parsing of plugin logs, and Landlock network rules.
+//! Broker multiplexing (`PLUGIN_MULTIPLEX_GRPC` is never offered), a user-provided sink for
+//! plugin output, and Landlock network rules.
 
 mod broker;
 mod catalog;
@@ -140,6 +193,7 @@ mod integrity;
 mod launch;
 mod manifest;
 mod output;
+mod plugin_log;
 mod process;
 mod reattach;
 mod sandbox;
@@ -184,4 +238,8 @@ pub use sandbox::{
 pub use secrecy::SecretSlice;
 pub use secrets::{
     DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
+};
+pub use tether_transport::{
+    BrokerConfig, BrokerError, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
+    DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
 };

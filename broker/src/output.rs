@@ -9,6 +9,40 @@ use tokio::sync::watch;
 
 use crate::config::MAX_LOG_LINE_LEN;
 use crate::handshake_reader::{Line, LineReader};
+use crate::plugin_log::{self, LogLevel, LogRecord};
+
+/// The `tracing` target of plugin log lines, so hosts can filter them
+/// (`RUST_LOG=tether_broker::plugin=warn`).
+pub(crate) const PLUGIN_LOG_TARGET: &str = "tether_broker::plugin";
+
+/// Emits a plugin's parsed log line as a `tracing` event at its level, with fields `plugin`,
+/// `pid`, `module`, `timestamp` (the plugin's), `fields` (its other key/value pairs) and
+/// `source` (`stderr` or `grpc-stdio`).
+pub(crate) fn emit(plugin: &str, pid: u32, source: &'static str, record: &LogRecord) {
+    macro_rules! at {
+        ($level:expr) => {
+            tracing::event!(
+                target: PLUGIN_LOG_TARGET,
+                $level,
+                plugin,
+                pid,
+                source,
+                module = record.module.as_deref(),
+                timestamp = record.timestamp.as_deref(),
+                fields = %record.fields,
+                "{}",
+                record.message
+            )
+        };
+    }
+    match record.level {
+        LogLevel::Trace => at!(tracing::Level::TRACE),
+        LogLevel::Debug => at!(tracing::Level::DEBUG),
+        LogLevel::Info => at!(tracing::Level::INFO),
+        LogLevel::Warn => at!(tracing::Level::WARN),
+        LogLevel::Error => at!(tracing::Level::ERROR),
+    }
+}
 
 /// The last bytes a plugin wrote to stderr: a ring buffer of fixed capacity.
 #[derive(Debug)]
@@ -67,11 +101,13 @@ pub(crate) fn snapshot(tail: &SharedTail) -> String {
         .snapshot()
 }
 
-/// Drains `stderr` until it ends: logs each line at debug level and keeps the tail. The
-/// returned receiver turns `true` when stderr has ended.
+/// Drains `stderr` until it ends: logs each line at its parsed level (see [`plugin_log`]) and
+/// keeps the tail. Lines longer than [`MAX_LOG_LINE_LEN`] are logged in pieces, so memory stays
+/// bounded whatever the plugin writes. The returned receiver turns `true` when stderr has ended.
 pub(crate) fn drain_stderr<R>(
     stderr: R,
     plugin: Arc<str>,
+    pid: u32,
     tail: SharedTail,
 ) -> watch::Receiver<bool>
 where
@@ -90,11 +126,8 @@ where
                             tail.push(b"\n");
                         }
                     }
-                    tracing::debug!(
-                        plugin = &*plugin,
-                        line = %String::from_utf8_lossy(line.bytes()).trim_end(),
-                        "plugin stderr"
-                    );
+                    let text = String::from_utf8_lossy(line.bytes());
+                    emit(&plugin, pid, "stderr", &plugin_log::parse(&text));
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -166,7 +199,7 @@ mod tests {
     #[tokio::test]
     async fn draining_stderr_fills_the_tail_and_reports_the_end() {
         let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(1024)));
-        let mut done = drain_stderr(&b"warn: x\nerror: y\n"[..], "p".into(), tail.clone());
+        let mut done = drain_stderr(&b"warn: x\nerror: y\n"[..], "p".into(), 1, tail.clone());
         done.wait_for(|d| *d).await.unwrap();
         assert_eq!(snapshot(&tail), "warn: x\nerror: y");
     }

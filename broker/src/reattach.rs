@@ -16,7 +16,7 @@ use tether_proto::tls::{self, Identity};
 use tonic::transport::Channel;
 
 use crate::config::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TERMINATE_GRACE};
-use crate::connect::{self, ConnectError, Target};
+use tether_transport::{ConnectError, Target};
 
 /// How often a reattached plugin's exit is checked while waiting for it.
 const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(10);
@@ -198,7 +198,7 @@ impl ReattachedPlugin {
             )),
             None => None,
         };
-        let channel = connect::connect(
+        let channel = tether_transport::connect(
             target.clone(),
             tls_config,
             Arc::new(|| true),
@@ -211,9 +211,8 @@ impl ReattachedPlugin {
                 ConnectError::Io(e) => e.to_string(),
                 ConnectError::Tls(e) => format!("TLS: {e}"),
                 ConnectError::Exited => "the plugin exited".into(),
-                ConnectError::Timeout => {
-                    format!("no connection within {DEFAULT_CONNECT_TIMEOUT:?}")
-                }
+                ConnectError::Timeout(timeout) => format!("no connection within {timeout:?}"),
+                other => other.to_string(),
             },
         })?;
         let pidfd = verify_pid(config.pid, &target);

@@ -69,6 +69,33 @@ pub enum Address {
 }
 
 impl Address {
+    /// Parses a NETWORK and ADDR pair, as found in the handshake line and in the broker's
+    /// `ConnInfo` messages.
+    ///
+    /// ```
+    /// use tether_proto::handshake::Address;
+    /// assert_eq!(Address::parse("tcp", "127.0.0.1:1234")?.network(), "tcp");
+    /// assert!(Address::parse("udp", "127.0.0.1:1234").is_err());
+    /// # Ok::<(), tether_proto::handshake::HandshakeError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`HandshakeError::EmptyAddress`], [`HandshakeError::InvalidTcpAddress`] or
+    /// [`HandshakeError::UnsupportedNetwork`].
+    pub fn parse(network: &str, addr: &str) -> Result<Self, HandshakeError> {
+        if addr.is_empty() {
+            return Err(HandshakeError::EmptyAddress);
+        }
+        match network {
+            "unix" => Ok(Self::Unix(PathBuf::from(addr))),
+            "tcp" => addr
+                .parse()
+                .map(Self::Tcp)
+                .map_err(|_| HandshakeError::InvalidTcpAddress(addr.to_owned())),
+            other => Err(HandshakeError::UnsupportedNetwork(other.to_owned())),
+        }
+    }
+
     /// The handshake's NETWORK field for this address.
     #[must_use]
     pub fn network(&self) -> &'static str {
@@ -214,7 +241,7 @@ impl Handshake {
         let app_version: u32 = fields[1]
             .parse()
             .map_err(|_| HandshakeError::InvalidAppVersion(fields[1].to_owned()))?;
-        let address = parse_address(fields[2], fields[3])?;
+        let address = Address::parse(fields[2], fields[3])?;
         let protocol = match fields.get(4).copied() {
             Some("grpc") => Protocol::Grpc,
             // go-plugin: a missing field means net/rpc.
@@ -255,20 +282,6 @@ pub fn looks_like_handshake(line: &[u8]) -> bool {
         .next()
         .is_some_and(|f| !f.is_empty() && f.iter().all(u8::is_ascii_digit));
     first_is_number && fields.count() >= 3
-}
-
-fn parse_address(network: &str, addr: &str) -> Result<Address, HandshakeError> {
-    if addr.is_empty() {
-        return Err(HandshakeError::EmptyAddress);
-    }
-    match network {
-        "unix" => Ok(Address::Unix(PathBuf::from(addr))),
-        "tcp" => addr
-            .parse()
-            .map(Address::Tcp)
-            .map_err(|_| HandshakeError::InvalidTcpAddress(addr.to_owned())),
-        other => Err(HandshakeError::UnsupportedNetwork(other.to_owned())),
-    }
 }
 
 /// go-plugin writes the certificate with `RawStdEncoding` (no padding); other implementations

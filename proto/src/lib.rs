@@ -5,7 +5,7 @@
 //!   (regenerate with `cargo run -p tether-codegen`).
 //! - [`handshake`]: the line a plugin prints on stdout, parsed and encoded without IO.
 //! - [`version`]: app protocol version negotiation.
-//! - [`env`]: the environment variable names of the launch half of the handshake.
+//! - [`env`](mod@env): the environment variable names of the launch half of the handshake.
 //! - [`tls`]: AutoMTLS identities and configurations that pin exactly one peer certificate.
 //!
 //! The facts these modules implement are go-plugin's, so tether hosts run go-plugin plugins and

@@ -80,7 +80,8 @@
 //!    has go-plugin's seventh (multiplexing) field; `PLUGIN_MULTIPLEX_GRPC` is ignored.
 //!
 //! The gRPC server then serves the author's services, `grpc.health.v1.Health` (service
-//! `"plugin"` is `SERVING`) and `plugin.GRPCController`.
+//! `"plugin"` is `SERVING`), `plugin.GRPCController`, `plugin.GRPCBroker` and
+//! `plugin.GRPCStdio`.
 //!
 //! # Stopping
 //!
@@ -103,9 +104,67 @@
 //! # Logging
 //!
 //! The SDK logs with `tracing`. Unless told otherwise ([`Config::log_to_stderr`]) it installs
-//! a subscriber that writes `[LEVEL] target: message` lines to stderr, which go-plugin hosts
-//! relay at the matching level. Stdout carries only the handshake line (and whatever the
-//! author prints after it).
+//! a subscriber that writes one hclog JSON object per event (`@level`, `@message`, `@module`,
+//! `@timestamp` with six fractional digits, then the event's fields) to the plugin's real
+//! stderr, which go-plugin and tether hosts log at the matching level ([`HclogJson`] is the
+//! format, for a subscriber of your own; `RUST_LOG` filters). Stdout carries only the
+//! handshake line (and whatever the author prints after it).
+//!
+//! # Calling back into the host
+//!
+//! [`Plugin::broker`] is go-plugin's `GRPCBroker`. The host serves a service under an id and
+//! sends the id in a request; the plugin dials it (go-plugin's `examples/bidirectional`;
+//! `counter` stands for the generated code):
+//!
+//! ```no_run
+//! # mod counter { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/src/generated/counter.rs")); }
+//! use counter::add_helper_client::AddHelperClient;
+//! use counter::counter_server::{Counter, CounterServer};
+//! use counter::{Empty, GetRequest, GetResponse, PutRequest, SumRequest};
+//! use tonic::{Request, Response, Status};
+//!
+//! struct MyCounter {
+//!     broker: tether_sdk::GrpcBroker,
+//! }
+//!
+//! #[tonic::async_trait]
+//! impl Counter for MyCounter {
+//!     async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
+//!         let PutRequest { add_server, value, .. } = request.into_inner();
+//!         let channel = self.broker.dial(add_server).await
+//!             .map_err(|e| Status::unavailable(e.to_string()))?;
+//!         let sum = AddHelperClient::new(channel)
+//!             .sum(SumRequest { a: 0, b: value })
+//!             .await?
+//!             .into_inner()
+//!             .r;
+//!         # let _ = sum;
+//!         Ok(Response::new(Empty {}))
+//!     }
+//!     # async fn get(&self, _: Request<GetRequest>) -> Result<Response<GetResponse>, Status> { todo!() }
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello"));
+//!     let broker = plugin.broker();
+//!     plugin.add_service(CounterServer::new(MyCounter { broker })).run()
+//! }
+//! ```
+//!
+//! Services a tether host registered with `host_service` need no id: `broker.host_services()`
+//! returns one shared channel to all of them (go-plugin hosts have none).
+//!
+//! The plugin can also serve something to the host: `broker.accept_and_serve(broker.next_id(),
+//! service)` and send the id. Brokered sockets go next to the main one; connections use the
+//! same pinned mTLS identities as the main connection, whichever side accepts.
+//!
+//! # Stdio
+//!
+//! After the handshake the plugin's fds 1 and 2 are pipes (unless [`Config::capture_stdio`] is
+//! off): whatever is written there — `print!`, C libraries, child processes — is streamed to a
+//! host that opens `plugin.GRPCStdio` (tether hosts and go-plugin ≥ 1.1), through a bounded
+//! queue of [`STDIO_QUEUE_LEN`] chunks, or else written to the original fds after
+//! [`STDIO_OPEN_WAIT`].
 //!
 //! # Secrets and config files
 //!
@@ -116,9 +175,8 @@
 //!
 //! # Not yet
 //!
-//! The go-plugin broker (`plugin.GRPCBroker`, for callbacks), stdio forwarding
-//! (`plugin.GRPCStdio`), multiplexing, `PLUGIN_UNIX_SOCKET_GROUP` and server reflection are not
-//! served yet; hosts that open the broker or stdio streams get `Unimplemented` and carry on.
+//! Multiplexing (`PLUGIN_MULTIPLEX_GRPC` is ignored), `PLUGIN_UNIX_SOCKET_GROUP` and server
+//! reflection.
 
 mod delivered;
 mod env;
@@ -128,14 +186,21 @@ mod listen;
 mod log;
 mod plugin;
 mod settings;
+mod stdio;
 
 pub mod config;
 pub mod secrets;
 
 pub use delivered::DeliveredError;
 pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
+pub use log::HclogJson;
 pub use plugin::{Plugin, serve};
 pub use settings::{
     Config, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, Transport,
+};
+pub use stdio::{STDIO_CHUNK_LEN, STDIO_OPEN_WAIT, STDIO_QUEUE_LEN};
+pub use tether_transport::{
+    BrokerConfig, BrokerError, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
+    DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
 };

@@ -1,20 +1,12 @@
-//! The socket the host connects to: binding it, accepting connections (with concurrent TLS
-//! handshakes when AutoMTLS is on) and removing it again.
+//! The socket the host connects to: binding it and removing it again (accepting is
+//! `tether_transport::accept`).
 
-use std::convert::Infallible;
-use std::io;
 use std::path::Path;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
 use tempfile::{TempDir, TempPath};
 use tether_proto::handshake::Address;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::mpsc;
-use tokio_rustls::TlsAcceptor;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tether_transport::Listener;
+use tokio::net::UnixListener;
 
 use crate::env::{Launch, PortRange};
 use crate::error::Error;
@@ -43,13 +35,6 @@ pub(crate) enum Cleanup {
     Nothing,
 }
 
-/// A listening socket.
-#[derive(Debug)]
-pub(crate) enum Listener {
-    Unix(UnixListener),
-    Tcp(TcpListener),
-}
-
 /// Binds the listener the handshake will announce. Must run inside a tokio runtime.
 pub(crate) fn bind(transport: Transport, launch: &Launch) -> Result<Bound, Error> {
     match transport {
@@ -64,15 +49,11 @@ pub(crate) fn bind(transport: Transport, launch: &Launch) -> Result<Bound, Error
 /// The host's directory may be shared with other plugins (go-plugin hosts let users choose
 /// it), so the socket gets a fresh random name there.
 fn bind_unix_in_host_dir(dir: &Path) -> Result<Bound, Error> {
-    let socket = tempfile::Builder::new()
-        .prefix("plugin-")
-        .suffix(".sock")
-        .make_in(dir, |path| UnixListener::bind(path))
-        .map_err(|source| Error::BindUnix {
+    let (listener, path) =
+        tether_transport::bind::unix_in(dir).map_err(|source| Error::BindUnix {
             dir: dir.to_owned(),
             source,
         })?;
-    let (listener, path) = socket.into_parts();
     Ok(Bound {
         listener: Listener::Unix(listener),
         address: Address::Unix(path.to_path_buf()),
@@ -107,193 +88,18 @@ fn bind_unix_in_private_dir(parent: &Path) -> Result<Bound, Error> {
 
 /// Binds the first free port of `ports` on 127.0.0.1, in order, as go-plugin does.
 fn bind_tcp(ports: PortRange) -> Result<Bound, Error> {
-    let mut last_error = None;
-    for port in ports.min..=ports.max {
-        let bound = std::net::TcpListener::bind(("127.0.0.1", port))
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .and_then(TcpListener::from_std);
-        match bound {
-            Ok(listener) => {
-                let address =
-                    Address::Tcp(listener.local_addr().map_err(|source| Error::BindTcp {
-                        min: ports.min,
-                        max: ports.max,
-                        source,
-                    })?);
-                return Ok(Bound {
-                    listener: Listener::Tcp(listener),
-                    address,
-                    cleanup: Cleanup::Nothing,
-                });
-            }
-            Err(e) => last_error = Some(e),
-        }
-    }
-    Err(Error::BindTcp {
+    let error = |source| Error::BindTcp {
         min: ports.min,
         max: ports.max,
-        // The range is never empty (min <= max is checked when parsing), so the loop ran.
-        source: last_error.unwrap_or_else(|| io::Error::other("empty port range")),
+        source,
+    };
+    let listener = tether_transport::bind::tcp_in_range(ports.min, ports.max).map_err(error)?;
+    let address = Address::Tcp(listener.local_addr().map_err(error)?);
+    Ok(Bound {
+        listener: Listener::Tcp(listener),
+        address,
+        cleanup: Cleanup::Nothing,
     })
-}
-
-/// Settings of the accept loop.
-#[derive(Clone)]
-pub(crate) struct AcceptOptions {
-    pub(crate) tls: Option<TlsAcceptor>,
-    pub(crate) tls_handshake_timeout: Duration,
-    pub(crate) error_backoff: Duration,
-}
-
-impl std::fmt::Debug for AcceptOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AcceptOptions")
-            .field("tls", &self.tls.is_some())
-            .field("tls_handshake_timeout", &self.tls_handshake_timeout)
-            .field("error_backoff", &self.error_backoff)
-            .finish()
-    }
-}
-
-/// The connections tonic serves: ready to speak HTTP/2 (TLS already established, if on).
-pub(crate) type Incoming = UnboundedReceiverStream<Result<Conn, Infallible>>;
-
-/// Spawns the accept loop and returns the stream of ready connections. The loop (and the
-/// listening socket) ends when the stream is dropped, which tonic does as soon as it stops
-/// accepting.
-pub(crate) fn accept(listener: Listener, options: AcceptOptions) -> Incoming {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(accept_loop(listener, options, tx));
-    UnboundedReceiverStream::new(rx)
-}
-
-async fn accept_loop(
-    listener: Listener,
-    options: AcceptOptions,
-    tx: mpsc::UnboundedSender<Result<Conn, Infallible>>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            () = tx.closed() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok(stream) => stream,
-            Err(error) => {
-                tracing::warn!(%error, "accepting a connection failed");
-                tokio::select! {
-                    () = tx.closed() => return,
-                    () = tokio::time::sleep(options.error_backoff) => continue,
-                }
-            }
-        };
-        match &options.tls {
-            None => {
-                if tx.send(Ok(Conn(stream))).is_err() {
-                    return;
-                }
-            }
-            // Handshakes run in their own tasks so that a slow or failing client never holds
-            // up the next connection.
-            Some(acceptor) => {
-                let handshake = acceptor.accept(stream);
-                let timeout = options.tls_handshake_timeout;
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(timeout, handshake).await {
-                        Ok(Ok(tls)) => {
-                            // Fails only when the server stopped meanwhile; the connection is
-                            // then simply dropped.
-                            let _ = tx.send(Ok(Conn(Box::new(tls))));
-                        }
-                        Ok(Err(error)) => {
-                            tracing::warn!(%error, "TLS handshake failed; connection dropped");
-                        }
-                        Err(_) => {
-                            tracing::warn!(?timeout, "TLS handshake timed out; connection dropped")
-                        }
-                    }
-                });
-            }
-        }
-    }
-}
-
-impl Listener {
-    async fn accept(&self) -> io::Result<Box<dyn Io>> {
-        match self {
-            Self::Unix(listener) => {
-                let (stream, _) = listener.accept().await?;
-                Ok(Box::new(stream))
-            }
-            Self::Tcp(listener) => {
-                let (stream, _) = listener.accept().await?;
-                // Without it, small gRPC frames wait for delayed ACKs (~40 ms per call).
-                stream.set_nodelay(true)?;
-                Ok(Box::new(stream))
-            }
-        }
-    }
-}
-
-/// A byte stream tonic can serve: a unix or TCP stream, possibly wrapped in TLS.
-pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
-
-impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
-
-/// One accepted connection, as handed to tonic.
-pub(crate) struct Conn(Box<dyn Io>);
-
-impl std::fmt::Debug for Conn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conn").finish_non_exhaustive()
-    }
-}
-
-impl tonic::transport::server::Connected for Conn {
-    type ConnectInfo = ();
-
-    fn connect_info(&self) -> Self::ConnectInfo {}
-}
-
-impl AsyncRead for Conn {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Conn {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut *self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut *self.0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
-    }
 }
 
 #[cfg(test)]

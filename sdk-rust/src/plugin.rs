@@ -11,6 +11,7 @@ use std::time::Instant;
 use tether_proto::handshake::{CORE_PROTOCOL_VERSION, Handshake, Protocol};
 use tether_proto::plugin::grpc_controller_server::{self, GrpcController, GrpcControllerServer};
 use tether_proto::{HEALTH_SERVICE, plugin, tls};
+use tether_transport::{AcceptOptions, BrokerSetup, BrokerTls, GrpcBroker, ListenOn, Target};
 use tokio::sync::{Notify, oneshot};
 use tokio_rustls::TlsAcceptor;
 use tonic::body::Body;
@@ -23,8 +24,9 @@ use tonic_health::ServingStatus;
 use crate::env::Launch;
 use crate::error::{Error, StopReason};
 use crate::host::{HostWatch, Parent, Signals};
-use crate::listen::{self, AcceptOptions};
+use crate::listen;
 use crate::settings::{Config, RuntimeFlavor};
+use crate::stdio::{self, StdioHub};
 
 /// Starts assembling a plugin: add its gRPC services, then [`run`](Plugin::run) it.
 ///
@@ -32,6 +34,7 @@ use crate::settings::{Config, RuntimeFlavor};
 /// later notices that its host has exited.
 pub fn serve(config: Config) -> Plugin {
     Plugin {
+        broker: GrpcBroker::new(HOST, config.broker.clone()),
         config,
         services: Vec::new(),
         descriptor_sets: Vec::new(),
@@ -46,6 +49,7 @@ pub fn serve(config: Config) -> Plugin {
 /// [`run_async`](Self::run_async) (on the caller's tokio runtime).
 #[must_use = "a plugin does nothing until it is run"]
 pub struct Plugin {
+    broker: GrpcBroker,
     config: Config,
     services: Vec<AuthorService>,
     descriptor_sets: Vec<&'static [u8]>,
@@ -76,6 +80,8 @@ const BUILT_IN_SERVICES: &[&str] = &[
     grpc_controller_server::SERVICE_NAME,
     tonic_reflection::pb::v1::server_reflection_server::SERVICE_NAME,
     tonic_reflection::pb::v1alpha::server_reflection_server::SERVICE_NAME,
+    tether_proto::plugin::grpc_broker_server::SERVICE_NAME,
+    tether_proto::plugin::grpc_stdio_server::SERVICE_NAME,
 ];
 
 /// Descriptor sets reflection always serves: the health service and go-plugin's own.
@@ -84,7 +90,26 @@ const BUILT_IN_DESCRIPTOR_SETS: &[&[u8]] = &[
     tether_proto::plugin::FILE_DESCRIPTOR_SET,
 ];
 
+/// How the plugin's broker names its peer in errors and logs.
+const HOST: &str = "the host";
+
 impl Plugin {
+    /// The plugin's [`GrpcBroker`]: hand a clone to the services that call back into the host
+    /// (`broker.dial(id)` with an id the host sent) or serve something to it
+    /// (`broker.accept_and_serve(broker.next_id(), service)`). It works once the plugin
+    /// serves, i.e. inside call handlers.
+    ///
+    /// ```no_run
+    /// let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello"));
+    /// let broker = plugin.broker();
+    /// // plugin.add_service(CounterServer::new(Counter { broker })).run();
+    /// # drop((plugin, broker));
+    /// ```
+    #[must_use]
+    pub fn broker(&self) -> GrpcBroker {
+        self.broker.clone()
+    }
+
     /// Serves `service` whichever app protocol version is negotiated.
     ///
     /// `service` is a tonic server such as the generated `KvServer::new(my_impl)` (the same
@@ -249,6 +274,7 @@ impl Plugin {
             launch,
             routes,
             parent: self.parent,
+            broker: self.broker,
         })
     }
 
@@ -310,6 +336,7 @@ struct Ready {
     launch: Launch,
     routes: RoutesBuilder,
     parent: Parent,
+    broker: GrpcBroker,
 }
 
 impl Ready {
@@ -320,6 +347,7 @@ impl Ready {
             launch,
             mut routes,
             parent,
+            broker,
         } = self;
 
         // Stop conditions first, so that nothing after the handshake can be missed.
@@ -334,17 +362,20 @@ impl Ready {
         }
         let mut signals = Signals::new(config.ignore_sigint)?;
 
-        let (tls, server_cert) = match &launch.client_cert {
+        let (tls, server_cert, broker_tls) = match &launch.client_cert {
             Some(host_cert) => {
                 let identity = tls::Identity::generate().map_err(Error::Identity)?;
                 let server_config =
                     tls::server_config(&identity, host_cert.clone()).map_err(Error::TlsConfig)?;
+                let broker_tls =
+                    BrokerTls::new(&identity, host_cert.clone()).map_err(Error::TlsConfig)?;
                 (
                     Some(TlsAcceptor::from(Arc::new(server_config))),
                     Some(identity.cert_der().to_vec()),
+                    Some(broker_tls),
                 )
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         if let Some(group) = &launch.socket_group {
             tracing::warn!(
@@ -354,18 +385,38 @@ impl Ready {
         }
 
         let bound = listen::bind(config.transport, &launch)?;
+        broker.connect(BrokerSetup {
+            tls: broker_tls,
+            // Brokered sockets go next to the main one (the host's directory or the plugin's
+            // private one); TCP plugins broker over TCP too.
+            listen: match &bound.address {
+                tether_proto::handshake::Address::Unix(path) => ListenOn::Unix(
+                    path.parent()
+                        .map(ToOwned::to_owned)
+                        .unwrap_or_else(std::env::temp_dir),
+                ),
+                tether_proto::handshake::Address::Tcp(_) => ListenOn::Tcp {
+                    min: launch.ports.min,
+                    max: launch.ports.max,
+                },
+            },
+            policy: Arc::new(host_address_policy),
+        });
 
         let (health, health_service) = tonic_health::server::health_reporter();
         health
             .set_service_status(HEALTH_SERVICE, ServingStatus::Serving)
             .await;
         let stop = Arc::new(Notify::new());
+        let stdio_hub = StdioHub::default();
         routes
             .add_service(health_service)
             .add_service(GrpcControllerServer::new(Controller {
                 stop: Arc::clone(&stop),
-            }));
-        let incoming = listen::accept(
+            }))
+            .add_service(broker.service())
+            .add_service(stdio_hub.service());
+        let incoming = tether_transport::accept(
             bound.listener,
             AcceptOptions {
                 tls,
@@ -383,6 +434,15 @@ impl Ready {
             multiplex: None,
         };
         print_handshake(&handshake)?;
+        if config.capture_stdio {
+            match stdio::capture(&stdio_hub) {
+                Ok(original_stderr) => crate::log::redirect(original_stderr),
+                Err(error) => tracing::warn!(
+                    %error,
+                    "cannot capture stdout/stderr for plugin.GRPCStdio; output goes to the pipes"
+                ),
+            }
+        }
         tracing::debug!(
             network = handshake.address.network(),
             address = %handshake.address,
@@ -412,6 +472,9 @@ impl Ready {
         health
             .set_service_status(HEALTH_SERVICE, ServingStatus::NotServing)
             .await;
+        // Long-lived streams end first, so the graceful stop need not wait for them.
+        broker.close();
+        stdio_hub.close();
         let _ = stop_server.send(());
         match tokio::time::timeout(config.shutdown_grace, server).await {
             Ok(Ok(())) => {}
@@ -424,6 +487,18 @@ impl Ready {
         // Removes the socket (and the private directory holding it).
         drop(bound.cleanup);
         Ok(reason)
+    }
+}
+
+/// Which addresses the host may announce for brokered connections: absolute unix socket paths
+/// (go-plugin hosts put them in their temporary directory) and loopback TCP addresses.
+fn host_address_policy(address: &tether_proto::handshake::Address) -> Result<Target, String> {
+    use tether_proto::handshake::Address;
+    match address {
+        Address::Unix(path) if path.is_absolute() => Ok(Target::Unix(path.clone())),
+        Address::Unix(_) => Err("a unix socket path must be absolute".to_owned()),
+        Address::Tcp(addr) if addr.ip().is_loopback() => Ok(Target::Tcp(*addr)),
+        Address::Tcp(_) => Err("a TCP address must be a loopback address".to_owned()),
     }
 }
 
@@ -543,20 +618,32 @@ mod tests {
         ));
     }
 
-    /// A service whose name is not built in: `plugin.GRPCStdio` (the SDK does not serve it).
-    fn stdio_service()
-    -> plugin::grpc_stdio_server::GrpcStdioServer<impl plugin::grpc_stdio_server::GrpcStdio> {
-        struct NoStdio;
-        #[tonic::async_trait]
-        impl plugin::grpc_stdio_server::GrpcStdio for NoStdio {
-            type StreamStdioStream = tokio_stream::Empty<Result<plugin::StdioData, tonic::Status>>;
-            async fn stream_stdio(
-                &self,
-                _request: tonic::Request<()>,
-            ) -> Result<tonic::Response<Self::StreamStdioStream>, tonic::Status> {
-                Ok(tonic::Response::new(tokio_stream::empty()))
-            }
+    /// A service whose name is not built in.
+    #[derive(Clone)]
+    struct Dummy;
+
+    impl NamedService for Dummy {
+        const NAME: &'static str = "test.Dummy";
+    }
+
+    impl Service<Request<Body>> for Dummy {
+        type Response = tonic::codegen::http::Response<Body>;
+        type Error = Infallible;
+        type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+        fn poll_ready(
+            &mut self,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Infallible>> {
+            std::task::Poll::Ready(Ok(()))
         }
-        plugin::grpc_stdio_server::GrpcStdioServer::new(NoStdio)
+
+        fn call(&mut self, _request: Request<Body>) -> Self::Future {
+            std::future::ready(Ok(tonic::codegen::http::Response::new(Body::empty())))
+        }
+    }
+
+    fn stdio_service() -> Dummy {
+        Dummy
     }
 }

@@ -12,17 +12,7 @@ use std::time::Duration;
 /// itself. Override with [`Config::shutdown_grace`].
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
-/// How long one connection's TLS handshake may take before it is dropped.
-///
-/// Handshakes run concurrently, so a stuck client only costs its own connection; the limit
-/// bounds how long such a connection holds resources. Override with
-/// [`Config::tls_handshake_timeout`].
-pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long the accept loop pauses after `accept` fails (e.g. out of file descriptors) before
-/// trying again, so a persistent error does not spin a core. Override with
-/// [`Config::accept_error_backoff`].
-pub const DEFAULT_ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+pub use tether_transport::{DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT};
 
 /// The app protocol version a [`Config`] supports unless told otherwise.
 pub const DEFAULT_APP_VERSION: u32 = 1;
@@ -77,6 +67,8 @@ pub struct Config {
     pub(crate) exit_with_host: bool,
     pub(crate) ignore_sigint: bool,
     pub(crate) log_to_stderr: bool,
+    pub(crate) capture_stdio: bool,
+    pub(crate) broker: tether_transport::BrokerConfig,
 }
 
 impl Config {
@@ -104,6 +96,8 @@ impl Config {
             exit_with_host: true,
             ignore_sigint: false,
             log_to_stderr: true,
+            capture_stdio: true,
+            broker: tether_transport::BrokerConfig::new(),
         }
     }
 
@@ -241,6 +235,35 @@ impl Config {
     /// ```
     pub fn log_to_stderr(mut self, enabled: bool) -> Self {
         self.log_to_stderr = enabled;
+        self
+    }
+
+    /// Whether to capture fds 1 and 2 after the handshake and serve them to the host through
+    /// `plugin.GRPCStdio` (on by default): output of `print!`, C libraries and child processes
+    /// then reaches go-plugin ≥ 1.1 and tether hosts as the plugin's stdio, while log lines keep
+    /// going to the original stderr. Turn it off for a plugin that manages its fds itself.
+    ///
+    /// ```
+    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello").capture_stdio(false);
+    /// # let _ = config;
+    /// ```
+    pub fn capture_stdio(mut self, enabled: bool) -> Self {
+        self.capture_stdio = enabled;
+        self
+    }
+
+    /// Timeouts and limits of the plugin's [`GrpcBroker`](crate::GrpcBroker) (callbacks):
+    /// how long a dial waits for the host's connection info, how long unclaimed connection
+    /// info is kept, …; [`BrokerConfig::new`](tether_transport::BrokerConfig::new) by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    ///     .broker(tether_sdk::BrokerConfig::new().dial_timeout(Duration::from_secs(2)));
+    /// # let _ = config;
+    /// ```
+    pub fn broker(mut self, broker: tether_transport::BrokerConfig) -> Self {
+        self.broker = broker;
         self
     }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Go go-plugin interop peers (tests/go) in two configurations:
-#   kvplugin-v18,  kvhost-v18,  probeplugin-v18   go-plugin v1.8.x (pinned in go.mod/go.sum), machine's `go`, module mode
-#   kvplugin-v101, kvhost-v101, probeplugin-v101  Debian's go-plugin 1.0.1, /usr/lib/go-1.19/bin/go, GOPATH mode
+#   {kv,counter}{plugin,host}-v18, probeplugin-v18    go-plugin v1.8.x (pinned in go.mod/go.sum), machine's `go`, module mode
+#   {kv,counter}{plugin,host}-v101, probeplugin-v101  Debian's go-plugin 1.0.1, /usr/lib/go-1.19/bin/go, GOPATH mode
 # Usage: tests/go/build.sh OUTDIR
 # The binaries land in OUTDIR; generated code, staged sources and the GOPATH go to
 # OUTDIR/.go-interop-build. Idempotent; safe to run concurrently on the same OUTDIR.
@@ -19,6 +19,7 @@ die() { echo "tests/go/build.sh: error: $*" >&2; exit 1; }
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PROTO_DIR=$(cd "$SRC/../../examples/proto" 2>/dev/null && pwd) || die "examples/proto not found next to tests/go"
 [[ -f "$PROTO_DIR/kv.proto" ]] || die "$PROTO_DIR/kv.proto is missing"
+[[ -f "$PROTO_DIR/counter.proto" ]] || die "$PROTO_DIR/counter.proto is missing"
 mkdir -p "$1"
 OUT=$(cd "$1" && pwd)
 BUILD=$OUT/.go-interop-build
@@ -72,6 +73,11 @@ mkdir -p "$GEN.tmp"
 	--go_out=plugins=grpc,paths=source_relative,Mkv.proto=tether.test/interop/proto:"$GEN.tmp" \
 	kv.proto || die "protoc failed on $PROTO_DIR/kv.proto"
 [[ -f "$GEN.tmp/kv.pb.go" ]] || die "protoc did not produce kv.pb.go"
+# counter.proto is also `package proto` with clashing message names: its own Go package.
+"$PROTOC" --plugin=protoc-gen-go="$PROTOC_GEN_GO" -I "$PROTO_DIR" \
+	--go_out=plugins=grpc,paths=source_relative,Mcounter.proto=tether.test/interop/counterproto:"$GEN.tmp" \
+	counter.proto || die "protoc failed on $PROTO_DIR/counter.proto"
+[[ -f "$GEN.tmp/counter.pb.go" ]] || die "protoc did not produce counter.pb.go"
 rm -rf "$GEN"
 mv "$GEN.tmp" "$GEN"
 
@@ -79,10 +85,11 @@ mv "$GEN.tmp" "$GEN"
 stage() {
 	local dest=$1
 	rm -rf "$dest"
-	mkdir -p "$dest/proto"
+	mkdir -p "$dest/proto" "$dest/counterproto"
 	cp "$SRC/go.mod" "$SRC/go.sum" "$dest/"
-	cp -R "$SRC/shared" "$SRC/kvplugin" "$SRC/kvhost" "$SRC/probeplugin" "$dest/"
+	cp -R "$SRC/shared" "$SRC/kvplugin" "$SRC/kvhost" "$SRC/probeplugin" "$SRC/counter" "$SRC/counterplugin" "$SRC/counterhost" "$dest/"
 	cp "$GEN/kv.pb.go" "$dest/proto/"
+	cp "$GEN/counter.pb.go" "$dest/counterproto/"
 }
 
 # --- v18: module mode, machine's Go, versions from go.mod/go.sum via the module proxy --------
@@ -96,8 +103,10 @@ if want v18; then
 		"$GO" build -buildvcs=false -o "$OUT/kvplugin-v18" ./kvplugin
 		"$GO" build -buildvcs=false -o "$OUT/kvhost-v18" ./kvhost
 		"$GO" build -buildvcs=false -o "$OUT/probeplugin-v18" ./probeplugin
+		"$GO" build -buildvcs=false -o "$OUT/counterplugin-v18" ./counterplugin
+		"$GO" build -buildvcs=false -o "$OUT/counterhost-v18" ./counterhost
 	) || die "v18 build failed (go-plugin $(sed -n 's/.*hashicorp\/go-plugin \(v[^ ]*\).*/\1/p' "$SRC/go.mod"), $("$GO" version 2>&1))"
-	echo "tests/go/build.sh: built kvplugin-v18 kvhost-v18 probeplugin-v18 in $((SECONDS - t0))s" >&2
+	echo "tests/go/build.sh: built kvplugin-v18 kvhost-v18 probeplugin-v18 counterplugin-v18 counterhost-v18 in $((SECONDS - t0))s" >&2
 fi
 
 # --- v101: GOPATH mode, Debian's Go 1.19 and Debian's go-plugin 1.0.1 -------------------------
@@ -111,6 +120,8 @@ if want v101; then
 		"$GO119" build -o "$OUT/kvplugin-v101" ./kvplugin
 		"$GO119" build -o "$OUT/kvhost-v101" ./kvhost
 		"$GO119" build -o "$OUT/probeplugin-v101" ./probeplugin
+		"$GO119" build -o "$OUT/counterplugin-v101" ./counterplugin
+		"$GO119" build -o "$OUT/counterhost-v101" ./counterhost
 	) || die "v101 build failed ($("$GO119" version 2>&1), GOPATH=$BUILD/gopath:$GOCODE)"
-	echo "tests/go/build.sh: built kvplugin-v101 kvhost-v101 probeplugin-v101 in $((SECONDS - t0))s" >&2
+	echo "tests/go/build.sh: built kvplugin-v101 kvhost-v101 probeplugin-v101 counterplugin-v101 counterhost-v101 in $((SECONDS - t0))s" >&2
 fi

@@ -41,6 +41,10 @@ pub struct GoPeers {
     pub host: PathBuf,
     /// The go-plugin probe plugin (reports what it can reach; `tests/go/probeplugin`).
     pub probe: PathBuf,
+    /// The go-plugin counter plugin (examples/bidirectional: calls back via the broker).
+    pub counter_plugin: PathBuf,
+    /// The go-plugin counter host.
+    pub counter_host: PathBuf,
 }
 
 /// The repository root.
@@ -111,8 +115,16 @@ fn build(variant: GoPlugin) -> Result<GoPeers, String> {
         plugin: out.join(format!("kvplugin-{}", variant.suffix())),
         host: out.join(format!("kvhost-{}", variant.suffix())),
         probe: out.join(format!("probeplugin-{}", variant.suffix())),
+        counter_plugin: out.join(format!("counterplugin-{}", variant.suffix())),
+        counter_host: out.join(format!("counterhost-{}", variant.suffix())),
     };
-    for bin in [&peers.plugin, &peers.host, &peers.probe] {
+    for bin in [
+        &peers.plugin,
+        &peers.host,
+        &peers.probe,
+        &peers.counter_plugin,
+        &peers.counter_host,
+    ] {
         if !bin.is_file() {
             return Err(format!("{} was not built", bin.display()));
         }

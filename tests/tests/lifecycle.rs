@@ -169,13 +169,25 @@ async fn a_plugin_exits_when_its_host_dies() {
         .spawn()
         .unwrap();
     let mut stdout = std::io::BufReader::new(host.stdout.take().unwrap());
-    let mut line = String::new();
-    // First the shell prints the plugin's pid, then the plugin prints its handshake.
-    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
-    let plugin_pid: u32 = line.trim().parse().unwrap();
-    line.clear();
-    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
-    assert!(line.starts_with("1|1|unix|"), "handshake: {line:?}");
+    // The shell prints the plugin's pid and the plugin its handshake, in either order (on a
+    // loaded machine the plugin can be first).
+    let mut lines = [String::new(), String::new()];
+    for line in &mut lines {
+        std::io::BufRead::read_line(&mut stdout, line).unwrap();
+    }
+    let (pid_line, handshake) = if lines[0].starts_with("1|") {
+        (&lines[1], &lines[0])
+    } else {
+        (&lines[0], &lines[1])
+    };
+    let plugin_pid: u32 = pid_line
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("pid line {pid_line:?}: {e}"));
+    assert!(
+        handshake.starts_with("1|1|unix|"),
+        "handshake: {handshake:?}"
+    );
     let fd = pidfd(plugin_pid);
 
     host.kill().unwrap();

@@ -51,6 +51,20 @@ pub const JOBS: &[Job] = &[
         output: "examples/src/generated/kv.rs",
         descriptor: "examples/src/generated/kv.bin",
     },
+    Job {
+        protos: &["examples/proto/counter.proto"],
+        includes: &["examples/proto"],
+        package: "proto",
+        output: "examples/src/generated/counter.rs",
+        descriptor: "examples/src/generated/counter.bin",
+    },
+    Job {
+        protos: &["examples/proto/streams.proto"],
+        includes: &["examples/proto"],
+        package: "streams",
+        output: "examples/src/generated/streams.rs",
+        descriptor: "examples/src/generated/streams.bin",
+    },
 ];
 
 /// The workspace root (two levels above this crate's manifest).

@@ -1,0 +1,286 @@
+//! Counter host: go-plugin's `examples/bidirectional` host, written with `tether-broker`.
+//!
+//! ```text
+//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] put KEY N   # adds N to KEY
+//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] get KEY     # prints the number
+//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] bench --calls N
+//! ```
+//!
+//! `put` serves `AddHelper` on a fresh broker id for the duration of the call and passes the id
+//! as `add_server`; the plugin dials it and asks the host to add. With `--host-service` the
+//! host instead registers `AddHelper` once as a host service and sends `add_server` 0: the
+//! (tether) plugin reaches it without an id. AutoMTLS unless
+//! `--plaintext` (needed for go-plugin ≤ 1.4.3 plugins, including Debian's 1.0.1, whose broker
+//! dials back to the host fail under AutoMTLS). `COUNTER_HOST_LOG` sets the log filter
+//! (default `warn`). Exit status: 0 ok, 1 error, 2 usage.
+//!
+//! `bench` prints `unary_us_p50=… unary_us_p99=… callback_us_p50=… callback_us_p99=…
+//! host_service_us_p50=… host_service_us_p99=…`: a plain `Get`; a `Put` whose `AddHelper` is
+//! served on a fresh id per call, as go-plugin's example does (host→plugin→host→plugin→host,
+//! including the listener, the ConnInfo exchange and the plugin's dial with its TLS handshake);
+//! and (with `--host-service`) a `Put` through the host service, whose connection the plugin
+//! keeps (the round trip without connection set-up). The three are interleaved.
+
+use std::error::Error;
+use std::io::{IsTerminal as _, Write as _};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use tether_broker::{GrpcBroker, HandshakeConfig, PluginClient};
+use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
+use tether_examples::counter::counter_client::CounterClient;
+use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "counter-host",
+    about = "Runs the counter plugin named by $COUNTER_PLUGIN (go-plugin's examples/bidirectional host)"
+)]
+struct Cli {
+    /// Turn AutoMTLS off (for go-plugin ≤ 1.4.3 plugins).
+    #[arg(long, global = true)]
+    plaintext: bool,
+    /// Serve AddHelper as a host service and send `add_server` 0 (tether plugins only).
+    #[arg(long, global = true)]
+    host_service: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Add N to the number stored under KEY (the plugin calls back to add).
+    Put {
+        /// The key.
+        key: String,
+        /// The number to add.
+        #[arg(allow_negative_numbers = true)]
+        value: i64,
+    },
+    /// Print the number stored under KEY.
+    Get {
+        /// The key.
+        key: String,
+    },
+    /// Measure a callback round trip against a plain call; prints one line.
+    Bench {
+        /// Calls per measurement.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        calls: u64,
+    },
+}
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("COUNTER_HOST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    // Current-thread, as kv-host (measured faster for one plugin connection).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("counter-host: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((error, code)) => {
+            eprintln!("counter-host: error: {}", chain(&*error));
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// An error and its sources on one line.
+fn chain(error: &(dyn Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let part = e.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = e.source();
+    }
+    text.replace('\n', " ")
+}
+
+/// The host's adder, served to the plugin on broker ids.
+struct Adder;
+
+#[tonic::async_trait]
+impl AddHelper for Adder {
+    async fn sum(&self, request: Request<SumRequest>) -> Result<Response<SumResponse>, Status> {
+        let SumRequest { a, b } = request.into_inner();
+        let r = a
+            .checked_add(b)
+            .ok_or_else(|| Status::out_of_range(format!("{a} + {b} overflows a 64-bit integer")))?;
+        Ok(Response::new(SumResponse { r }))
+    }
+}
+
+/// `Put` as go-plugin's example does it: `AddHelper` served on a fresh id for this call only.
+async fn put(
+    broker: &GrpcBroker,
+    counter: &mut CounterClient<Channel>,
+    key: &str,
+    value: i64,
+) -> Result<(), BoxError> {
+    let id = broker.next_id();
+    let served = broker
+        .accept_and_serve(id, AddHelperServer::new(Adder))
+        .await?;
+    let result = counter
+        .put(PutRequest {
+            add_server: id,
+            key: key.to_owned(),
+            value,
+        })
+        .await;
+    drop(served);
+    result.map_err(|status| format!("put {key:?} failed (plugin answered {status})"))?;
+    Ok(())
+}
+
+async fn run(cli: Cli) -> Result<(), (BoxError, u8)> {
+    let (program, args) = plugin_command().map_err(|e| (e, 2))?;
+    let mut builder = PluginClient::builder(&program)
+        .args(&args)
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]));
+    if cli.plaintext {
+        builder = builder.plaintext();
+    }
+    if cli.host_service {
+        builder = builder.host_service(AddHelperServer::new(Adder));
+    }
+    let plugin = builder.start().await.map_err(|e| (e.into(), 1))?;
+    let result = call(&plugin, cli.command, cli.host_service).await;
+    let stopped = plugin.shutdown().await;
+    result.map_err(|e| (e, 1))?;
+    stopped.map_err(|e| (e.into(), 1))?;
+    Ok(())
+}
+
+async fn call(plugin: &PluginClient, command: Command, host_service: bool) -> Result<(), BoxError> {
+    let broker = plugin.broker();
+    let mut counter = CounterClient::new(plugin.channel());
+    match command {
+        Command::Put { key, value } if host_service => {
+            counter
+                .put(PutRequest {
+                    add_server: 0,
+                    key: key.clone(),
+                    value,
+                })
+                .await
+                .map_err(|status| format!("put {key:?} failed (plugin answered {status})"))?;
+            Ok(())
+        }
+        Command::Put { key, value } => put(&broker, &mut counter, &key, value).await,
+        Command::Get { key } => {
+            let value = counter
+                .get(GetRequest { key: key.clone() })
+                .await
+                .map_err(|status| format!("get {key:?} failed (plugin answered {status})"))?
+                .into_inner()
+                .value;
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{value}")?;
+            stdout.flush()?;
+            Ok(())
+        }
+        Command::Bench { calls } => bench(&broker, &mut counter, calls, host_service).await,
+    }
+}
+
+async fn bench(
+    broker: &GrpcBroker,
+    counter: &mut CounterClient<Channel>,
+    calls: u64,
+    host_service: bool,
+) -> Result<(), BoxError> {
+    const KEY: &str = "bench";
+    let mut unary = Vec::new();
+    let mut callback = Vec::new();
+    let mut hosted = Vec::new();
+    // Interleaved, so that all three see the same machine load.
+    for _ in 0..calls {
+        let t0 = Instant::now();
+        counter.get(GetRequest { key: KEY.into() }).await?;
+        unary.push(t0.elapsed());
+
+        let t0 = Instant::now();
+        put(broker, counter, KEY, 1).await?;
+        callback.push(t0.elapsed());
+
+        if host_service {
+            let t0 = Instant::now();
+            counter
+                .put(PutRequest {
+                    add_server: 0,
+                    key: KEY.into(),
+                    value: 1,
+                })
+                .await?;
+            hosted.push(t0.elapsed());
+        }
+    }
+    for v in [&mut unary, &mut callback, &mut hosted] {
+        v.sort_unstable();
+    }
+    println!(
+        "unary_us_p50={:.1} unary_us_p99={:.1} callback_us_p50={:.1} callback_us_p99={:.1} host_service_us_p50={:.1} host_service_us_p99={:.1}",
+        micros(percentile(&unary, 0.5)),
+        micros(percentile(&unary, 0.99)),
+        micros(percentile(&callback, 0.5)),
+        micros(percentile(&callback, 0.99)),
+        micros(percentile(&hosted, 0.5)),
+        micros(percentile(&hosted, 0.99)),
+    );
+    Ok(())
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Nearest-rank percentile of sorted durations.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// `$COUNTER_PLUGIN`, split into program and arguments.
+fn plugin_command() -> Result<(String, Vec<String>), BoxError> {
+    let command = std::env::var_os("COUNTER_PLUGIN").ok_or(
+        "COUNTER_PLUGIN is not set; set it to the plugin command, e.g. COUNTER_PLUGIN=target/debug/counter-plugin",
+    )?;
+    let command = command
+        .into_string()
+        .map_err(|_| "COUNTER_PLUGIN is not valid UTF-8")?;
+    let mut words = shell_words::split(&command)
+        .map_err(|e| format!("COUNTER_PLUGIN={command:?} cannot be split into words: {e}"))?;
+    if words.is_empty() {
+        return Err("COUNTER_PLUGIN is empty; set it to the plugin command".into());
+    }
+    let program = words.remove(0);
+    Ok((program, words))
+}

@@ -1,0 +1,135 @@
+//! Counter plugin: go-plugin's `examples/bidirectional` plugin, written with `tether-sdk`.
+//!
+//! Serves `proto.Counter` (app version 1, cookie `BASIC_PLUGIN=hello`). `Put{add_server, key,
+//! value}` dials the host's `AddHelper` on broker id `add_server`, asks it for
+//! `Sum(current, value)` and stores the result; `add_server` 0 (an id go-plugin never hands
+//! out) means the `AddHelper` a tether host registered as a host service, reached without an
+//! id; `Get{key}` returns the stored number (0 for a
+//! key never put). Each number lives in a file `kv_<key>` in the working directory, as JSON
+//! `{"Value":N}` like go-plugin's own example, so the Go and Rust plugins share their files.
+//!
+//! ```text
+//! cargo build --workspace
+//! COUNTER_PLUGIN=target/debug/counter-plugin target/debug/counter-host put c 5
+//! COUNTER_PLUGIN=target/debug/counter-plugin target/debug/counter-host put c 7
+//! COUNTER_PLUGIN=target/debug/counter-plugin target/debug/counter-host get c   # prints 12
+//! ```
+
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use tether_examples::counter::add_helper_client::AddHelperClient;
+use tether_examples::counter::counter_server::{Counter, CounterServer};
+use tether_examples::counter::{Empty, GetRequest, GetResponse, PutRequest, SumRequest};
+use tether_sdk::GrpcBroker;
+use tonic::{Request, Response, Status};
+
+fn main() -> ExitCode {
+    let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1));
+    let broker = plugin.broker();
+    plugin
+        .add_service(CounterServer::new(FileCounter { broker }))
+        .run()
+}
+
+/// Keeps each number in `kv_<key>`; adds through the host.
+struct FileCounter {
+    broker: GrpcBroker,
+}
+
+/// The file that holds `key`'s number, or `InvalidArgument` if `key` could escape the working
+/// directory.
+fn path_for(key: &str) -> Result<PathBuf, Status> {
+    if key.is_empty() || key == "." || key == ".." || key.contains(['/', '\\', '\0']) {
+        return Err(Status::invalid_argument(format!(
+            "invalid key {key:?}: keys must be non-empty, not `.` or `..`, and contain no `/`, `\\` or NUL"
+        )));
+    }
+    Ok(PathBuf::from(format!("kv_{key}")))
+}
+
+/// go-plugin's example format, `{"Value":N}`.
+fn encode(value: i64) -> String {
+    format!("{{\"Value\":{value}}}")
+}
+
+fn decode(text: &str) -> Option<i64> {
+    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+    let (name, number) = inner.split_once(':')?;
+    (name.trim() == "\"Value\"")
+        .then(|| number.trim().parse().ok())
+        .flatten()
+}
+
+async fn read(key: &str) -> Result<i64, Status> {
+    let path = path_for(key)?;
+    match tokio::fs::read_to_string(&path).await {
+        Ok(text) => decode(&text).ok_or_else(|| {
+            Status::data_loss(format!("{} does not hold {{\"Value\":N}}", path.display()))
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(Status::internal(format!("reading {}: {e}", path.display()))),
+    }
+}
+
+#[tonic::async_trait]
+impl Counter for FileCounter {
+    async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
+        let value = read(&request.into_inner().key).await?;
+        Ok(Response::new(GetResponse { value }))
+    }
+
+    async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
+        let PutRequest {
+            add_server,
+            key,
+            value,
+        } = request.into_inner();
+        let current = read(&key).await?;
+        let channel = if add_server == 0 {
+            self.broker.host_services().await
+        } else {
+            self.broker.dial(add_server).await
+        }
+        .map_err(|e| Status::unavailable(format!("reaching the host's AddHelper: {e}")))?;
+        let sum = AddHelperClient::new(channel)
+            .sum(SumRequest {
+                a: current,
+                b: value,
+            })
+            .await?
+            .into_inner()
+            .r;
+        let path = path_for(&key)?;
+        tokio::fs::write(&path, encode(sum))
+            .await
+            .map_err(|e| Status::internal(format!("writing {}: {e}", path.display())))?;
+        Ok(Response::new(Empty {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_round_trip_through_go_plugins_file_format() {
+        for n in [0, 12, -5, i64::MAX, i64::MIN] {
+            assert_eq!(decode(&encode(n)), Some(n));
+        }
+        assert_eq!(decode("{\"Value\": 7}\n"), Some(7));
+        assert_eq!(decode("{\"Other\":7}"), None);
+        assert_eq!(decode("7"), None);
+    }
+
+    #[test]
+    fn keys_that_could_escape_the_working_directory_are_invalid_arguments() {
+        for key in ["", ".", "..", "a/b", "../x", "a\0b"] {
+            assert_eq!(
+                path_for(key).unwrap_err().code(),
+                tonic::Code::InvalidArgument
+            );
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Capturing what the plugin writes to fds 1 and 2 after the handshake — Rust's `print!`, C
+//! libraries, child processes alike — and serving it as go-plugin's `plugin.GRPCStdio`.
+//!
+//! After the handshake line is printed, fds 1 and 2 are replaced (`dup2`) by pipes. A thread
+//! per pipe reads them: while a host has `StreamStdio` open, each chunk goes to the host
+//! through a bounded queue (a host that stops reading slows the writer down instead of growing
+//! memory); otherwise (after waiting up to [`STDIO_OPEN_WAIT`] for the stream to open) the
+//! chunk is written to the original fd, so hosts without `GRPCStdio`
+//! (go-plugin 1.0.x) still see it on the pipes they drain. Log lines keep going to the original
+//! stderr, where hosts parse them.
+
+use std::fs::File;
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::AsFd as _;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tether_proto::plugin::StdioData;
+use tether_proto::plugin::grpc_stdio_server::{GrpcStdio, GrpcStdioServer};
+use tether_proto::plugin::stdio_data::Channel;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt as _;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Bytes read from a captured fd at a time (one `StdioData` message at most).
+pub const STDIO_CHUNK_LEN: usize = 32 * 1024;
+
+/// Chunks queued toward the host per stream before writers to fds 1 and 2 wait.
+pub const STDIO_QUEUE_LEN: usize = 64;
+
+/// How long after the handshake output waits for the host to open `StreamStdio` before it
+/// goes to the original fds instead. Hosts open the stream right after connecting (tether
+/// hosts and go-plugin ≥ 1.1, within milliseconds), so output printed early is not lost to
+/// them; hosts without `GRPCStdio` (go-plugin 1.0.x) get early output this much later.
+pub const STDIO_OPEN_WAIT: Duration = Duration::from_secs(1);
+
+/// The host's open `StreamStdio`, if any.
+#[derive(Clone, Default)]
+pub(crate) struct StdioHub(Arc<(Mutex<Slot>, Condvar)>);
+
+#[derive(Default)]
+struct Slot {
+    sender: Option<mpsc::Sender<StdioData>>,
+    /// Set once the stream is opened or closed, or the open wait is over.
+    settled: bool,
+}
+
+impl StdioHub {
+    /// The host's stream; before one was ever opened, waits for it until `deadline`.
+    fn sender(&self, deadline: Instant) -> Option<mpsc::Sender<StdioData>> {
+        let (lock, opened) = &*self.0;
+        let mut slot = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while !slot.settled {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                slot.settled = true;
+                break;
+            }
+            slot = opened
+                .wait_timeout(slot, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        slot.sender.clone()
+    }
+
+    fn set(&self, sender: Option<mpsc::Sender<StdioData>>) {
+        let (lock, opened) = &*self.0;
+        let mut slot = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.sender = sender;
+        slot.settled = true;
+        opened.notify_all();
+    }
+
+    /// Ends the host's stream (at shutdown, so the server's graceful stop need not wait for
+    /// it); later output goes to the original fds.
+    pub(crate) fn close(&self) {
+        self.set(None);
+    }
+
+    /// The `plugin.GRPCStdio` service.
+    pub(crate) fn service(&self) -> GrpcStdioServer<StdioService> {
+        GrpcStdioServer::new(StdioService(self.clone()))
+    }
+}
+
+/// Replaces fds 1 and 2 by pipes drained as described in the module docs; returns a copy of
+/// the original stderr for log lines.
+pub(crate) fn capture(hub: &StdioHub) -> io::Result<File> {
+    let original_out = File::from(rustix::io::fcntl_dupfd_cloexec(io::stdout().as_fd(), 3)?);
+    let original_err = File::from(rustix::io::fcntl_dupfd_cloexec(io::stderr().as_fd(), 3)?);
+    let log = original_err.try_clone()?;
+    io::stdout().flush()?;
+    for (channel, original) in [
+        (Channel::Stdout, original_out),
+        (Channel::Stderr, original_err),
+    ] {
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        match channel {
+            Channel::Stdout => rustix::stdio::dup2_stdout(&write)?,
+            _ => rustix::stdio::dup2_stderr(&write)?,
+        }
+        // fd 1/2 now hold the pipe (without CLOEXEC, so child processes inherit it).
+        drop(write);
+        let hub = hub.clone();
+        std::thread::Builder::new()
+            .name(format!(
+                "tether-{}",
+                channel.as_str_name().to_ascii_lowercase()
+            ))
+            .spawn(move || pump(File::from(read), channel, original, &hub))?;
+    }
+    Ok(log)
+}
+
+/// Moves chunks from a captured fd to the host's stream, or to the original fd.
+fn pump(mut pipe: File, channel: Channel, mut original: File, hub: &StdioHub) {
+    let mut buf = vec![0; STDIO_CHUNK_LEN];
+    let deadline = Instant::now() + STDIO_OPEN_WAIT;
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let data = StdioData {
+            channel: channel as i32,
+            data: buf[..n].to_vec(),
+        };
+        let undelivered = match hub.sender(deadline) {
+            Some(sender) => match sender.blocking_send(data) {
+                Ok(()) => None,
+                Err(mpsc::error::SendError(data)) => {
+                    // The host closed its stream: back to the original fd.
+                    hub.set(None);
+                    Some(data)
+                }
+            },
+            None => Some(data),
+        };
+        if let Some(data) = undelivered {
+            // Nothing sensible to do if the original fd is gone too.
+            let _ = original.write_all(&data.data);
+        }
+    }
+}
+
+/// `plugin.GRPCStdio`: the host's stream of the plugin's output. A new stream replaces an
+/// older one.
+pub(crate) struct StdioService(StdioHub);
+
+#[tonic::async_trait]
+impl GrpcStdio for StdioService {
+    type StreamStdioStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<StdioData, tonic::Status>> + Send + 'static>,
+    >;
+
+    async fn stream_stdio(
+        &self,
+        _request: tonic::Request<()>,
+    ) -> Result<tonic::Response<Self::StreamStdioStream>, tonic::Status> {
+        let (tx, rx) = mpsc::channel(STDIO_QUEUE_LEN);
+        self.0.set(Some(tx));
+        Ok(tonic::Response::new(Box::pin(
+            ReceiverStream::new(rx).map(Ok),
+        )))
+    }
+}

@@ -1,0 +1,138 @@
+// counterhost is a go-plugin host for go-plugin's examples/bidirectional counter contract.
+//
+//	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] put KEY N
+//	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] get KEY
+//
+// put serves AddHelper on a fresh broker id for the call. AutoMTLS is on unless --plaintext.
+// COUNTER_PLUGIN is split on whitespace. The plugin's stdout (GRPCStdio on go-plugin ≥ 1.1) is
+// written to stderr as lines prefixed "plugin stdout: "; its stderr goes through the host's
+// hclog logger (COUNTERHOST_LOG_LEVEL, default warn). Exit status: 0 ok, 1 error, 2 usage.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/ioutil"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	hclog "github.com/hashicorp/go-hclog"
+	plugin "github.com/hashicorp/go-plugin"
+
+	"tether.test/interop/counter"
+)
+
+const usage = `usage:
+  COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] put KEY N
+  COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] get KEY
+`
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	err := run(os.Args[1:])
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "counterhost: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	os.Exit(1)
+}
+
+// prefixLines writes each line it receives to stderr with a prefix.
+func prefixLines(prefix string) io.Writer {
+	r, w := io.Pipe()
+	go func() {
+		scanner := bufio.NewScanner(r)
+		for scanner.Scan() {
+			fmt.Fprintf(os.Stderr, "%s%s\n", prefix, scanner.Text())
+		}
+	}()
+	return w
+}
+
+func run(args []string) error {
+	global := flag.NewFlagSet("counterhost", flag.ContinueOnError)
+	global.SetOutput(ioutil.Discard)
+	plaintext := global.Bool("plaintext", false, "disable AutoMTLS")
+	if err := global.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		return usageError{"missing command"}
+	}
+	var op func(*counter.Client) error
+	switch rest[0] {
+	case "put":
+		if len(rest) != 3 {
+			return usageError{"put takes KEY N"}
+		}
+		n, err := strconv.ParseInt(rest[2], 10, 64)
+		if err != nil {
+			return usageError{fmt.Sprintf("N must be an integer: %v", err)}
+		}
+		op = func(c *counter.Client) error { return c.Put(rest[1], n) }
+	case "get":
+		if len(rest) != 2 {
+			return usageError{"get takes KEY"}
+		}
+		op = func(c *counter.Client) error {
+			v, err := c.Get(rest[1])
+			if err != nil {
+				return err
+			}
+			fmt.Println(v)
+			return nil
+		}
+	default:
+		return usageError{fmt.Sprintf("unknown command %q", rest[0])}
+	}
+
+	fields := strings.Fields(os.Getenv("COUNTER_PLUGIN"))
+	if len(fields) == 0 {
+		return errors.New("COUNTER_PLUGIN is not set (it must hold the plugin command)")
+	}
+	level := hclog.Warn
+	if s := os.Getenv("COUNTERHOST_LOG_LEVEL"); s != "" {
+		level = hclog.LevelFromString(s)
+	}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  counter.Handshake,
+		Plugins:          counter.PluginMap(nil),
+		Cmd:              exec.Command(fields[0], fields[1:]...),
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         !*plaintext,
+		SyncStdout:       prefixLines("plugin stdout: "),
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Name:   "counterhost",
+			Output: os.Stderr,
+			Level:  level,
+		}),
+	})
+	defer client.Kill()
+	rpc, err := client.Client()
+	if err != nil {
+		return fmt.Errorf("starting the plugin: %w", err)
+	}
+	raw, err := rpc.Dispense(counter.PluginName)
+	if err != nil {
+		return fmt.Errorf("dispensing %q: %w", counter.PluginName, err)
+	}
+	c, ok := raw.(*counter.Client)
+	if !ok {
+		return fmt.Errorf("dispensed %T, not a counter client", raw)
+	}
+	return op(c)
+}

@@ -1,0 +1,74 @@
+//! A counter plugin (go-plugin's examples/bidirectional contract) that makes output, for the
+//! stdio and log tests:
+//!
+//! - `Put` (any key) writes `hello from stdout` with `println!`, `raw stderr warning` with
+//!   `eprintln!` as `[WARN] …`, `child says hi` from a child process (`sh -c echo`), `C says
+//!   hi` through C's stdio (`puts` + `fflush`), and logs `tracing::warn!(answer = 42, "a
+//!   warning from tracing")`;
+//! - `Get` of key `flood` writes 100 MB (`FLOOD_BYTES`) to stderr without a newline, then
+//!   answers 0; other keys answer their length.
+//!
+//! `STDIO_PLUGIN_CAPTURE=0` turns GRPCStdio capture off (output then uses the pipes).
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use tether_examples::counter::counter_server::{Counter, CounterServer};
+use tether_examples::counter::{Empty, GetRequest, GetResponse, PutRequest};
+use tonic::{Request, Response, Status};
+
+/// How much the flood writes.
+const FLOOD_BYTES: usize = 100 * 1024 * 1024;
+
+fn main() -> ExitCode {
+    let capture = std::env::var("STDIO_PLUGIN_CAPTURE").map_or(true, |v| v != "0");
+    let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+        .app_version(1)
+        .capture_stdio(capture);
+    tether_sdk::serve(config)
+        .add_service(CounterServer::new(Chatty))
+        .run()
+}
+
+struct Chatty;
+
+#[tonic::async_trait]
+impl Counter for Chatty {
+    async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
+        let key = request.into_inner().key;
+        if key == "flood" {
+            tokio::task::spawn_blocking(|| {
+                let chunk = vec![b'x'; 1024 * 1024];
+                let mut stderr = std::io::stderr().lock();
+                for _ in 0..FLOOD_BYTES / chunk.len() {
+                    stderr.write_all(&chunk).expect("stderr is open");
+                }
+                stderr.flush().expect("stderr is open");
+            })
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+            return Ok(Response::new(GetResponse { value: 0 }));
+        }
+        let value = i64::try_from(key.len()).map_err(|_| Status::out_of_range("key too long"))?;
+        Ok(Response::new(GetResponse { value }))
+    }
+
+    async fn put(&self, _request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
+        println!("hello from stdout");
+        eprintln!("[WARN] raw stderr warning");
+        let child = std::process::Command::new("sh")
+            .args(["-c", "echo child says hi"])
+            .status()
+            .map_err(|e| Status::internal(format!("sh: {e}")))?;
+        if !child.success() {
+            return Err(Status::internal(format!("sh: {child}")));
+        }
+        // SAFETY: a NUL-terminated static string; `fflush(NULL)` flushes every C stream.
+        unsafe {
+            libc::puts(c"C says hi".as_ptr());
+            libc::fflush(std::ptr::null_mut());
+        }
+        tracing::warn!(answer = 42, "a warning from tracing");
+        Ok(Response::new(Empty {}))
+    }
+}

@@ -1,0 +1,41 @@
+//! Serves the `streams.Streams` example service, and `streams.Exerciser`: runs the stream
+//! checks against a `Streams` service the host serves on a broker id (plugin → host).
+
+use std::process::ExitCode;
+
+use tether_examples::streams::{self, StreamsService};
+use tether_examples::streams_proto::exerciser_server::{Exerciser, ExerciserServer};
+use tether_examples::streams_proto::streams_server::StreamsServer;
+use tether_examples::streams_proto::{ExerciseReport, ExerciseRequest};
+use tether_sdk::GrpcBroker;
+use tonic::{Request, Response, Status};
+
+fn main() -> ExitCode {
+    let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1));
+    let broker = plugin.broker();
+    plugin
+        .add_service(StreamsServer::new(StreamsService::default()))
+        .add_service(ExerciserServer::new(ThroughBroker { broker }))
+        .run()
+}
+
+struct ThroughBroker {
+    broker: GrpcBroker,
+}
+
+#[tonic::async_trait]
+impl Exerciser for ThroughBroker {
+    async fn exercise(
+        &self,
+        request: Request<ExerciseRequest>,
+    ) -> Result<Response<ExerciseReport>, Status> {
+        let id = request.into_inner().streams_id;
+        let channel = self
+            .broker
+            .dial(id)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let results = streams::exercise(channel).await;
+        Ok(Response::new(ExerciseReport { results }))
+    }
+}

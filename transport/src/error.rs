@@ -1,0 +1,80 @@
+//! [`BrokerError`]: why a brokered connection could not be served or dialled.
+
+use std::io;
+use std::time::Duration;
+
+use crate::dial::ConnectError;
+
+/// Why [`GrpcBroker::accept_and_serve`](crate::GrpcBroker::accept_and_serve) or
+/// [`GrpcBroker::dial`](crate::GrpcBroker::dial) failed. Every variant names the peer (the
+/// plugin on the host side, `the host` on the plugin side) and, where it applies, the broker id.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// Used before the connection to the peer exists (a plugin's broker works once it
+    /// serves, i.e. inside call handlers).
+    #[error(
+        "the broker for {peer} is not connected yet; use it only once the plugin serves (for example inside a call handler)"
+    )]
+    NotConnected {
+        /// The peer.
+        peer: String,
+    },
+    /// The broker has been closed (the plugin was shut down, or the host went away).
+    #[error("the broker for {peer} is closed (the connection to it has ended)")]
+    Closed {
+        /// The peer.
+        peer: String,
+    },
+    /// Accepting: the listening socket could not be made.
+    #[error("cannot listen for broker id {id} of {peer}: {source}; check the socket directory")]
+    Bind {
+        /// The peer.
+        peer: String,
+        /// The broker id.
+        id: u32,
+        /// The error from `bind`.
+        #[source]
+        source: io::Error,
+    },
+    /// Dialling: no connection info for the id arrived in time.
+    #[error(
+        "no connection info for broker id {id} arrived from {peer} within {timeout:?} ({stream}); check that the peer called accept_and_serve with this id"
+    )]
+    NoConnInfo {
+        /// The peer.
+        peer: String,
+        /// The broker id.
+        id: u32,
+        /// How long the dial waited ([`BrokerConfig::dial_timeout`](crate::BrokerConfig::dial_timeout)).
+        timeout: Duration,
+        /// The state of the peer's broker stream, as a hint.
+        stream: &'static str,
+    },
+    /// Dialling: the peer announced an address this side refuses (outside the private
+    /// directory, not loopback, unparsable).
+    #[error("{peer} announced address {address:?} for broker id {id}, which is refused: {reason}")]
+    BadAddress {
+        /// The peer.
+        peer: String,
+        /// The broker id.
+        id: u32,
+        /// `network:address` as announced.
+        address: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// Dialling: the announced address could not be connected to.
+    #[error("cannot connect to broker id {id} of {peer} at {target}: {source}")]
+    Connect {
+        /// The peer.
+        peer: String,
+        /// The broker id.
+        id: u32,
+        /// Where.
+        target: String,
+        /// Why.
+        #[source]
+        source: ConnectError,
+    },
+}
