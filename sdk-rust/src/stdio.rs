@@ -1,13 +1,17 @@
-//! Capturing what the plugin writes to fds 1 and 2 after the handshake — Rust's `print!`, C
+//! Capturing what the plugin writes to fd 1 after the handshake — Rust's `print!`, C
 //! libraries, child processes alike — and serving it as go-plugin's `plugin.GRPCStdio`.
 //!
-//! After the handshake line is printed, fds 1 and 2 are replaced (`dup2`) by pipes. A thread
-//! per pipe reads them: while a host has `StreamStdio` open, each chunk goes to the host
-//! through a bounded queue (a host that stops reading slows the writer down instead of growing
-//! memory); otherwise (after waiting up to [`STDIO_OPEN_WAIT`] for the stream to open) the
-//! chunk is written to the original fd, so hosts without `GRPCStdio`
-//! (go-plugin 1.0.x) still see it on the pipes they drain. Log lines keep going to the original
-//! stderr, where hosts parse them.
+//! After the handshake line is printed, fd 1 is replaced (`dup2`) by a pipe. A thread reads
+//! it: while a host has `StreamStdio` open, each chunk goes to the host through a bounded queue
+//! (a host that stops reading slows the writer down instead of growing memory); otherwise
+//! (after waiting up to [`STDIO_OPEN_WAIT`] for the stream to open) the chunk is written to the
+//! original fd, so hosts without `GRPCStdio` (go-plugin 1.0.x) still see it on the pipe they
+//! drain.
+//!
+//! fd 2 is deliberately left alone: it is the host's stderr pipe, which every host (tether's and
+//! go-plugin's) drains and parses as log lines, and which survives a crash. Output captured
+//! in-process dies with the process, so a panic message or a last `eprintln!` before
+//! `exit` would be lost exactly when the host needs it for its crash report.
 
 use std::fs::File;
 use std::io::{self, Read as _, Write as _};
@@ -84,32 +88,20 @@ impl StdioHub {
     }
 }
 
-/// Replaces fds 1 and 2 by pipes drained as described in the module docs; returns a copy of
-/// the original stderr for log lines.
+/// Replaces fd 1 by a pipe drained as described in the module docs; returns a copy of the
+/// (untouched) stderr for log lines.
 pub(crate) fn capture(hub: &StdioHub) -> io::Result<File> {
     let original_out = File::from(rustix::io::fcntl_dupfd_cloexec(io::stdout().as_fd(), 3)?);
-    let original_err = File::from(rustix::io::fcntl_dupfd_cloexec(io::stderr().as_fd(), 3)?);
-    let log = original_err.try_clone()?;
+    let log = File::from(rustix::io::fcntl_dupfd_cloexec(io::stderr().as_fd(), 3)?);
     io::stdout().flush()?;
-    for (channel, original) in [
-        (Channel::Stdout, original_out),
-        (Channel::Stderr, original_err),
-    ] {
-        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        match channel {
-            Channel::Stdout => rustix::stdio::dup2_stdout(&write)?,
-            _ => rustix::stdio::dup2_stderr(&write)?,
-        }
-        // fd 1/2 now hold the pipe (without CLOEXEC, so child processes inherit it).
-        drop(write);
-        let hub = hub.clone();
-        std::thread::Builder::new()
-            .name(format!(
-                "tether-{}",
-                channel.as_str_name().to_ascii_lowercase()
-            ))
-            .spawn(move || pump(File::from(read), channel, original, &hub))?;
-    }
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    rustix::stdio::dup2_stdout(&write)?;
+    // fd 1 now holds the pipe (without CLOEXEC, so child processes inherit it).
+    drop(write);
+    let hub = hub.clone();
+    std::thread::Builder::new()
+        .name("tether-stdout".to_owned())
+        .spawn(move || pump(File::from(read), Channel::Stdout, original_out, &hub))?;
     Ok(log)
 }
 

@@ -138,7 +138,8 @@ async fn stdout_stderr_child_and_c_output_and_logs_reach_the_host_with_name_pid_
         })
         .await;
     assert_eq!(raw.level, Level::WARN, "`[WARN] …` text is a warning");
-    assert_eq!(raw.fields["source"], "grpc-stdio");
+    // stderr stays the host's pipe (it survives crashes), parsed like GRPCStdio output.
+    assert_eq!(raw.fields["source"], "stderr");
 
     let log = recorder
         .wait_for("a warning from tracing", |r| {
