@@ -1,7 +1,7 @@
 //! Draining go-plugin's `GRPCStdio` stream.
 //!
 //! go-plugin (≥ 1.1) plugins redirect their `os.Stdout`/`os.Stderr` after the handshake into
-//! `plugin.GRPCStdio/StreamStdio`, and tether plugins their fds 1 and 2, through a bounded
+//! `plugin.GRPCStdio/StreamStdio`, and tether plugins their fd 1, through a bounded
 //! channel: a host that never opens the stream can block a plugin that prints. The host
 //! therefore opens it right after connecting and drains it continuously: stdout lines are
 //! logged at info, stderr lines at their parsed level (like the stderr pipe). Plugins without

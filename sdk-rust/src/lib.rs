@@ -160,11 +160,12 @@
 //!
 //! # Stdio
 //!
-//! After the handshake the plugin's fds 1 and 2 are pipes (unless [`Config::capture_stdio`] is
+//! After the handshake the plugin's fd 1 is a pipe (unless [`Config::capture_stdio`] is
 //! off): whatever is written there — `print!`, C libraries, child processes — is streamed to a
 //! host that opens `plugin.GRPCStdio` (tether hosts and go-plugin ≥ 1.1), through a bounded
-//! queue of [`STDIO_QUEUE_LEN`] chunks, or else written to the original fds after
-//! [`STDIO_OPEN_WAIT`].
+//! queue of [`STDIO_QUEUE_LEN`] chunks, or else written to the original fd after
+//! [`STDIO_OPEN_WAIT`]. fd 2 stays the host's stderr pipe, which every host drains and parses
+//! as log lines and which, unlike in-process capture, survives a crash.
 //!
 //! # Secrets and config files
 //!

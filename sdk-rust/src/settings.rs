@@ -238,7 +238,7 @@ impl Config {
         self
     }
 
-    /// Whether to capture fds 1 and 2 after the handshake and serve them to the host through
+    /// Whether to capture fd 1 (stdout) after the handshake and serve them to the host through
     /// `plugin.GRPCStdio` (on by default): output of `print!`, C libraries and child processes
     /// then reaches go-plugin ≥ 1.1 and tether hosts as the plugin's stdio, while log lines keep
     /// going to the original stderr. Turn it off for a plugin that manages its fds itself.

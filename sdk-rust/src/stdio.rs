@@ -29,7 +29,7 @@ use tokio_stream::wrappers::ReceiverStream;
 /// Bytes read from a captured fd at a time (one `StdioData` message at most).
 pub const STDIO_CHUNK_LEN: usize = 32 * 1024;
 
-/// Chunks queued toward the host per stream before writers to fds 1 and 2 wait.
+/// Chunks queued toward the host before writers to fd 1 wait.
 pub const STDIO_QUEUE_LEN: usize = 64;
 
 /// How long after the handshake output waits for the host to open `StreamStdio` before it
