@@ -1,7 +1,9 @@
 //! KV plugin: go-plugin's `examples/grpc` plugin, written with `tether-sdk`.
 //!
 //! Serves `proto.KV` (handshake app version 1, cookie `BASIC_PLUGIN=hello`) and keeps each
-//! value in a file `kv_<key>` in its working directory. `Get` of a missing key fails with
+//! value in a file `kv_<key>` in its working directory. Messages up to
+//! [`tether_examples::MAX_MESSAGE_SIZE`] (values up to 64 MiB) are accepted, not tonic's
+//! default 4 MiB. `Get` of a missing key fails with
 //! `NotFound`; keys that could name another file (`/`, `\`, NUL, `.`, `..`, empty) fail with
 //! `InvalidArgument`.
 //!
@@ -26,7 +28,11 @@ use tonic::{Request, Response, Status};
 
 fn main() -> ExitCode {
     tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1))
-        .add_service(KvServer::new(FileKv))
+        .add_service(
+            KvServer::new(FileKv)
+                .max_decoding_message_size(tether_examples::MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(tether_examples::MAX_MESSAGE_SIZE),
+        )
         // Lets `tether call` and grpcurl call it without kv.proto.
         .file_descriptor_set(tether_examples::kv::FILE_DESCRIPTOR_SET)
         .run()
