@@ -235,13 +235,12 @@ fn unmeasured(results: &Results, metric: &str) -> Outcome {
     }
 }
 
-/// A ratio with two significant-ish digits: `0.21`, `1.3`, `12`.
+/// A ratio with two decimals below 10 (`0.21`, `1.48`: enough to tell `1.48` from a `1.5`
+/// goal), whole above (`12`).
 #[must_use]
 pub fn format_ratio(r: f64) -> String {
-    if r < 1.0 {
+    if r < 10.0 {
         format!("{r:.2}")
-    } else if r < 10.0 {
-        format!("{r:.1}")
     } else {
         format!("{r:.0}")
     }
@@ -618,7 +617,8 @@ mod tests {
         assert_eq!(format_value(20_569.9, "calls/s"), "20,570");
         assert_eq!(format_value(1_234_567.0, "kB"), "1,234,567");
         assert_eq!(format_ratio(0.2109), "0.21");
-        assert_eq!(format_ratio(1.29), "1.3");
+        assert_eq!(format_ratio(1.486), "1.49");
+        assert_eq!(format_ratio(12.4), "12");
     }
 
     #[test]

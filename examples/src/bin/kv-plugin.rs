@@ -58,7 +58,7 @@ fn path_for(key: &str) -> Result<PathBuf, Status> {
 /// A small file in the page cache takes microseconds to read or write, while a trip through the
 /// blocking pool (`tokio::fs`) costs two thread switches per call: profiling `kv-host measure
 /// unary` showed a third of the plugin's CPU time in the pool's thread hand-offs, and inline IO
-/// cut the 64-byte `Get` round trip by about 30 µs (BENCHMARKS.md, "Decisions"). Large values
+/// cut the 64-byte `Get` round trip by about 20 µs (BENCHMARKS.md, "Decisions"). Large values
 /// still go to the pool so that one big write does not stall other calls for milliseconds.
 const INLINE_IO_MAX: u64 = 64 * 1024;
 
