@@ -395,7 +395,7 @@ pub const METRICS: &[MetricSpec] = &[
     },
     MetricSpec {
         id: "host_rss_per_plugin",
-        label: "host RSS growth per live plugin (100 live)",
+        label: "host RSS growth per extra live plugin",
         unit: "kB",
         better: Better::Lower,
     },
