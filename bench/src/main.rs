@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! tether-bench [--quick] [--rounds N] [--bin-dir DIR] [--go-peers DIR] [--no-go101]
-//!              [--markdown FILE] [--json FILE]
+//!              [--markdown FILE] [--json FILE] [--timeout SECONDS]
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -46,6 +46,9 @@ struct Cli {
     /// target/bench-quick/bench-results.json with --quick].
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Seconds one measurement run may take before it is killed.
+    #[arg(long, default_value_t = tether_bench::run::DEFAULT_RUN_TIMEOUT.as_secs())]
+    timeout: u64,
     /// `tests/go/go.mod`, read for the go-plugin and grpc-go versions.
     #[arg(long, default_value = "tests/go/go.mod")]
     go_mod: PathBuf,
@@ -113,7 +116,8 @@ fn run(cli: &Cli) -> Result<(), String> {
                     measurement.name(),
                     system.id
                 );
-                match tether_bench::run::run(system, measurement, &counts, work.path()) {
+                let timeout = std::time::Duration::from_secs(cli.timeout);
+                match tether_bench::run::run(system, measurement, &counts, work.path(), timeout) {
                     Ok(values) => {
                         let shown: Vec<String> = values
                             .iter()

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use tether_bench::run::DEFAULT_RUN_TIMEOUT;
 use tether_bench::suite::{Counts, MIB, Measurement, System, SystemKind, Value};
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
@@ -45,7 +46,7 @@ fn measure_all(system: &System, work: &Path) -> Vec<(Measurement, &'static str, 
         if !m.applies_to(&system.kind) {
             continue;
         }
-        let values = tether_bench::run::run(system, m, &SMOKE, work)
+        let values = tether_bench::run::run(system, m, &SMOKE, work, DEFAULT_RUN_TIMEOUT)
             .unwrap_or_else(|e| panic!("{} {}: {e}", system.id, m.name()));
         assert!(
             !values.is_empty(),
