@@ -3,6 +3,7 @@
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] put KEY VALUE
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] get KEY
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] bench --calls N --launches L [--concurrency C]
+//	KV_PLUGIN="<command> [args]" kvhost [--plaintext] measure METRIC [options]   (see measure.go)
 //
 // AutoMTLS is on unless --plaintext is given. Only the gRPC protocol is allowed. KV_PLUGIN is
 // split on whitespace. Exit status: 0 ok, 1 error, 2 usage error, 3 Get of a missing key
@@ -37,6 +38,7 @@ const usage = `usage:
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] put KEY VALUE
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] get KEY
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] bench --calls N --launches L [--concurrency C]
+  KV_PLUGIN="<command> [args]" kvhost [--plaintext] measure launch|unary|rate|payload|plugin-rss|host-rss [options]
 `
 
 type usageError struct{ msg string }
@@ -107,6 +109,8 @@ func run(args []string) error {
 		})
 	case "bench":
 		return bench(*plaintext, rest[1:])
+	case "measure":
+		return measure(*plaintext, rest[1:])
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", rest[0])}
 	}

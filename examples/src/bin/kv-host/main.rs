@@ -4,6 +4,7 @@
 //! KV_PLUGIN="<command> [args]" kv-host [--plaintext] put KEY VALUE
 //! KV_PLUGIN="<command> [args]" kv-host [--plaintext] get KEY        # prints VALUE and a newline
 //! KV_PLUGIN="<command> [args]" kv-host [--plaintext] bench --calls N --launches L [--concurrency C]
+//! KV_PLUGIN="<command> [args]" kv-host [--plaintext] measure METRIC [options]
 //! ```
 //!
 //! `KV_PLUGIN` is split like a shell would (`shell-words`); the plugin runs in the current
@@ -23,6 +24,11 @@
 //! startup is spawn → first `Put` done (median over L launches); call_us is a sequential `Get`
 //! of a 64-byte value (N calls on one plugin); calls_per_s is N `Get`s spread over C concurrent
 //! tasks on one plugin. Percentiles are nearest-rank, as in `tests/go/kvhost`.
+//!
+//! `measure` prints raw measurements for the `tether-bench` harness (issue 6), one line of
+//! `key=value` pairs; `tests/go/kvhost measure` takes the same arguments and prints the same
+//! keys, so the harness computes every statistic of both systems with the same code. See
+//! `measure.rs` for the metrics.
 
 use std::error::Error;
 use std::io::{IsTerminal as _, Write as _};
@@ -36,6 +42,8 @@ use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 use tonic::transport::Channel;
+
+mod measure;
 
 /// The 64-byte value `bench` reads.
 const BENCH_VALUE: &[u8; 64] = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -89,10 +97,15 @@ enum Command {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         concurrency: u64,
     },
+    /// Print raw measurements of one metric for the `tether-bench` harness (one line).
+    Measure {
+        #[command(subcommand)]
+        metric: measure::Metric,
+    },
 }
 
 /// A failure, with the exit status it maps to.
-struct Failure {
+pub(crate) struct Failure {
     error: Box<dyn Error + Send + Sync>,
     code: u8,
 }
@@ -168,7 +181,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Put { key, value } => {
             let plugin = interruptible(launcher.start()).await??;
-            let mut kv = KvClient::new(plugin.channel());
+            let mut kv = kv_client(plugin.channel());
             let result = interruptible(kv.put(PutRequest {
                 key: key.clone(),
                 value: value.into_bytes(),
@@ -181,7 +194,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Get { key } => {
             let plugin = interruptible(launcher.start()).await??;
-            let mut kv = KvClient::new(plugin.channel());
+            let mut kv = kv_client(plugin.channel());
             let result = interruptible(kv.get(GetRequest { key: key.clone() })).await;
             plugin.shutdown().await?;
             let result = result?;
@@ -197,13 +210,22 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             launches,
             concurrency,
         } => bench(&launcher, calls, launches, concurrency).await,
+        Command::Measure { metric } => measure::run(&launcher, metric).await,
     }
+}
+
+/// A KV client that carries messages up to [`tether_examples::MAX_MESSAGE_SIZE`] both ways
+/// (tonic's default decode limit is 4 MiB).
+fn kv_client(channel: Channel) -> KvClient<Channel> {
+    KvClient::new(channel)
+        .max_decoding_message_size(tether_examples::MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(tether_examples::MAX_MESSAGE_SIZE)
 }
 
 /// Runs `work` unless SIGINT or SIGTERM comes first (then exit status 130), so that a plugin
 /// started outside `work` is still shut down properly. If a signal interrupts a start, the
 /// dropped start ends the plugin it was starting.
-async fn interruptible<F: Future>(work: F) -> Result<F::Output, Failure> {
+pub(crate) async fn interruptible<F: Future>(work: F) -> Result<F::Output, Failure> {
     use tokio::signal::unix::{SignalKind, signal};
     let (mut int, mut term) = (
         signal(SignalKind::interrupt())?,
@@ -270,7 +292,7 @@ fn plugin_command() -> Result<(String, Vec<String>), Failure> {
 }
 
 /// Starts the plugin the same way every time.
-struct Launcher {
+pub(crate) struct Launcher {
     program: String,
     args: Vec<String>,
     plaintext: bool,
@@ -279,7 +301,7 @@ struct Launcher {
 }
 
 impl Launcher {
-    async fn start(&self) -> Result<PluginClient, tether_broker::StartError> {
+    pub(crate) async fn start(&self) -> Result<PluginClient, tether_broker::StartError> {
         let mut builder = PluginClient::builder(&self.program)
             .args(&self.args)
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]));
@@ -312,7 +334,7 @@ async fn bench(
     for launch in 1..=launches {
         let t0 = Instant::now();
         let plugin = interruptible(launcher.start()).await??;
-        let mut kv = KvClient::new(plugin.channel());
+        let mut kv = kv_client(plugin.channel());
         let result = interruptible(kv.put(put())).await;
         let elapsed = t0.elapsed();
         plugin.shutdown().await?;
@@ -345,7 +367,7 @@ async fn measure_calls(
     calls: u64,
     concurrency: u64,
 ) -> Result<(Vec<Duration>, f64), Failure> {
-    let mut kv = KvClient::new(channel.clone());
+    let mut kv = kv_client(channel.clone());
     kv.put(put)
         .await
         .map_err(|status| format!("bench put failed: {status}"))?;
@@ -373,7 +395,7 @@ async fn measure_calls(
     let t0 = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
-        let (next, mut kv) = (Arc::clone(&next), KvClient::new(channel.clone()));
+        let (next, mut kv) = (Arc::clone(&next), kv_client(channel.clone()));
         tasks.spawn(async move {
             while next.fetch_add(1, Ordering::Relaxed) < total {
                 kv.get(get()).await?;

@@ -1,0 +1,312 @@
+//! `tether-bench`: runs tether and go-plugin side by side in alternating rounds and writes
+//! `BENCHMARKS.md` (its generated section) and `bench-results.json`.
+//!
+//! Normally started by `bash bench/run.sh [--quick]`, which builds the programs first.
+//!
+//! ```text
+//! tether-bench [--quick] [--rounds N] [--bin-dir DIR] [--go-peers DIR] [--no-go101]
+//!              [--markdown FILE] [--json FILE] [--timeout SECONDS]
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use clap::Parser;
+use tether_bench::machine::{self, Machine};
+use tether_bench::report::{self, Context, Results};
+use tether_bench::suite::{Counts, Measurement, System, SystemKind, Value};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tether-bench",
+    about = "Benchmarks tether against go-plugin in alternating rounds; writes BENCHMARKS.md and bench-results.json"
+)]
+struct Cli {
+    /// Smoke run: one round with tiny counts (for CI; the numbers mean nothing).
+    #[arg(long)]
+    quick: bool,
+    /// Rounds (default 3; 1 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: Option<u32>,
+    /// Where `kv-host`, `kv-plugin` and `pingpong` are (release builds).
+    #[arg(long, default_value = "target/release")]
+    bin_dir: PathBuf,
+    /// Where `tests/go/build.sh` put the Go peers.
+    #[arg(long, default_value = "target/go-peers")]
+    go_peers: PathBuf,
+    /// Leave out Debian's go-plugin 1.0.1 column.
+    #[arg(long)]
+    no_go101: bool,
+    /// The Markdown file whose generated section is replaced [default: BENCHMARKS.md, or
+    /// target/bench-quick/BENCHMARKS.md with --quick, so a smoke run never overwrites real
+    /// numbers].
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// The JSON file to write [default: bench-results.json, or
+    /// target/bench-quick/bench-results.json with --quick].
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Seconds one measurement run may take before it is killed.
+    #[arg(long, default_value_t = tether_bench::run::DEFAULT_RUN_TIMEOUT.as_secs())]
+    timeout: u64,
+    /// `tests/go/go.mod`, read for the go-plugin and grpc-go versions.
+    #[arg(long, default_value = "tests/go/go.mod")]
+    go_mod: PathBuf,
+}
+
+/// Where a `--quick` run writes its reports unless told otherwise.
+const QUICK_OUTPUT_DIR: &str = "target/bench-quick";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tether-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), String> {
+    let mut counts = if cli.quick {
+        Counts::QUICK
+    } else {
+        Counts::FULL
+    };
+    if let Some(rounds) = cli.rounds {
+        counts.rounds = rounds;
+    }
+    let go_mod = std::fs::read_to_string(&cli.go_mod).unwrap_or_default();
+    let go_plugin_version = module_version(&go_mod, "github.com/hashicorp/go-plugin");
+    let grpc_version = module_version(&go_mod, "google.golang.org/grpc");
+    let systems = systems(cli, go_plugin_version.as_deref())?;
+
+    // Plugins write their `kv_*` files here; tmpfs keeps disk speed out of the numbers.
+    let shm = Path::new("/dev/shm");
+    let work = tempfile::Builder::new()
+        .prefix("tether-bench-")
+        .tempdir_in(if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        })
+        .map_err(|e| format!("cannot make a work directory: {e}"))?;
+
+    let machine = Machine::read();
+    let load_before = machine::current_load();
+    eprintln!(
+        "tether-bench: {} rounds on {} (load {:?})",
+        counts.rounds,
+        machine.summary(),
+        load_before
+    );
+    let mut results = Results::default();
+    let measurements = Measurement::all();
+    for round in 0..counts.rounds {
+        // Rotate the systems' order so no system always runs first (or right after another).
+        let mut order: Vec<&System> = systems.iter().collect();
+        order.rotate_left(round as usize % systems.len());
+        for &measurement in &measurements {
+            for system in order.iter().filter(|s| measurement.applies_to(&s.kind)) {
+                eprint!(
+                    "round {}/{}: {:<16} {:<8} ",
+                    round + 1,
+                    counts.rounds,
+                    measurement.name(),
+                    system.id
+                );
+                let timeout = std::time::Duration::from_secs(cli.timeout);
+                match tether_bench::run::run(system, measurement, &counts, work.path(), timeout) {
+                    Ok(values) => {
+                        let shown: Vec<String> = values
+                            .iter()
+                            .map(|(id, v)| match v {
+                                Value::Number(n) => format!("{id}={n:.2}"),
+                                Value::Failed(code) => format!("{id}=failed({code})"),
+                            })
+                            .collect();
+                        eprintln!("{}", shown.join(" "));
+                        for (id, value) in values {
+                            results.record(system.id, id, value);
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("FAILED: {e}");
+                        results.record_error(format!("round {}: {e}", round + 1));
+                    }
+                }
+            }
+        }
+    }
+
+    let ctx = Context {
+        date: now_utc(),
+        machine: machine.summary(),
+        load_before,
+        load_after: machine::current_load(),
+        tools: tools(go_plugin_version.as_deref(), grpc_version.as_deref()),
+        counts,
+        quick: cli.quick,
+        systems,
+    };
+    let quick_dir = Path::new(QUICK_OUTPUT_DIR);
+    let (markdown, json_path) = match (&cli.markdown, &cli.json, cli.quick) {
+        (md, js, true) => (
+            md.clone()
+                .unwrap_or_else(|| quick_dir.join("BENCHMARKS.md")),
+            js.clone()
+                .unwrap_or_else(|| quick_dir.join("bench-results.json")),
+        ),
+        (md, js, false) => (
+            md.clone().unwrap_or_else(|| "BENCHMARKS.md".into()),
+            js.clone().unwrap_or_else(|| "bench-results.json".into()),
+        ),
+    };
+    for path in [&markdown, &json_path] {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        }
+    }
+    let generated = report::markdown(&results, &ctx);
+    let existing = std::fs::read_to_string(&markdown).unwrap_or_default();
+    std::fs::write(&markdown, report::splice(&existing, &generated))
+        .map_err(|e| format!("writing {}: {e}", markdown.display()))?;
+    let json = serde_json::to_string_pretty(&report::json(&results, &ctx))
+        .map_err(|e| format!("encoding the results: {e}"))?;
+    std::fs::write(&json_path, json + "\n")
+        .map_err(|e| format!("writing {}: {e}", json_path.display()))?;
+    eprintln!(
+        "tether-bench: wrote {} and {}",
+        markdown.display(),
+        json_path.display()
+    );
+    print!("{generated}");
+    if results.errors().is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} measurement runs failed (listed in {})",
+            results.errors().len(),
+            markdown.display()
+        ))
+    }
+}
+
+/// The systems under test; every program must exist.
+fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, String> {
+    let need = |dir: &Path, name: &str| -> Result<PathBuf, String> {
+        let path = std::path::absolute(dir.join(name))
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "{} is missing; bash bench/run.sh builds it",
+                path.display()
+            ))
+        }
+    };
+    let mut systems = vec![
+        System {
+            id: report::TETHER,
+            label: "tether".into(),
+            kind: SystemKind::KvHost {
+                host: need(&cli.bin_dir, "kv-host")?,
+                plugin: need(&cli.bin_dir, "kv-plugin")?,
+            },
+        },
+        System {
+            id: report::BASELINE,
+            label: format!("go-plugin {}", go_plugin_version.unwrap_or("v1.8")),
+            kind: SystemKind::KvHost {
+                host: need(&cli.go_peers, "kvhost-v18")?,
+                plugin: need(&cli.go_peers, "kvplugin-v18")?,
+            },
+        },
+        System {
+            id: report::FLOOR,
+            label: "floor (raw socket)".into(),
+            kind: SystemKind::Floor {
+                pingpong: need(&cli.bin_dir, "pingpong")?,
+            },
+        },
+    ];
+    if !cli.no_go101 {
+        systems.push(System {
+            id: "go101",
+            label: "go-plugin 1.0.1 (Debian)".into(),
+            kind: SystemKind::KvHost {
+                host: need(&cli.go_peers, "kvhost-v101")?,
+                plugin: need(&cli.go_peers, "kvplugin-v101")?,
+            },
+        });
+    }
+    Ok(systems)
+}
+
+/// The version a `go.mod` requires of `module`.
+fn module_version(go_mod: &str, module: &str) -> Option<String> {
+    go_mod.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        let first = words.next()?;
+        let (name, version) = if first == "require" {
+            (words.next()?, words.next()?)
+        } else {
+            (first, words.next()?)
+        };
+        (name == module).then(|| version.to_owned())
+    })
+}
+
+/// Versions of the toolchains and libraries involved, best effort.
+fn tools(go_plugin: Option<&str>, grpc: Option<&str>) -> Vec<String> {
+    let first_line = |program: &str, arg: &str| -> Option<String> {
+        let out = Command::new(program).arg(arg).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines().next().map(str::to_owned)
+    };
+    let mut tools = Vec::new();
+    tools.extend(first_line("rustc", "-V"));
+    tools.push("tonic 0.14, rustls 0.23 (release build, current-thread runtimes)".into());
+    tools.extend(first_line("go", "version"));
+    tools.push(format!(
+        "go-plugin {} with grpc-go {} (primary baseline)",
+        go_plugin.unwrap_or("?"),
+        grpc.unwrap_or("?")
+    ));
+    tools.extend(first_line("/usr/lib/go-1.19/bin/go", "version"));
+    tools.push("Debian go-plugin 1.0.1 with grpc 1.33".into());
+    tools
+}
+
+/// Now, as `2026-11-30 23:40 UTC`.
+fn now_utc() -> String {
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+    time::OffsetDateTime::now_utc()
+        .format(&format)
+        .unwrap_or_else(|_| "unknown date".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_versions_come_from_require_blocks_and_lines() {
+        let go_mod = "module x\n\nrequire github.com/a/b v1.2.3\n\nrequire (\n\tgithub.com/hashicorp/go-plugin v1.8.0\n\tgoogle.golang.org/grpc v1.85.0 // indirect\n)\n";
+        assert_eq!(
+            module_version(go_mod, "github.com/hashicorp/go-plugin").as_deref(),
+            Some("v1.8.0")
+        );
+        assert_eq!(
+            module_version(go_mod, "google.golang.org/grpc").as_deref(),
+            Some("v1.85.0")
+        );
+        assert_eq!(
+            module_version(go_mod, "github.com/a/b").as_deref(),
+            Some("v1.2.3")
+        );
+        assert_eq!(module_version(go_mod, "nothing"), None);
+    }
+}

@@ -1,0 +1,259 @@
+//! Running one measurement of one system: the command line, and reading its output.
+
+use std::io::Read as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use wait_timeout::ChildExt as _;
+
+use crate::line::{Line, LineError};
+use crate::suite::{Counts, Measurement, System, SystemKind, Value};
+
+/// Why a measurement run produced no values.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The program could not be started.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The program exited unsuccessfully.
+    #[error("{program} exited with {status}: {stderr}")]
+    Exit {
+        /// The program.
+        program: String,
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// The end of its stderr.
+        stderr: String,
+    },
+    /// Its output line was unusable.
+    #[error("{program} printed {stdout:?}: {source}")]
+    Output {
+        /// The program.
+        program: String,
+        /// What it printed (truncated).
+        stdout: String,
+        /// The parse error.
+        source: LineError,
+    },
+    /// The program ran longer than the timeout and was killed.
+    #[error("{program} took longer than {timeout:?} and was killed (raise it with --timeout)")]
+    Timeout {
+        /// The program.
+        program: String,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// A path cannot go into `KV_PLUGIN`, which go-plugin's host splits on whitespace.
+    #[error("{0} contains whitespace or is not UTF-8; KV_PLUGIN cannot carry it")]
+    UnusablePath(String),
+}
+
+/// Most bytes of a failed program's stderr quoted in a [`RunError`].
+pub const MAX_QUOTED_STDERR: usize = 2_000;
+
+/// How long one measurement run may take before it is killed, so a hung plugin or host
+/// cannot stall the whole benchmark. The slowest full-size run (100 go-plugin launches for the
+/// host-RSS measurement) takes well under a minute. Override with `tether-bench --timeout`.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The command that makes `measurement` on `system`, run in `work_dir`.
+///
+/// # Errors
+/// [`RunError::UnusablePath`] for a plugin path `KV_PLUGIN` cannot carry.
+pub fn command(
+    system: &System,
+    measurement: Measurement,
+    counts: &Counts,
+    work_dir: &Path,
+) -> Result<Command, RunError> {
+    let args = measurement.args(counts);
+    let mut cmd = match &system.kind {
+        SystemKind::KvHost { host, plugin } => {
+            let plugin_text = plugin
+                .to_str()
+                .filter(|p| !p.chars().any(char::is_whitespace))
+                .ok_or_else(|| RunError::UnusablePath(plugin.display().to_string()))?;
+            let mut cmd = Command::new(host);
+            cmd.arg("measure").args(&args).env("KV_PLUGIN", plugin_text);
+            cmd
+        }
+        SystemKind::Floor { pingpong } => {
+            let mut cmd = Command::new(pingpong);
+            cmd.args(&args);
+            cmd
+        }
+    };
+    cmd.current_dir(work_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Ok(cmd)
+}
+
+/// Runs `measurement` on `system` and evaluates its output; kills the program after
+/// `timeout`.
+///
+/// # Errors
+/// A [`RunError`] when the program fails, hangs or prints an unusable line.
+pub fn run(
+    system: &System,
+    measurement: Measurement,
+    counts: &Counts,
+    work_dir: &Path,
+    timeout: Duration,
+) -> Result<Vec<(&'static str, Value)>, RunError> {
+    let mut cmd = command(system, measurement, counts, work_dir)?;
+    let program = format!("{} {}", system.id, measurement.name());
+    let spawn_error = |source| RunError::Spawn {
+        program: program.clone(),
+        source,
+    };
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    // Drain both pipes on threads so a chatty program never blocks on a full pipe.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let status = match child.wait_timeout(timeout).map_err(spawn_error)? {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(RunError::Timeout { program, timeout });
+        }
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    let stdout = String::from_utf8_lossy(&stdout);
+    if !status.success() {
+        let stderr = String::from_utf8_lossy(&stderr);
+        let start = stderr.len().saturating_sub(MAX_QUOTED_STDERR);
+        let start = (start..=stderr.len())
+            .find(|&i| stderr.is_char_boundary(i))
+            .unwrap_or(stderr.len());
+        return Err(RunError::Exit {
+            program,
+            status,
+            stderr: stderr[start..].trim().replace('\n', " | "),
+        });
+    }
+    let outcome = Line::parse(&stdout).and_then(|line| measurement.evaluate(&line));
+    outcome.map_err(|source| RunError::Output {
+        program,
+        stdout: stdout.chars().take(200).collect(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_gets_measure_its_arguments_and_the_plugin_in_kv_plugin() {
+        let system = System {
+            id: "tether",
+            label: "tether".into(),
+            kind: SystemKind::KvHost {
+                host: "/bin/kv-host".into(),
+                plugin: "/bin/kv-plugin".into(),
+            },
+        };
+        let cmd = command(
+            &system,
+            Measurement::Unary,
+            &Counts::QUICK,
+            Path::new("/tmp"),
+        )
+        .unwrap();
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(args, ["measure", "unary", "--calls", "50", "--warmup", "5"]);
+        let env: Vec<_> = cmd.get_envs().collect();
+        assert_eq!(
+            env,
+            [(
+                std::ffi::OsStr::new("KV_PLUGIN"),
+                Some(std::ffi::OsStr::new("/bin/kv-plugin"))
+            )]
+        );
+    }
+
+    #[test]
+    fn a_plugin_path_with_a_space_is_refused_before_anything_runs() {
+        let system = System {
+            id: "go18",
+            label: "go".into(),
+            kind: SystemKind::KvHost {
+                host: "/bin/kvhost".into(),
+                plugin: "/my dir/kvplugin".into(),
+            },
+        };
+        assert!(matches!(
+            command(
+                &system,
+                Measurement::Launch,
+                &Counts::QUICK,
+                Path::new("/tmp")
+            ),
+            Err(RunError::UnusablePath(_))
+        ));
+    }
+
+    #[test]
+    fn a_failing_program_is_reported_with_its_stderr() {
+        let system = System {
+            id: "floor",
+            label: "floor".into(),
+            kind: SystemKind::Floor {
+                pingpong: "/bin/false".into(),
+            },
+        };
+        let err = run(
+            &system,
+            Measurement::Unary,
+            &Counts::QUICK,
+            Path::new("/"),
+            DEFAULT_RUN_TIMEOUT,
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::Exit { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_program_that_outlives_the_timeout_is_killed_and_reported() {
+        let system = System {
+            id: "floor",
+            label: "floor".into(),
+            kind: SystemKind::Floor {
+                pingpong: "/bin/sh".into(),
+            },
+        };
+        // The command becomes `sh plugin-rss` in the work dir: a script that hangs.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plugin-rss"), "exec sleep 30\n").unwrap();
+        let err = run(
+            &system,
+            Measurement::PluginRss,
+            &Counts::QUICK,
+            dir.path(),
+            Duration::from_millis(200),
+        )
+        .unwrap_err();
+        // `run` returns only after the killed program was reaped.
+        assert!(matches!(err, RunError::Timeout { .. }), "{err}");
+    }
+}

@@ -1,0 +1,515 @@
+//! What is measured: the systems, the measurements each program run makes, the metrics they
+//! yield, and how many calls each takes.
+//!
+//! A new metric (callbacks with issue 3, lazy catalog and confinement with issue 4) is a new
+//! [`Measurement`] variant with its arguments and evaluation, plus its [`MetricSpec`] rows.
+
+use std::path::PathBuf;
+
+use crate::line::{Line, LineError};
+use crate::stats::percentile;
+
+/// One system under test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct System {
+    /// Short id used in `bench-results.json`: `tether`, `go18`, `go101`, `floor`.
+    pub id: &'static str,
+    /// Column heading in `BENCHMARKS.md`.
+    pub label: String,
+    /// How to run it.
+    pub kind: SystemKind,
+}
+
+/// How a system runs a measurement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SystemKind {
+    /// A KV host's `measure` subcommand with `KV_PLUGIN` set to a KV plugin (tether's
+    /// `kv-host`/`kv-plugin` or go-plugin's `kvhost`/`kvplugin`).
+    KvHost {
+        /// The host program.
+        host: PathBuf,
+        /// The plugin program.
+        plugin: PathBuf,
+    },
+    /// The raw two-process unix-socket floor (`pingpong`).
+    Floor {
+        /// The `pingpong` program.
+        pingpong: PathBuf,
+    },
+}
+
+/// How many calls, launches and rounds each measurement takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Alternating rounds.
+    pub rounds: u32,
+    /// Launches per round (`launch`).
+    pub launches: u64,
+    /// Timed sequential calls per round (`unary`).
+    pub unary_calls: u64,
+    /// Timed calls per concurrency level per round (`rate`).
+    pub rate_calls: u64,
+    /// Untimed calls before `unary` and `rate`.
+    pub warmup: u64,
+    /// Timed 1 MiB round trips per round.
+    pub rounds_1mib: u64,
+    /// Timed 64 MiB round trips per round.
+    pub rounds_64mib: u64,
+    /// Live plugins for the host-RSS measurement.
+    pub live_plugins: u64,
+}
+
+impl Counts {
+    /// The full benchmark: [`DEFAULT_ROUNDS`] rounds.
+    pub const FULL: Self = Self {
+        rounds: DEFAULT_ROUNDS,
+        launches: 40,
+        unary_calls: 5_000,
+        rate_calls: 10_000,
+        warmup: 100,
+        rounds_1mib: 50,
+        rounds_64mib: 3,
+        live_plugins: 100,
+    };
+
+    /// A smoke run (`--quick`): every measurement runs, with tiny counts; numbers are not
+    /// meaningful.
+    pub const QUICK: Self = Self {
+        rounds: 1,
+        launches: 2,
+        unary_calls: 50,
+        rate_calls: 200,
+        warmup: 5,
+        rounds_1mib: 2,
+        rounds_64mib: 1,
+        live_plugins: 3,
+    };
+}
+
+/// Rounds of the full benchmark. Each round runs every measurement on every system, the
+/// systems' order rotating from round to round; the report gives the median round.
+pub const DEFAULT_ROUNDS: u32 = 3;
+
+/// 1 MiB.
+pub const MIB: u64 = 1024 * 1024;
+
+/// Concurrency levels of the calls/s measurement.
+pub const CONCURRENCY_LEVELS: [u64; 3] = [1, 16, 64];
+
+/// One program run, yielding one or more metric values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measurement {
+    /// Spawn → first call done, repeatedly.
+    Launch,
+    /// Sequential 64-byte calls.
+    Unary,
+    /// 64-byte calls over this many concurrent callers.
+    Rate {
+        /// Concurrent callers.
+        concurrency: u64,
+    },
+    /// Request/response round trips carrying this many bytes each way.
+    Payload {
+        /// Bytes per message.
+        size: u64,
+    },
+    /// The plugin's resident memory after one call.
+    PluginRss,
+    /// The host's memory growth per live plugin.
+    HostRss,
+}
+
+/// A metric value from one round.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A number in the metric's unit.
+    Number(f64),
+    /// The system could not do it; the gRPC code name (e.g. `ResourceExhausted`).
+    Failed(String),
+}
+
+impl Measurement {
+    /// Every measurement, in the order a round runs them.
+    #[must_use]
+    pub fn all() -> Vec<Self> {
+        let mut all = vec![Self::Launch, Self::Unary];
+        all.extend(
+            CONCURRENCY_LEVELS
+                .iter()
+                .map(|&concurrency| Self::Rate { concurrency }),
+        );
+        all.extend([
+            Self::Payload { size: MIB },
+            Self::Payload { size: 64 * MIB },
+            Self::PluginRss,
+            Self::HostRss,
+        ]);
+        all
+    }
+
+    /// A short name for progress messages.
+    #[must_use]
+    pub fn name(&self) -> String {
+        match self {
+            Self::Launch => "launch".into(),
+            Self::Unary => "unary".into(),
+            Self::Rate { concurrency } => format!("rate c={concurrency}"),
+            Self::Payload { size } => format!("payload {} MiB", size / MIB),
+            Self::PluginRss => "plugin-rss".into(),
+            Self::HostRss => "host-rss".into(),
+        }
+    }
+
+    /// Whether `kind` can run this measurement (the floor has no concurrency or hosting).
+    #[must_use]
+    pub fn applies_to(&self, kind: &SystemKind) -> bool {
+        match kind {
+            SystemKind::KvHost { .. } => true,
+            SystemKind::Floor { .. } => !matches!(self, Self::Rate { .. } | Self::HostRss),
+        }
+    }
+
+    /// The `measure` arguments (after the program name and, for hosts, `measure`).
+    #[must_use]
+    pub fn args(&self, counts: &Counts) -> Vec<String> {
+        let words: Vec<String> = match self {
+            Self::Launch => vec![
+                "launch".into(),
+                "--count".into(),
+                counts.launches.to_string(),
+            ],
+            Self::Unary => vec![
+                "unary".into(),
+                "--calls".into(),
+                counts.unary_calls.to_string(),
+                "--warmup".into(),
+                counts.warmup.to_string(),
+            ],
+            Self::Rate { concurrency } => vec![
+                "rate".into(),
+                "--calls".into(),
+                counts.rate_calls.to_string(),
+                "--concurrency".into(),
+                concurrency.to_string(),
+                "--warmup".into(),
+                counts.warmup.to_string(),
+            ],
+            Self::Payload { size } => vec![
+                "payload".into(),
+                "--size".into(),
+                size.to_string(),
+                "--rounds".into(),
+                if *size >= 64 * MIB {
+                    counts.rounds_64mib
+                } else {
+                    counts.rounds_1mib
+                }
+                .to_string(),
+            ],
+            Self::PluginRss => vec!["plugin-rss".into()],
+            Self::HostRss => vec![
+                "host-rss".into(),
+                "--plugins".into(),
+                counts.live_plugins.to_string(),
+            ],
+        };
+        words
+    }
+
+    /// The metric values of one run's output line, keyed by [`MetricSpec::id`].
+    ///
+    /// # Errors
+    /// A [`LineError`] when the line lacks a key or holds a non-number, or a
+    /// [`LineError::NotANumber`] for an impossible value (no samples, zero time).
+    pub fn evaluate(&self, line: &Line) -> Result<Vec<(&'static str, Value)>, LineError> {
+        let ns = |key: &str| -> Result<Vec<f64>, LineError> {
+            Ok(line.numbers(key)?.into_iter().map(|n| n as f64).collect())
+        };
+        let pct = |samples: &[f64], p: f64, scale: f64, key: &str| {
+            percentile(samples, p)
+                .map(|v| Value::Number(v / scale))
+                .ok_or_else(|| LineError::NotANumber {
+                    key: key.to_owned(),
+                    value: String::new(),
+                })
+        };
+        let per_second = |count: f64| -> Result<f64, LineError> {
+            let elapsed = line.number("elapsed_ns")?;
+            if elapsed == 0 {
+                return Err(LineError::NotANumber {
+                    key: "elapsed_ns".into(),
+                    value: "0".into(),
+                });
+            }
+            Ok(count / (elapsed as f64 / 1e9))
+        };
+        Ok(match self {
+            Self::Launch => {
+                let s = ns("samples_ns")?;
+                vec![
+                    ("launch_p50", pct(&s, 0.5, 1e6, "samples_ns")?),
+                    ("launch_p99", pct(&s, 0.99, 1e6, "samples_ns")?),
+                ]
+            }
+            Self::Unary => {
+                let s = ns("samples_ns")?;
+                vec![
+                    ("unary_p50", pct(&s, 0.5, 1e3, "samples_ns")?),
+                    ("unary_p99", pct(&s, 0.99, 1e3, "samples_ns")?),
+                ]
+            }
+            Self::Rate { concurrency } => {
+                let calls = line.number("calls")? as f64;
+                vec![(rate_id(*concurrency), Value::Number(per_second(calls)?))]
+            }
+            Self::Payload { size } => {
+                let value = match line.text("failed") {
+                    Some(code) => Value::Failed(code.to_owned()),
+                    None => Value::Number(per_second(line.number("bytes")? as f64)? / 1e6),
+                };
+                vec![(payload_id(*size), value)]
+            }
+            Self::PluginRss => vec![(
+                "plugin_rss",
+                Value::Number(line.number("rss_kb")? as f64 / 1024.0),
+            )],
+            Self::HostRss => {
+                let first = line.number("first_kb")? as f64;
+                let last = line.number("last_kb")? as f64;
+                let plugins = line.number("plugins")?;
+                if plugins < 2 {
+                    return Err(LineError::NotANumber {
+                        key: "plugins".into(),
+                        value: plugins.to_string(),
+                    });
+                }
+                vec![(
+                    "host_rss_per_plugin",
+                    Value::Number((last - first) / (plugins - 1) as f64),
+                )]
+            }
+        })
+    }
+}
+
+fn rate_id(concurrency: u64) -> &'static str {
+    match concurrency {
+        1 => "rate_c1",
+        16 => "rate_c16",
+        64 => "rate_c64",
+        _ => "rate_other",
+    }
+}
+
+fn payload_id(size: u64) -> &'static str {
+    if size >= 64 * MIB {
+        "payload_64mib"
+    } else {
+        "payload_1mib"
+    }
+}
+
+/// Whether a smaller or a larger value is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    /// Latency, memory.
+    Lower,
+    /// Throughput.
+    Higher,
+}
+
+/// A row of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricSpec {
+    /// Key in `bench-results.json`.
+    pub id: &'static str,
+    /// Row label.
+    pub label: &'static str,
+    /// Unit of the values.
+    pub unit: &'static str,
+    /// Direction.
+    pub better: Better,
+}
+
+/// The report's rows, in order.
+pub const METRICS: &[MetricSpec] = &[
+    MetricSpec {
+        id: "launch_p50",
+        label: "launch → first call done (AutoMTLS), p50",
+        unit: "ms",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "launch_p99",
+        label: "launch → first call done (AutoMTLS), p99",
+        unit: "ms",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "unary_p50",
+        label: "unary 64 B round trip, sequential, p50",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "unary_p99",
+        label: "unary 64 B round trip, sequential, p99",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "rate_c1",
+        label: "calls/s, 1 caller",
+        unit: "calls/s",
+        better: Better::Higher,
+    },
+    MetricSpec {
+        id: "rate_c16",
+        label: "calls/s, 16 concurrent callers",
+        unit: "calls/s",
+        better: Better::Higher,
+    },
+    MetricSpec {
+        id: "rate_c64",
+        label: "calls/s, 64 concurrent callers",
+        unit: "calls/s",
+        better: Better::Higher,
+    },
+    MetricSpec {
+        id: "payload_1mib",
+        label: "1 MiB request + 1 MiB response",
+        unit: "MB/s",
+        better: Better::Higher,
+    },
+    MetricSpec {
+        id: "payload_64mib",
+        label: "64 MiB request + 64 MiB response",
+        unit: "MB/s",
+        better: Better::Higher,
+    },
+    MetricSpec {
+        id: "plugin_rss",
+        label: "idle plugin RSS after one call",
+        unit: "MB",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "host_rss_per_plugin",
+        label: "host RSS growth per extra live plugin",
+        unit: "kB",
+        better: Better::Lower,
+    },
+];
+
+/// Looks a metric up by id.
+#[must_use]
+pub fn metric(id: &str) -> Option<&'static MetricSpec> {
+    METRICS.iter().find(|m| m.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(m: Measurement, line: &str) -> Vec<(&'static str, Value)> {
+        m.evaluate(&Line::parse(line).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn launch_samples_become_p50_and_p99_in_milliseconds() {
+        let values = eval(Measurement::Launch, "samples_ns=3000000,1000000,2000000");
+        assert_eq!(
+            values,
+            vec![
+                ("launch_p50", Value::Number(2.0)),
+                ("launch_p99", Value::Number(3.0))
+            ]
+        );
+    }
+
+    #[test]
+    fn unary_samples_become_microseconds() {
+        let values = eval(Measurement::Unary, "samples_ns=50000");
+        assert_eq!(values[0], ("unary_p50", Value::Number(50.0)));
+    }
+
+    #[test]
+    fn a_rate_is_calls_over_elapsed_seconds() {
+        let values = eval(
+            Measurement::Rate { concurrency: 64 },
+            "calls=1000 elapsed_ns=500000000",
+        );
+        assert_eq!(values, vec![("rate_c64", Value::Number(2000.0))]);
+    }
+
+    #[test]
+    fn a_payload_rate_is_megabytes_per_second_and_a_refusal_is_kept() {
+        let ok = eval(
+            Measurement::Payload { size: MIB },
+            "bytes=4000000 elapsed_ns=2000000000",
+        );
+        assert_eq!(ok, vec![("payload_1mib", Value::Number(2.0))]);
+        let refused = eval(
+            Measurement::Payload { size: 64 * MIB },
+            "failed=ResourceExhausted",
+        );
+        assert_eq!(
+            refused,
+            vec![("payload_64mib", Value::Failed("ResourceExhausted".into()))]
+        );
+    }
+
+    #[test]
+    fn host_rss_growth_is_spread_over_the_plugins_after_the_first() {
+        let values = eval(
+            Measurement::HostRss,
+            "first_kb=8000 last_kb=8990 plugins=100",
+        );
+        assert_eq!(values, vec![("host_rss_per_plugin", Value::Number(10.0))]);
+    }
+
+    #[test]
+    fn zero_elapsed_time_is_rejected_rather_than_infinite() {
+        let line = Line::parse("calls=10 elapsed_ns=0").unwrap();
+        assert!(
+            Measurement::Rate { concurrency: 1 }
+                .evaluate(&line)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn every_measurement_yields_only_metrics_the_report_knows() {
+        let lines = [
+            "samples_ns=1,2",
+            "calls=1 elapsed_ns=1 bytes=1 rss_kb=1 first_kb=1 last_kb=2 plugins=2",
+        ];
+        for m in Measurement::all() {
+            let line = if matches!(m, Measurement::Launch | Measurement::Unary) {
+                lines[0]
+            } else {
+                lines[1]
+            };
+            for (id, _) in eval(m, line) {
+                assert!(metric(id).is_some(), "{id} from {m:?} has no MetricSpec");
+            }
+        }
+    }
+
+    #[test]
+    fn the_floor_skips_measurements_it_cannot_make() {
+        let floor = SystemKind::Floor {
+            pingpong: "pingpong".into(),
+        };
+        assert!(Measurement::Unary.applies_to(&floor));
+        assert!(!Measurement::Rate { concurrency: 16 }.applies_to(&floor));
+        assert!(!Measurement::HostRss.applies_to(&floor));
+    }
+
+    #[test]
+    fn quick_counts_are_smaller_than_full_ones() {
+        let (q, f) = (Counts::QUICK, Counts::FULL);
+        assert!(q.rounds < f.rounds && q.unary_calls < f.unary_calls);
+        assert!(f.rounds >= 3, "the issue asks for at least three rounds");
+    }
+}

@@ -1,0 +1,142 @@
+//! The benchmark harness (`tether-bench`) against the real programs it drives: every
+//! measurement of tether's `kv-host`, go-plugin's `kvhost` (v1.8) and the `pingpong` floor
+//! yields values the harness accepts, with tiny counts. Nothing here asserts a timing — speed
+//! is measured by `bash bench/run.sh`, not by tests.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
+use std::path::{Path, PathBuf};
+
+use tether_bench::run::DEFAULT_RUN_TIMEOUT;
+use tether_bench::suite::{Counts, MIB, Measurement, System, SystemKind, Value};
+use tether_tests::peers::{self, GoPlugin};
+use tether_tests::procs;
+
+const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-kv-host");
+const RUST_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
+const PINGPONG: &str = env!("CARGO_BIN_EXE_tests-pingpong");
+
+/// Smaller than `Counts::QUICK`: debug builds.
+const SMOKE: Counts = Counts {
+    rounds: 1,
+    launches: 2,
+    unary_calls: 5,
+    rate_calls: 20,
+    warmup: 1,
+    rounds_1mib: 1,
+    rounds_64mib: 1,
+    live_plugins: 2,
+};
+
+fn kv(id: &'static str, host: &Path, plugin: &Path) -> System {
+    System {
+        id,
+        label: id.into(),
+        kind: SystemKind::KvHost {
+            host: host.into(),
+            plugin: plugin.into(),
+        },
+    }
+}
+
+/// Runs every measurement that applies to `system` and returns (measurement, metric, value).
+fn measure_all(system: &System, work: &Path) -> Vec<(Measurement, &'static str, Value)> {
+    let mut all = Vec::new();
+    for m in Measurement::all() {
+        if !m.applies_to(&system.kind) {
+            continue;
+        }
+        let values = tether_bench::run::run(system, m, &SMOKE, work, DEFAULT_RUN_TIMEOUT)
+            .unwrap_or_else(|e| panic!("{} {}: {e}", system.id, m.name()));
+        assert!(
+            !values.is_empty(),
+            "{} {} gave no values",
+            system.id,
+            m.name()
+        );
+        all.extend(values.into_iter().map(|(id, v)| (m, id, v)));
+    }
+    all
+}
+
+fn assert_positive_except(values: &[(Measurement, &str, Value)], failing: &[&str]) {
+    for (m, id, v) in values {
+        match v {
+            Value::Number(n) => assert!(
+                n.is_finite() && *n >= 0.0 && !failing.contains(id),
+                "{m:?} {id} = {n}"
+            ),
+            Value::Failed(code) => assert!(failing.contains(id), "{m:?} {id} failed: {code}"),
+        }
+    }
+}
+
+#[test]
+fn every_measurement_of_the_tether_host_yields_numbers_including_64_mib_messages() {
+    let work = tempfile::tempdir().unwrap();
+    let system = kv("tether", Path::new(RUST_HOST), Path::new(RUST_PLUGIN));
+    let values = measure_all(&system, work.path());
+    assert_positive_except(&values, &[]);
+    let has = |id: &str| values.iter().any(|(_, i, _)| *i == id);
+    for id in [
+        "launch_p99",
+        "unary_p50",
+        "rate_c64",
+        "payload_64mib",
+        "plugin_rss",
+        "host_rss_per_plugin",
+    ] {
+        assert!(has(id), "no {id}");
+    }
+    assert!(
+        procs::in_dir(work.path()).is_empty(),
+        "plugins left running"
+    );
+}
+
+#[test]
+fn go_plugin_refuses_64_mib_messages_and_yields_every_other_measurement() {
+    let Some(go) = peers::go_or_skip(GoPlugin::V18, "go_plugin_refuses_64_mib_messages") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let system = kv("go18", &go.host, &go.plugin);
+    let values = measure_all(&system, work.path());
+    assert_positive_except(&values, &["payload_64mib"]);
+    let big = values
+        .iter()
+        .find(|(m, _, _)| *m == Measurement::Payload { size: 64 * MIB })
+        .unwrap();
+    assert_eq!(big.2, Value::Failed("ResourceExhausted".into()));
+    assert!(
+        procs::in_dir(work.path()).is_empty(),
+        "plugins left running"
+    );
+}
+
+#[test]
+fn the_raw_socket_floor_yields_launch_unary_payload_and_memory() {
+    let work = tempfile::tempdir().unwrap();
+    let system = System {
+        id: "floor",
+        label: "floor".into(),
+        kind: SystemKind::Floor {
+            pingpong: PathBuf::from(PINGPONG),
+        },
+    };
+    let values = measure_all(&system, work.path());
+    assert_positive_except(&values, &[]);
+    let ids: Vec<&str> = values.iter().map(|(_, id, _)| *id).collect();
+    assert_eq!(
+        ids,
+        [
+            "launch_p50",
+            "launch_p99",
+            "unary_p50",
+            "unary_p99",
+            "payload_1mib",
+            "payload_64mib",
+            "plugin_rss"
+        ]
+    );
+}
