@@ -2,7 +2,6 @@
 //! plugin only when a step first needs it, and prints a summary.
 
 use std::io::IsTerminal as _;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
