@@ -129,3 +129,38 @@ fn resolve_binary(dir: &Path, mut manifest: Manifest, bin_dir: Option<&Path>) ->
     }
     manifest
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(dir: &Path, command: &str) -> Manifest {
+        let text = format!(
+            "name = \"p\"\ncommand = \"{command}\"\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n"
+        );
+        Manifest::parse(&text, &dir.join("p.toml")).unwrap()
+    }
+
+    #[test]
+    fn missing_bin_commands_are_found_in_the_bin_dir_and_present_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = Path::new("/opt/plugins");
+        let resolved = resolve_binary(dir.path(), manifest(dir.path(), "bin/x"), Some(elsewhere));
+        assert_eq!(resolved.command, elsewhere.join("x"));
+
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        std::fs::write(dir.path().join("bin/x"), "").unwrap();
+        let kept = resolve_binary(dir.path(), manifest(dir.path(), "bin/x"), Some(elsewhere));
+        assert_eq!(kept.command, dir.path().join("bin/x"));
+
+        let outside_bin = resolve_binary(dir.path(), manifest(dir.path(), "y"), Some(elsewhere));
+        assert_eq!(outside_bin.command, dir.path().join("y"));
+    }
+
+    #[test]
+    fn bin_tether_is_this_executable_by_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let resolved = resolve_binary(dir.path(), manifest(dir.path(), "bin/tether"), None);
+        assert_eq!(resolved.command, std::env::current_exe().unwrap());
+    }
+}

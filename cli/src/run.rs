@@ -149,9 +149,9 @@ impl Progress {
     fn new(total: u64) -> Self {
         if std::io::stderr().is_terminal() {
             let bar = ProgressBar::new(total);
-            if let Ok(style) = ProgressStyle::with_template(
-                "{spinner} [{bar:40}] {pos}/{len} steps {per_sec} {msg}",
-            ) {
+            if let Ok(style) =
+                ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} steps {msg}")
+            {
                 bar.set_style(style.progress_chars("=> "));
             }
             Self::Bar(bar)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import agent_executor
 import agent_pb2
+import pytest
 
 
 def test_the_most_frequent_words_come_first_with_their_counts():
