@@ -29,23 +29,94 @@ pub(crate) enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Run a workflow of steps through the catalog's plugins (the agent demo without
+    /// arguments) and print a summary.
+    Run(RunArgs),
+    /// List the catalog's plugins.
+    List(CatalogArgs),
+    /// Check the catalog: manifests, grants, secrets, binaries, checksums. Every problem is
+    /// listed; the exit status is non-zero if there is one.
+    Check(CatalogArgs),
     /// Launch a plugin, call one method with a JSON request and print the JSON response.
     Call(CallArgs),
     /// Launch a plugin and print what it negotiated: version, transport, certificate, health,
     /// services.
     Inspect(InspectArgs),
+    /// Serve one of the agent demo's Rust plugins (what the demo catalog's manifests run).
+    #[command(hide = true)]
+    DemoPlugin {
+        /// The plugin's name.
+        name: String,
+    },
+}
+
+/// Where the catalog's policy, secrets and binaries are.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct InstallArgs {
+    /// The grants (policy) file [default: DIR/../grants.toml when it exists; else nothing is
+    /// granted].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) grants: Option<PathBuf>,
+    /// The directory of secret values, one file per secret [default: DIR/../secrets].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) secrets: Option<PathBuf>,
+    /// The directory of config files, one file per name [default: DIR/../config].
+    #[arg(long = "config-dir", value_name = "DIR")]
+    pub(crate) config: Option<PathBuf>,
+    /// Where commands `bin/NAME` that are not in the catalog's `bin/` are found [default: the
+    /// directory of this `tether`; `bin/tether` is this `tether` itself].
+    #[arg(long = "bin-dir", value_name = "DIR")]
+    pub(crate) bin_dir: Option<PathBuf>,
+}
+
+/// A catalog directory.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct CatalogArgs {
+    /// The catalog: a directory of plugin manifests (*.toml) [default: the agent demo's,
+    /// examples/agent/catalog].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) catalog: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) install: InstallArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) catalog: CatalogArgs,
+    /// The workflow file (TOML) [default: the agent demo's, examples/agent/workflow.toml].
+    #[arg(value_name = "WORKFLOW")]
+    pub(crate) workflow: Option<PathBuf>,
+    /// Run the workflow this many times (plugins stay running between runs).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) repeat: u32,
+    /// The plugins' state directories go here (`DIR/<plugin>`) [default: a temporary directory
+    /// removed at the end].
+    #[arg(long = "state-dir", value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
 }
 
 /// Which plugin to launch and how.
 #[derive(Debug, Args)]
 pub(crate) struct TargetArgs {
     /// The plugin's command line, split like a shell would (e.g. "python3 kv_plugin.py").
-    #[arg(long, value_name = "COMMAND")]
-    pub(crate) cmd: String,
+    #[arg(
+        long,
+        value_name = "COMMAND",
+        required_unless_present = "catalog",
+        requires = "cookie"
+    )]
+    pub(crate) cmd: Option<String>,
     /// The handshake's magic cookie, KEY=VALUE (e.g. BASIC_PLUGIN=hello).
-    #[arg(long, value_name = "KEY=VALUE")]
-    pub(crate) cookie: String,
-    /// App protocol versions to offer (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", requires = "cmd")]
+    pub(crate) cookie: Option<String>,
+    /// Launch plugin PLUGIN of the catalog DIR as its manifest says (granted secrets
+    /// included), instead of --cmd/--cookie.
+    #[arg(long, num_args = 2, value_names = ["DIR", "PLUGIN"], conflicts_with_all = ["cmd", "cookie"])]
+    pub(crate) catalog: Option<Vec<String>>,
+    #[command(flatten)]
+    pub(crate) install: InstallArgs,
+    /// App protocol versions to offer (repeatable; with --catalog the manifest's).
     #[arg(long = "app-version", value_name = "N", default_value = "1")]
     pub(crate) app_versions: Vec<u32>,
     /// Turn AutoMTLS off (for plugins that cannot do it). Unauthenticated and unencrypted.

@@ -70,6 +70,49 @@ pub(crate) enum CliError {
     /// The response cannot be written as JSON.
     #[error("the response cannot be written as JSON")]
     BadResponse(#[source] serde_json::Error),
+    /// The catalog directory cannot be read.
+    #[error("cannot read the catalog directory {}", dir.display())]
+    Catalog {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The grants file is bad.
+    #[error("the grants file cannot be used")]
+    Grants(#[source] tether_broker::ManifestError),
+    /// `list`/`check` found problems (already printed).
+    #[error("the catalog has {count} problem(s), listed above")]
+    CatalogProblems { count: usize },
+    /// `--catalog DIR PLUGIN` names no plugin of the catalog.
+    #[error("plugin `{plugin}` is not in the catalog {}; it has: {known}", catalog.display())]
+    UnknownPlugin {
+        plugin: String,
+        catalog: PathBuf,
+        known: String,
+    },
+    /// A secret or config file of the plugin cannot be delivered.
+    #[error("cannot deliver what plugin `{plugin}` needs: {reason}")]
+    Delivery { plugin: String, reason: String },
+    /// The workflow file is bad.
+    #[error("{0}")]
+    Workflow(#[source] crate::workflow::WorkflowError),
+    /// The state directory cannot be made.
+    #[error("cannot create a temporary state directory")]
+    StateDir(#[source] std::io::Error),
+    /// A step's plugin could not be started or used.
+    #[error("step `{step}` could not run")]
+    Step {
+        step: String,
+        #[source]
+        source: Box<tether_broker::UseError>,
+    },
+    /// A step ran and reported failure.
+    #[error("step `{step}` (plugin `{plugin}`) failed: {message}")]
+    StepFailed {
+        step: String,
+        plugin: String,
+        message: String,
+    },
     /// The plugin answered with a gRPC error.
     #[error("{method} failed: {code:?}: {message}", code = status.code(), message = status.message())]
     Call {
@@ -82,8 +125,17 @@ impl CliError {
     /// The process exit status for this error.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
-            Self::Call { .. } => EXIT_CALL,
-            Self::Start(_) | Self::Shutdown(_) => EXIT_START,
+            Self::Call { .. } | Self::StepFailed { .. } => EXIT_CALL,
+            Self::Start(_)
+            | Self::Shutdown(_)
+            | Self::Step { .. }
+            | Self::Delivery { .. }
+            | Self::StateDir(_) => EXIT_START,
+            Self::Catalog { .. }
+            | Self::Grants(_)
+            | Self::CatalogProblems { .. }
+            | Self::UnknownPlugin { .. }
+            | Self::Workflow(_) => EXIT_INPUT,
             Self::BadCommand { .. }
             | Self::BadCookie(_)
             | Self::BadMethodSyntax(_)
@@ -101,7 +153,11 @@ impl CliError {
 /// One line `tether: error: …`, then one `  caused by: …` line per source.
 pub(crate) fn render(err: &CliError) -> String {
     let mut out = format!("tether: error: {err}");
-    let mut source = std::error::Error::source(err);
+    // A workflow error already says everything in one line.
+    let mut source = match err {
+        CliError::Workflow(_) => None,
+        _ => std::error::Error::source(err),
+    };
     while let Some(cause) = source {
         out.push_str(&format!("\n  caused by: {cause}"));
         source = cause.source();

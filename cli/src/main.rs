@@ -6,6 +6,11 @@
 //! tether call --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello proto.KV/Get '{"key":"x"}'
 //! {"value":"eQ=="}
 //! tether inspect --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
+//! tether run                       # the agent demo: examples/agent/{catalog,workflow.toml}
+//! tether run --repeat 100          # ≥ 1,000 steps, with steps/s
+//! tether list; tether check        # the demo catalog (or --catalog DIR)
+//! tether call --catalog examples/agent/catalog word-count \
+//!     tether.agent.v1.Executor/Execute '{"step":"x","paramsJson":"{\"text\":\"a b\"}"}'
 //! ```
 //!
 //! Message types come from `--proto` files (compiled in-process, no system `protoc`) or, without
@@ -19,15 +24,23 @@
 //! | 1 | the plugin answered the call with a gRPC error |
 //! | 2 | usage error (bad flags or arguments) |
 //! | 3 | the plugin could not be started, or ended badly |
-//! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto` |
+//! | 1 | a workflow step failed (`run`) |
+//! | 3 | a step's plugin could not be started or used (`run`) |
+//! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, a catalog with problems (`list`, `check`) |
 
 mod args;
 mod call;
+mod check;
 mod descriptors;
 mod error;
 mod inspect;
+mod installation;
+mod list;
 mod logging;
+mod run;
+mod stats;
 mod target;
+mod workflow;
 
 use std::process::ExitCode;
 
@@ -37,6 +50,9 @@ use crate::args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::DemoPlugin { name } = &cli.command {
+        return demo_plugin(name);
+    }
     logging::init(cli.log_format, cli.verbose);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -50,8 +66,12 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Run(args) => run::run(args).await,
+            Command::List(args) => list::run(&args),
+            Command::Check(args) => check::run(&args),
             Command::Call(args) => call::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
+            Command::DemoPlugin { .. } => unreachable!("handled before the runtime starts"),
         }
     });
     match result {
@@ -59,6 +79,27 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("{}", error::render(&e));
             ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Serves the agent demo's Rust plugin `name` (the SDK builds its own runtime and logging).
+fn demo_plugin(name: &str) -> ExitCode {
+    match tether_examples::agent::PLUGINS
+        .iter()
+        .find(|(n, _)| *n == name)
+    {
+        Some((_, step)) => tether_examples::agent::serve_step(*step),
+        None => {
+            let known: Vec<&str> = tether_examples::agent::PLUGINS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect();
+            eprintln!(
+                "tether: error: there is no demo plugin `{name}`; the demo plugins are: {}",
+                known.join(", ")
+            );
+            ExitCode::from(2)
         }
     }
 }

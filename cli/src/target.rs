@@ -1,9 +1,12 @@
 //! Launching the plugin named on the command line.
 
-use tether_broker::{HandshakeConfig, PluginClient};
+use std::path::Path;
+
+use tether_broker::{Delivery, HandshakeConfig, PluginClient, SecretSource as _};
 
 use crate::args::TargetArgs;
 use crate::error::CliError;
+use crate::installation::Installation;
 
 /// Splits `--cookie KEY=VALUE`.
 pub(crate) fn parse_cookie(cookie: &str) -> Result<(&str, &str), CliError> {
@@ -29,11 +32,89 @@ pub(crate) fn parse_command(cmd: &str) -> Result<(String, Vec<String>), CliError
 
 /// Launches the plugin: spawn, handshake, AutoMTLS (unless `--plaintext`), health check.
 pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError> {
-    let (program, args) = parse_command(&target.cmd)?;
-    let (key, value) = parse_cookie(&target.cookie)?;
+    if let Some([dir, plugin]) = target.catalog.as_deref() {
+        return launch_from_catalog(target, Path::new(dir), plugin).await;
+    }
+    let (Some(cmd), Some(cookie)) = (&target.cmd, &target.cookie) else {
+        // clap requires --cmd and --cookie unless --catalog is given.
+        return Err(CliError::BadCommand {
+            cmd: String::new(),
+            reason: "give --cmd and --cookie, or --catalog DIR PLUGIN".to_owned(),
+        });
+    };
+    let (program, args) = parse_command(cmd)?;
+    let (key, value) = parse_cookie(cookie)?;
     let mut builder = PluginClient::builder(program)
         .args(args)
         .handshake(HandshakeConfig::new(key, value).app_versions(target.app_versions.clone()));
+    if target.plaintext {
+        builder = builder.plaintext();
+    }
+    builder
+        .start()
+        .await
+        .map_err(|e| CliError::Start(Box::new(e)))
+}
+
+/// Launches `plugin` of the catalog in `dir` as its manifest says: command, handshake,
+/// sandbox, limits, checksum, allowed environment, and its granted secrets and config files.
+async fn launch_from_catalog(
+    target: &TargetArgs,
+    dir: &Path,
+    plugin: &str,
+) -> Result<PluginClient, CliError> {
+    let install = Installation::load_dir(dir, &target.install)?;
+    let m = install.manifest(plugin)?;
+    install.grants.check(m).map_err(|e| CliError::Delivery {
+        plugin: plugin.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let mut delivery = Delivery::new();
+    for (kind, names, source) in [
+        ("secret", &m.secrets, &install.secrets),
+        ("config", &m.config, &install.config),
+    ] {
+        for name in names {
+            let value = source
+                .fetch(name)
+                .map_err(|e| {
+                    format!(
+                        "cannot read {kind} `{name}` from {}: {e}",
+                        source.describe()
+                    )
+                })
+                .and_then(|v| {
+                    v.ok_or_else(|| format!("{kind} `{name}` is not in {}", source.describe()))
+                })
+                .map_err(|reason| CliError::Delivery {
+                    plugin: plugin.to_owned(),
+                    reason,
+                })?;
+            delivery = if kind == "secret" {
+                delivery.secret(name.clone(), value)
+            } else {
+                delivery.config(name.clone(), value)
+            };
+        }
+    }
+    let mut builder = PluginClient::builder(&m.command)
+        .name(m.name.clone())
+        .args(m.args.clone())
+        .handshake(
+            HandshakeConfig::new(m.cookie_key.clone(), m.cookie_value.clone())
+                .app_versions(m.app_versions.clone()),
+        )
+        .sandbox(m.sandbox)
+        .limits(m.limits);
+    for name in &m.env_allow {
+        builder = builder.env_allow(name.clone());
+    }
+    if let Some(hash) = &m.sha256 {
+        builder = builder.sha256(hash.clone());
+    }
+    if !delivery.is_empty() {
+        builder = builder.deliver(delivery);
+    }
     if target.plaintext {
         builder = builder.plaintext();
     }

@@ -48,7 +48,7 @@ JOBS = (
     ),
     Job(
         include=REPO / "examples" / "proto",
-        protos=("kv.proto",),
+        protos=("kv.proto", "agent.proto"),
         out=SDK / "examples",
     ),
 )

@@ -65,6 +65,13 @@ pub const JOBS: &[Job] = &[
         output: "examples/src/generated/streams.rs",
         descriptor: "examples/src/generated/streams.bin",
     },
+    Job {
+        protos: &["examples/proto/agent.proto"],
+        includes: &["examples/proto"],
+        package: "tether.agent.v1",
+        output: "examples/src/generated/tether.agent.v1.rs",
+        descriptor: "examples/src/generated/agent.bin",
+    },
 ];
 
 /// The workspace root (two levels above this crate's manifest).

@@ -1,0 +1,102 @@
+//! `tether check`: every problem of a catalog, listed.
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use tether_broker::{Manifest, SecretSource as _, sha256_file};
+
+use crate::args::CatalogArgs;
+use crate::error::CliError;
+use crate::installation::Installation;
+
+/// Prints `ok NAME` or `problem: …` lines; fails if there is a problem.
+pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
+    let install = Installation::load(args)?;
+    let mut problems: Vec<String> = install
+        .bad_manifests
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    for manifest in install.catalog.manifests() {
+        let found = check_plugin(&install, manifest);
+        if found.is_empty() {
+            println!("ok       {}", manifest.name);
+        }
+        problems.extend(found);
+    }
+    for problem in &problems {
+        println!("problem: {problem}");
+    }
+    if problems.is_empty() {
+        println!(
+            "catalog {}: {} plugins, no problems",
+            install.dir.display(),
+            install.catalog.len()
+        );
+        Ok(())
+    } else {
+        Err(CliError::CatalogProblems {
+            count: problems.len(),
+        })
+    }
+}
+
+/// The problems of one plugin.
+fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
+    let mut problems = Vec::new();
+    let file = m.file.display();
+    if let Err(e) = install.grants.check(m) {
+        problems.push(e.to_string());
+    }
+    for (kind, names, source) in [
+        ("secret", &m.secrets, &install.secrets),
+        ("config", &m.config, &install.config),
+    ] {
+        for name in names {
+            match source.fetch(name) {
+                Ok(Some(_)) => {}
+                Ok(None) => problems.push(format!(
+                    "{file}: plugin `{}` needs {kind} `{name}`, which is not in {}",
+                    m.name,
+                    source.describe()
+                )),
+                Err(e) => problems.push(format!(
+                    "{file}: plugin `{}`: cannot read {kind} `{name}` from {}: {e}",
+                    m.name,
+                    source.describe()
+                )),
+            }
+        }
+    }
+    match std::fs::metadata(&m.command) {
+        Err(e) => problems.push(format!(
+            "{file}: plugin `{}`: binary {} is missing ({e}); build or install it",
+            m.name,
+            m.command.display()
+        )),
+        Ok(meta) if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 => {
+            problems.push(format!(
+                "{file}: plugin `{}`: {} is not an executable file",
+                m.name,
+                m.command.display()
+            ));
+        }
+        Ok(_) => {
+            if let Some(expected) = &m.sha256 {
+                match sha256_file(&m.command) {
+                    Ok(actual) if &actual == expected => {}
+                    Ok(actual) => problems.push(format!(
+                        "{file}: plugin `{}`: binary {} has SHA-256 {actual}, the manifest expects {expected}",
+                        m.name,
+                        m.command.display()
+                    )),
+                    Err(e) => problems.push(format!(
+                        "{file}: plugin `{}`: cannot hash {}: {e}",
+                        m.name,
+                        m.command.display()
+                    )),
+                }
+            }
+        }
+    }
+    problems
+}

@@ -1,0 +1,101 @@
+//! Serving one step function as a `tether.agent.v1.Executor` plugin.
+
+use std::process::ExitCode;
+
+use serde_json::{Map, Value};
+use tonic::{Request, Response, Status};
+
+use super::v1::executor_server::{Executor, ExecutorServer};
+use super::v1::{ExecuteRequest, ExecuteResponse, Phase};
+
+/// Why a step failed: one sentence saying what is wrong and what to do. It is returned to the
+/// host as [`Phase::Failed`] with this message (not as a gRPC error: the plugin works, the
+/// step does not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepError(pub String);
+
+impl<T: std::fmt::Display> From<T> for StepError {
+    fn from(message: T) -> Self {
+        Self(message.to_string())
+    }
+}
+
+/// A step: `(params, input)` → `(outputs, one-line summary)`.
+pub type StepFn =
+    fn(&Map<String, Value>, &Map<String, Value>) -> Result<(Value, String), StepError>;
+
+/// Serves `step` as an `Executor` plugin until the host stops it.
+#[must_use]
+pub fn serve_step(step: StepFn) -> ExitCode {
+    tether_sdk::serve(
+        tether_sdk::Config::new(super::COOKIE_KEY, super::COOKIE_VALUE)
+            .app_version(super::APP_VERSION),
+    )
+    .add_service(ExecutorServer::new(StepExecutor { step }))
+    // Lets `tether call --catalog … PLUGIN tether.agent.v1.Executor/Execute …` work without
+    // the .proto file.
+    .file_descriptor_set(super::v1::FILE_DESCRIPTOR_SET)
+    .run()
+}
+
+struct StepExecutor {
+    step: StepFn,
+}
+
+/// Parses a JSON object argument; an empty string is `{}`.
+fn object(json: &str, what: &str) -> Result<Map<String, Value>, Status> {
+    if json.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str(json) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(Status::invalid_argument(format!(
+            "{what} must be a JSON object"
+        ))),
+        Err(e) => Err(Status::invalid_argument(format!(
+            "{what} is not valid JSON: {e}"
+        ))),
+    }
+}
+
+#[tonic::async_trait]
+impl Executor for StepExecutor {
+    async fn execute(
+        &self,
+        request: Request<ExecuteRequest>,
+    ) -> Result<Response<ExecuteResponse>, Status> {
+        let request = request.into_inner();
+        let params = object(&request.params_json, "params_json")?;
+        let input = object(&request.input_json, "input_json")?;
+        let response = match (self.step)(&params, &input) {
+            Ok((outputs, message)) => ExecuteResponse {
+                phase: Phase::Succeeded.into(),
+                outputs_json: outputs.to_string(),
+                message,
+            },
+            Err(StepError(message)) => ExecuteResponse {
+                phase: Phase::Failed.into(),
+                outputs_json: "{}".to_owned(),
+                message: format!("step `{}`: {message}", request.step),
+            },
+        };
+        Ok(Response::new(response))
+    }
+}
+
+/// The string parameter `key` of `params`, else of `input`.
+pub(crate) fn text<'a>(
+    params: &'a Map<String, Value>,
+    input: &'a Map<String, Value>,
+    key: &str,
+) -> Result<&'a str, StepError> {
+    params
+        .get(key)
+        .or_else(|| input.get(key))
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            StepError(format!(
+                "needs a string `{key}` in its params or in the previous step's outputs"
+            ))
+        })
+}

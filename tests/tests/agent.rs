@@ -1,0 +1,386 @@
+//! `tether run`, `list` and `check` with the agent demo shipped in `examples/agent`: lazy
+//! starts, the notifier's secret, broken manifests and workflows.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sha2::{Digest as _, Sha256};
+use tether_tests::peers::repo_root;
+use tether_tests::procs;
+
+const TETHER: &str = env!("CARGO_BIN_EXE_tests-tether");
+
+/// Exit statuses documented in `cli/src/main.rs`.
+const EXIT_STEP_FAILED: i32 = 1;
+const EXIT_INPUT: i32 = 4;
+
+fn tether(work: &Path, args: &[&str]) -> Output {
+    Command::new(TETHER)
+        .args(args)
+        .current_dir(work)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn demo() -> PathBuf {
+    repo_root().join("examples/agent")
+}
+
+fn secret() -> Vec<u8> {
+    std::fs::read(demo().join("secrets/webhook-token")).unwrap()
+}
+
+/// The number after `label` in `text` (e.g. `"plugins: "` → 4).
+fn number_after(text: &str, label: &str) -> usize {
+    let rest = &text[text
+        .find(label)
+        .unwrap_or_else(|| panic!("no {label:?} in {text}"))
+        + label.len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after {label:?} in {text}"))
+}
+
+#[test]
+fn the_shipped_demo_completes_and_starts_fewer_plugins_than_the_catalog_has() {
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("state");
+    let out = tether(
+        work.path(),
+        &["run", "--state-dir", state.to_str().unwrap()],
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}\n{text}", stderr(&out));
+    let workflow = std::fs::read_to_string(demo().join("workflow.toml")).unwrap();
+    let steps = workflow.matches("[[steps]]").count();
+    assert_eq!(number_after(&text, "steps run: "), steps, "{text}");
+    let started = number_after(&text, "plugins: ");
+    let in_catalog = number_after(&text, "started of ");
+    let manifests = std::fs::read_dir(demo().join("catalog"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "toml")
+        })
+        .count();
+    assert_eq!(in_catalog, manifests, "{text}");
+    assert!(started >= 1 && started < in_catalog, "{text}");
+    assert!(text.contains("per step: p50 "), "{text}");
+    assert!(text.contains("steps/s"), "{text}");
+    // Every plugin was stopped at the end.
+    assert!(procs::in_dir(&state).is_empty());
+}
+
+#[test]
+fn the_notifier_signs_with_its_granted_secret_and_never_writes_it() {
+    let work = tempfile::tempdir().unwrap();
+    let state = work.path().join("state");
+    let out = tether(
+        work.path(),
+        &["run", "--state-dir", state.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let outbox = std::fs::read_to_string(state.join("notifier/outbox.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(outbox.lines().next().unwrap()).unwrap();
+    let message = line["message"].as_str().unwrap();
+    let expected = tether_examples::agent::notifier::signature(&secret(), message);
+    assert_eq!(line["signature"], expected.as_str());
+    let secret_text = String::from_utf8(secret()).unwrap();
+    for text in [outbox, stdout(&out), stderr(&out)] {
+        assert!(!text.contains(&secret_text), "the secret leaked: {text}");
+    }
+}
+
+/// A one-step workflow where the `hash` plugin fingerprints the notifier's secret.
+fn hash_the_secret_workflow(dir: &Path) -> PathBuf {
+    let file = dir.join("steal.toml");
+    std::fs::write(
+        &file,
+        "name = \"steal\"\n[[steps]]\nname = \"fingerprint\"\nplugin = \"hash\"\nparams = { secret = \"webhook-token\" }\n",
+    )
+    .unwrap();
+    file
+}
+
+#[test]
+fn no_other_plugin_can_read_the_notifiers_secret() {
+    let work = tempfile::tempdir().unwrap();
+    let workflow = hash_the_secret_workflow(work.path());
+    let out = tether(work.path(), &["run", workflow.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_STEP_FAILED),
+        "{}",
+        stdout(&out)
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("step `fingerprint` (plugin `hash`) failed") && err.contains("webhook-token"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_same_plugin_reads_the_secret_once_the_grants_file_grants_it() {
+    // The control for the test above: the failure is the policy, not the plugin.
+    let work = tempfile::tempdir().unwrap();
+    let workflow = hash_the_secret_workflow(work.path());
+    let grants = work.path().join("grants.toml");
+    std::fs::write(&grants, "[plugins.hash]\nsecrets = [\"webhook-token\"]\n").unwrap();
+    let catalog = work.path().join("catalog");
+    std::fs::create_dir(&catalog).unwrap();
+    let manifest = std::fs::read_to_string(demo().join("catalog/hash.toml")).unwrap();
+    std::fs::write(
+        catalog.join("hash.toml"),
+        manifest.replace(
+            "idle_timeout",
+            "secrets = [\"webhook-token\"]\nidle_timeout",
+        ),
+    )
+    .unwrap();
+    let secrets = demo().join("secrets");
+    let out = tether(
+        work.path(),
+        &[
+            "-v",
+            "run",
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "--grants",
+            grants.to_str().unwrap(),
+            "--secrets",
+            secrets.to_str().unwrap(),
+            workflow.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let digest: String = Sha256::digest(secret())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(stderr(&out).contains(&digest[..12]), "{}", stderr(&out));
+}
+
+/// A copy of the demo catalog plus a manifest with a typo on line 3.
+fn catalog_with_a_broken_manifest(dir: &Path) -> PathBuf {
+    let catalog = dir.join("catalog");
+    std::fs::create_dir(&catalog).unwrap();
+    for entry in std::fs::read_dir(demo().join("catalog")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            std::fs::copy(&path, catalog.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    std::os::unix::fs::symlink(demo().join("catalog/bin"), catalog.join("bin")).unwrap();
+    std::fs::write(
+        catalog.join("broken.toml"),
+        "name = \"broken\"\ncommand = \"bin/broken\"\ncolour = \"red\"\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n",
+    )
+    .unwrap();
+    std::fs::copy(demo().join("grants.toml"), dir.join("grants.toml")).unwrap();
+    catalog
+}
+
+#[test]
+fn list_reports_a_broken_manifest_with_file_and_line_and_fails() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = catalog_with_a_broken_manifest(work.path());
+    let out = tether(
+        work.path(),
+        &["list", "--catalog", catalog.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(EXIT_INPUT));
+    assert!(stderr(&out).contains("broken.toml:3:"), "{}", stderr(&out));
+    // The good plugins are still listed.
+    assert!(stdout(&out).contains("notifier"), "{}", stdout(&out));
+}
+
+#[test]
+fn check_lists_every_problem_of_a_catalog_and_fails() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = catalog_with_a_broken_manifest(work.path());
+    // Also: a plugin that asks for a secret nobody granted, and one whose binary is missing.
+    std::fs::write(
+        catalog.join("greedy.toml"),
+        "name = \"greedy\"\ncommand = \"bin/tether\"\nsecrets = [\"webhook-token\"]\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        catalog.join("gone.toml"),
+        "name = \"gone\"\ncommand = \"bin/no-such-plugin\"\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n",
+    )
+    .unwrap();
+    let secrets = demo().join("secrets");
+    let out = tether(
+        work.path(),
+        &[
+            "check",
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "--secrets",
+            secrets.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(EXIT_INPUT), "{}", stdout(&out));
+    let text = stdout(&out);
+    let problems: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("problem: "))
+        .collect();
+    assert_eq!(problems.len(), 3, "{text}");
+    assert!(
+        problems.iter().any(|p| p.contains("broken.toml:3:")),
+        "{text}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("plugin `greedy` requests secret `webhook-token`")),
+        "{text}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("no-such-plugin is missing")),
+        "{text}"
+    );
+    assert!(text.contains("ok       notifier"), "{text}");
+}
+
+#[test]
+fn check_passes_on_the_shipped_catalog() {
+    let work = tempfile::tempdir().unwrap();
+    let out = tether(work.path(), &["check"]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("no problems"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_bad_workflow_gives_one_clear_error_line_and_a_non_zero_exit() {
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("bad.toml");
+    std::fs::write(
+        &file,
+        "name = \"bad\"\n[[steps]]\nname = \"one\"\nplugin = \"no-such-plugin\"\n",
+    )
+    .unwrap();
+    let missing = work.path().join("missing.toml");
+    for (workflow, needle) in [(&file, "bad.toml:4: "), (&missing, "missing.toml:1: ")] {
+        let out = tether(work.path(), &["run", workflow.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(EXIT_INPUT));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("tether: error: ") && err.contains(needle),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn call_reaches_a_catalog_plugin_by_name() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = demo().join("catalog");
+    let out = tether(
+        work.path(),
+        &[
+            "call",
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "word-count",
+            "tether.agent.v1.Executor/Execute",
+            r#"{"step":"x","paramsJson":"{\"text\":\"one two three\"}"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let response: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(response["phase"], "PHASE_SUCCEEDED");
+    let outputs: serde_json::Value =
+        serde_json::from_str(response["outputsJson"].as_str().unwrap()).unwrap();
+    assert_eq!(outputs["words"], 3);
+}
+
+/// Whether Python's packages (grpcio) are under the system paths a confined plugin may read
+/// ([`tether_broker::SYSTEM_EXEC_PATHS`], e.g. `/usr/lib/python3/dist-packages`); not so with a
+/// Python in the home directory (pyenv, virtualenvs).
+fn python_packages_are_in_system_paths() -> bool {
+    let out = Command::new(tether_tests::python::PYTHON)
+        .args(["-c", "import grpc; print(grpc.__file__)"])
+        .output()
+        .unwrap();
+    let location = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    tether_broker::SYSTEM_EXEC_PATHS
+        .iter()
+        .any(|dir| Path::new(&location).starts_with(dir))
+}
+
+#[test]
+fn the_python_executor_of_the_catalog_runs_a_step_over_automtls() {
+    if tether_tests::python::python_or_skip(
+        "the_python_executor_of_the_catalog_runs_a_step_over_automtls",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let catalog = work.path().join("catalog");
+    std::fs::create_dir(&catalog).unwrap();
+    std::os::unix::fs::symlink(demo().join("catalog/bin"), catalog.join("bin")).unwrap();
+    for name in ["word-count", "word-stats", "json-transform"] {
+        let mut manifest =
+            std::fs::read_to_string(demo().join(format!("catalog/{name}.toml"))).unwrap();
+        if name == "word-stats" && !python_packages_are_in_system_paths() {
+            eprintln!(
+                "NOTE: python3's packages are outside the system paths Landlock lets plugins read; running word-stats unconfined"
+            );
+            manifest = manifest.replace("idle_timeout", "sandbox = \"off\"\nidle_timeout");
+        }
+        std::fs::write(catalog.join(format!("{name}.toml")), manifest).unwrap();
+    }
+    let workflow = work.path().join("stats.toml");
+    std::fs::write(
+        &workflow,
+        "name = \"stats\"\n[[steps]]\nname = \"count\"\nplugin = \"word-count\"\nparams = { text = \"b a b c b a\" }\n[[steps]]\nname = \"stats\"\nplugin = \"word-stats\"\nparams = { top = 2 }\n[[steps]]\nname = \"keep\"\nplugin = \"json-transform\"\nparams = { pick = [\"top\"] }\n",
+    )
+    .unwrap();
+    let catalog = catalog.to_str().unwrap();
+    let out = tether(
+        work.path(),
+        &["run", "--catalog", catalog, workflow.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("plugins: 3 started"), "{text}");
+    let output = text
+        .lines()
+        .find_map(|l| l.strip_prefix("output: "))
+        .unwrap();
+    let output: serde_json::Value = serde_json::from_str(output).unwrap();
+    assert_eq!(
+        output,
+        serde_json::json!({"top": [{"word": "b", "count": 3}, {"word": "a", "count": 2}]})
+    );
+    let inspect = tether(
+        work.path(),
+        &["inspect", "--catalog", catalog, "word-stats"],
+    );
+    let text = stdout(&inspect);
+    assert!(inspect.status.success(), "{}", stderr(&inspect));
+    assert!(text.contains("tls: mutual"), "{text}");
+    assert!(text.contains("tether.agent.v1.Executor"), "{text}");
+}
