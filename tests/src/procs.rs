@@ -66,6 +66,39 @@ fn is_zombie(proc_dir: &Path) -> bool {
         .unwrap_or(true)
 }
 
+/// A pidfd for process `pid`, to wait for its exit without polling.
+///
+/// # Panics
+/// When the process does not exist (any more).
+#[must_use]
+pub fn pidfd(pid: u32) -> std::os::fd::OwnedFd {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("a process id is a positive i32");
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+        .expect("the process exists when its pidfd is opened")
+}
+
+/// Returns when the process behind `pidfd` has exited (the pidfd becomes readable).
+///
+/// # Panics
+/// When it has not exited within `deadline`.
+pub async fn exited(pidfd: std::os::fd::OwnedFd, deadline: std::time::Duration) {
+    let ready = tokio::task::spawn_blocking(move || {
+        let mut fds = [rustix::event::PollFd::new(
+            &pidfd,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout =
+            rustix::event::Timespec::try_from(deadline).expect("the deadline fits a timespec");
+        rustix::event::poll(&mut fds, Some(&timeout)).expect("poll on a pidfd works")
+    })
+    .await
+    .expect("the waiting task does not panic");
+    assert_eq!(ready, 1, "the process did not exit within {deadline:?}");
+}
+
 /// The directory holding this test's binaries (`target/<profile>`), derived from the running
 /// test executable (`target/<profile>/deps/<test>-<hash>`).
 #[must_use]

@@ -10,7 +10,6 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
-use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -259,37 +258,14 @@ async fn a_python_plugin_exits_when_its_host_dies() {
         .unwrap()
         .to_owned();
     assert!(socket_dir.is_dir());
-    let fd = pidfd(plugin_pid);
+    let fd = procs::pidfd(plugin_pid);
 
     host.kill().unwrap();
     host.wait().unwrap();
-    exited(fd).await;
+    procs::exited(fd, EXIT_DEADLINE).await;
     assert!(procs::in_dir(work.path()).is_empty());
     assert!(
         !socket_dir.exists(),
         "the plugin removes its private socket directory when its host dies"
     );
-}
-
-/// Returns when the process behind `pidfd` has exited (the pidfd becomes readable).
-async fn exited(pidfd: OwnedFd) {
-    let ready = tokio::task::spawn_blocking(move || {
-        let mut fds = [rustix::event::PollFd::new(
-            &pidfd,
-            rustix::event::PollFlags::IN,
-        )];
-        let timeout = rustix::event::Timespec::try_from(EXIT_DEADLINE).unwrap();
-        rustix::event::poll(&mut fds, Some(&timeout)).unwrap()
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        ready, 1,
-        "the process did not exit within {EXIT_DEADLINE:?}"
-    );
-}
-
-fn pidfd(pid: u32) -> OwnedFd {
-    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
-    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap()
 }

@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
-use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -22,29 +21,6 @@ fn kv_plugin(work: &Path) -> PluginClientBuilder<HandshakeConfig> {
     PluginClient::builder(KV_PLUGIN)
         .current_dir(work)
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-}
-
-/// Returns when the process behind `pidfd` has exited (the pidfd becomes readable).
-async fn exited(pidfd: OwnedFd) {
-    let ready = tokio::task::spawn_blocking(move || {
-        let mut fds = [rustix::event::PollFd::new(
-            &pidfd,
-            rustix::event::PollFlags::IN,
-        )];
-        let timeout = rustix::event::Timespec::try_from(EXIT_DEADLINE).unwrap();
-        rustix::event::poll(&mut fds, Some(&timeout)).unwrap()
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        ready, 1,
-        "the process did not exit within {EXIT_DEADLINE:?}"
-    );
-}
-
-fn pidfd(pid: u32) -> OwnedFd {
-    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
-    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap()
 }
 
 #[tokio::test]
@@ -123,9 +99,9 @@ async fn a_key_that_would_escape_the_working_directory_is_refused() {
 async fn dropping_a_running_plugin_client_ends_the_plugin() {
     let work = tempfile::tempdir().unwrap();
     let plugin = kv_plugin(work.path()).start().await.unwrap();
-    let fd = pidfd(plugin.pid());
+    let fd = procs::pidfd(plugin.pid());
     drop(plugin);
-    exited(fd).await;
+    procs::exited(fd, EXIT_DEADLINE).await;
     assert!(procs::in_dir(work.path()).is_empty());
 }
 
@@ -188,11 +164,11 @@ async fn a_plugin_exits_when_its_host_dies() {
         handshake.starts_with("1|1|unix|"),
         "handshake: {handshake:?}"
     );
-    let fd = pidfd(plugin_pid);
+    let fd = procs::pidfd(plugin_pid);
 
     host.kill().unwrap();
     host.wait().unwrap();
-    exited(fd).await;
+    procs::exited(fd, EXIT_DEADLINE).await;
     assert!(procs::in_dir(work.path()).is_empty());
 }
 
