@@ -33,6 +33,38 @@ pub mod streams_proto {
 
 pub mod streams;
 
+/// The file a KV or counter example plugin keeps `key` in: `kv_<key>` in its working
+/// directory, as go-plugin's examples do.
+///
+/// # Errors
+/// `InvalidArgument` for a key that could name another file: empty, `.`, `..`, or containing
+/// `/`, `\` or NUL.
+pub fn key_path(key: &str) -> Result<std::path::PathBuf, tonic::Status> {
+    if key.is_empty() || key == "." || key == ".." || key.contains(['/', '\\', '\0']) {
+        return Err(tonic::Status::invalid_argument(format!(
+            "invalid key {key:?}: keys must be non-empty, not `.` or `..`, and contain no `/`, `\\` or NUL"
+        )));
+    }
+    Ok(std::path::PathBuf::from(format!("kv_{key}")))
+}
+
+/// An error and its sources on one line, `a: b: c`, skipping a source whose text its parent
+/// already contains (the example hosts' error messages).
+#[must_use]
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let part = e.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = e.source();
+    }
+    text.replace('\n', " ")
+}
+
 /// The largest value the KV example host and plugin carry: 64 MiB.
 ///
 /// tonic (like grpc-go) refuses to decode a message over 4 MiB by default; the KV example

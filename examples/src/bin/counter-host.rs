@@ -99,25 +99,13 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err((error, code)) => {
-            eprintln!("counter-host: error: {}", chain(&*error));
+            eprintln!(
+                "counter-host: error: {}",
+                tether_examples::error_chain(&*error)
+            );
             ExitCode::from(code)
         }
     }
-}
-
-/// An error and its sources on one line.
-fn chain(error: &(dyn Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let part = e.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = e.source();
-    }
-    text.replace('\n', " ")
 }
 
 /// The host's adder, served to the plugin on broker ids.

@@ -16,7 +16,6 @@
 //! ```
 
 use std::io;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tether_examples::counter::add_helper_client::AddHelperClient;
@@ -38,17 +37,6 @@ struct FileCounter {
     broker: GrpcBroker,
 }
 
-/// The file that holds `key`'s number, or `InvalidArgument` if `key` could escape the working
-/// directory.
-fn path_for(key: &str) -> Result<PathBuf, Status> {
-    if key.is_empty() || key == "." || key == ".." || key.contains(['/', '\\', '\0']) {
-        return Err(Status::invalid_argument(format!(
-            "invalid key {key:?}: keys must be non-empty, not `.` or `..`, and contain no `/`, `\\` or NUL"
-        )));
-    }
-    Ok(PathBuf::from(format!("kv_{key}")))
-}
-
 /// go-plugin's example format, `{"Value":N}`.
 fn encode(value: i64) -> String {
     format!("{{\"Value\":{value}}}")
@@ -63,7 +51,7 @@ fn decode(text: &str) -> Option<i64> {
 }
 
 async fn read(key: &str) -> Result<i64, Status> {
-    let path = path_for(key)?;
+    let path = tether_examples::key_path(key)?;
     match tokio::fs::read_to_string(&path).await {
         Ok(text) => decode(&text).ok_or_else(|| {
             Status::data_loss(format!("{} does not hold {{\"Value\":N}}", path.display()))
@@ -101,7 +89,7 @@ impl Counter for FileCounter {
             .await?
             .into_inner()
             .r;
-        let path = path_for(&key)?;
+        let path = tether_examples::key_path(&key)?;
         tokio::fs::write(&path, encode(sum))
             .await
             .map_err(|e| Status::internal(format!("writing {}: {e}", path.display())))?;
@@ -127,7 +115,7 @@ mod tests {
     fn keys_that_could_escape_the_working_directory_are_invalid_arguments() {
         for key in ["", ".", "..", "a/b", "../x", "a\0b"] {
             assert_eq!(
-                path_for(key).unwrap_err().code(),
+                tether_examples::key_path(key).unwrap_err().code(),
                 tonic::Code::InvalidArgument
             );
         }

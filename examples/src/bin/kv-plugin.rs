@@ -41,17 +41,6 @@ fn main() -> ExitCode {
 /// Stores each value in `kv_<key>` in the working directory.
 struct FileKv;
 
-/// The file that holds `key`'s value, or `InvalidArgument` if `key` could escape the working
-/// directory or name something other than a plain `kv_` file.
-fn path_for(key: &str) -> Result<PathBuf, Status> {
-    if key.is_empty() || key == "." || key == ".." || key.contains(['/', '\\', '\0']) {
-        return Err(Status::invalid_argument(format!(
-            "invalid key {key:?}: keys must be non-empty, not `.` or `..`, and contain no `/`, `\\` or NUL"
-        )));
-    }
-    Ok(PathBuf::from(format!("kv_{key}")))
-}
-
 /// Values up to this size are read and written on the plugin's runtime thread; larger ones on
 /// tokio's blocking pool.
 ///
@@ -92,7 +81,7 @@ async fn write(path: PathBuf, value: Vec<u8>) -> io::Result<()> {
 impl Kv for FileKv {
     async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
         let key = request.into_inner().key;
-        let path = path_for(&key)?;
+        let path = tether_examples::key_path(&key)?;
         match read(path.clone()).await {
             Ok(value) => Ok(Response::new(GetResponse { value })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -104,7 +93,7 @@ impl Kv for FileKv {
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
         let PutRequest { key, value } = request.into_inner();
-        let path = path_for(&key)?;
+        let path = tether_examples::key_path(&key)?;
         write(path.clone(), value)
             .await
             .map_err(|e| Status::internal(format!("writing {}: {e}", path.display())))?;
@@ -119,14 +108,20 @@ mod tests {
     #[test]
     fn keys_that_could_escape_the_working_directory_are_invalid_arguments() {
         for key in ["", ".", "..", "a/b", "/etc/passwd", "../x", "a\\b", "a\0b"] {
-            let status = path_for(key).unwrap_err();
+            let status = tether_examples::key_path(key).unwrap_err();
             assert_eq!(status.code(), tonic::Code::InvalidArgument, "key {key:?}");
         }
     }
 
     #[test]
     fn ordinary_keys_map_to_kv_files() {
-        assert_eq!(path_for("hello").unwrap(), PathBuf::from("kv_hello"));
-        assert_eq!(path_for("a.b..c").unwrap(), PathBuf::from("kv_a.b..c"));
+        assert_eq!(
+            tether_examples::key_path("hello").unwrap(),
+            PathBuf::from("kv_hello")
+        );
+        assert_eq!(
+            tether_examples::key_path("a.b..c").unwrap(),
+            PathBuf::from("kv_a.b..c")
+        );
     }
 }

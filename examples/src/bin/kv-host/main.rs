@@ -147,26 +147,13 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("kv-host: error: {}", chain(&*failure.error));
+            eprintln!(
+                "kv-host: error: {}",
+                tether_examples::error_chain(&*failure.error)
+            );
             ExitCode::from(failure.code)
         }
     }
-}
-
-/// An error and its sources on one line, `a: b: c`, skipping a source whose text its parent
-/// already contains.
-fn chain(error: &(dyn Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let part = e.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = e.source();
-    }
-    text.replace('\n', " ")
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
