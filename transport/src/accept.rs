@@ -11,6 +11,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::conn::{Conn, Io};
+use crate::mux::StreamListener;
 
 /// How long one connection's TLS handshake may take before it is dropped.
 ///
@@ -30,21 +31,27 @@ pub enum Listener {
     Unix(UnixListener),
     /// A TCP socket; accepted connections get `TCP_NODELAY`.
     Tcp(TcpListener),
+    /// Streams of a multiplexed connection routed to one served broker id (or to the main
+    /// server); made by [`Mux`](crate::Mux).
+    Streams(StreamListener),
 }
 
 impl Listener {
-    async fn accept(&self) -> io::Result<Box<dyn Io>> {
+    /// The next connection; `Ok(None)` when no more can come (a stream listener whose
+    /// session ended).
+    pub(crate) async fn accept_raw(&self) -> io::Result<Option<Box<dyn Io>>> {
         match self {
             Self::Unix(listener) => {
                 let (stream, _) = listener.accept().await?;
-                Ok(Box::new(stream))
+                Ok(Some(Box::new(stream)))
             }
             Self::Tcp(listener) => {
                 let (stream, _) = listener.accept().await?;
                 // Without it, small gRPC frames wait for delayed ACKs (~40 ms per call).
                 stream.set_nodelay(true)?;
-                Ok(Box::new(stream))
+                Ok(Some(Box::new(stream)))
             }
+            Self::Streams(streams) => Ok(streams.accept().await),
         }
     }
 }
@@ -103,10 +110,11 @@ async fn accept_loop(
     loop {
         let accepted = tokio::select! {
             () = tx.closed() => return,
-            accepted = listener.accept() => accepted,
+            accepted = listener.accept_raw() => accepted,
         };
         let stream = match accepted {
-            Ok(stream) => stream,
+            Ok(Some(stream)) => stream,
+            Ok(None) => return,
             Err(error) => {
                 tracing::warn!(%error, "accepting a connection failed");
                 tokio::select! {

@@ -13,6 +13,7 @@ use tokio_rustls::rustls::ClientConfig;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::conn::{Io, Target};
+use crate::mux::StreamOpener;
 
 /// Boxed error source.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -31,44 +32,39 @@ enum ConnectFailure {
     Exited,
 }
 
-/// Opens one connection to `target`, with TLS when `tls` is set.
+/// Opens one raw connection (no TLS) to `target`; TCP sockets get `TCP_NODELAY`.
+///
+/// # Errors
+/// The error of `connect`.
+pub async fn connect_raw(target: &Target) -> io::Result<Box<dyn Io>> {
+    Ok(match target {
+        Target::Unix(path) => Box::new(UnixStream::connect(path).await?),
+        Target::Tcp(addr) => {
+            let raw = TcpStream::connect(addr).await?;
+            // Small gRPC frames must not wait for Nagle's algorithm.
+            raw.set_nodelay(true)?;
+            Box::new(raw)
+        }
+    })
+}
+
+/// Opens one connection with `open`, with TLS when `tls` is set.
 async fn open(
-    target: &Target,
+    open: &StreamOpener,
     tls: Option<&TlsConnector>,
     alive: &(dyn Fn() -> bool + Send + Sync),
 ) -> Result<TokioIo<Box<dyn Io>>, ConnectFailure> {
     if !alive() {
         return Err(ConnectFailure::Exited);
     }
-    let stream: Box<dyn Io> = match (target, tls) {
-        (Target::Unix(path), None) => Box::new(
-            UnixStream::connect(path)
+    let raw = open().await.map_err(ConnectFailure::Io)?;
+    let stream: Box<dyn Io> = match tls {
+        None => raw,
+        Some(tls) => Box::new(
+            tls.connect(tls::server_name(), raw)
                 .await
-                .map_err(ConnectFailure::Io)?,
+                .map_err(ConnectFailure::Tls)?,
         ),
-        (Target::Unix(path), Some(tls)) => {
-            let raw = UnixStream::connect(path)
-                .await
-                .map_err(ConnectFailure::Io)?;
-            Box::new(
-                tls.connect(tls::server_name(), raw)
-                    .await
-                    .map_err(ConnectFailure::Tls)?,
-            )
-        }
-        (Target::Tcp(addr), tls) => {
-            let raw = TcpStream::connect(addr).await.map_err(ConnectFailure::Io)?;
-            // Small gRPC frames must not wait for Nagle's algorithm.
-            raw.set_nodelay(true).map_err(ConnectFailure::Io)?;
-            match tls {
-                None => Box::new(raw),
-                Some(tls) => Box::new(
-                    tls.connect(tls::server_name(), raw)
-                        .await
-                        .map_err(ConnectFailure::Tls)?,
-                ),
-            }
-        }
     };
     Ok(TokioIo::new(stream))
 }
@@ -102,11 +98,29 @@ pub async fn connect(
     alive: Alive,
     timeout: Duration,
 ) -> Result<Channel, ConnectError> {
-    let tls = tls.map(TlsConnector::from);
     let target = Arc::new(target);
+    let opener: StreamOpener = Arc::new(move || {
+        let target = Arc::clone(&target);
+        Box::pin(async move { connect_raw(&target).await })
+    });
+    connect_streams(opener, tls, alive, timeout).await
+}
+
+/// Like [`connect`], over the byte streams `opener` makes (e.g. yamux streams of a
+/// multiplexed connection): connects now, and reconnects with a new stream while `alive()`.
+///
+/// # Errors
+/// A [`ConnectError`].
+pub async fn connect_streams(
+    opener: StreamOpener,
+    tls: Option<Arc<ClientConfig>>,
+    alive: Alive,
+    timeout: Duration,
+) -> Result<Channel, ConnectError> {
+    let tls = tls.map(TlsConnector::from);
     let connector = tower::service_fn(move |_: Uri| {
-        let (target, tls, alive) = (Arc::clone(&target), tls.clone(), Arc::clone(&alive));
-        async move { open(&target, tls.as_ref(), &*alive).await }
+        let (opener, tls, alive) = (Arc::clone(&opener), tls.clone(), Arc::clone(&alive));
+        async move { open(&opener, tls.as_ref(), &*alive).await }
     });
     // The URI only fills the HTTP/2 `:authority`; the connector decides where to connect.
     let endpoint = Endpoint::from_static("http://localhost");

@@ -1,10 +1,13 @@
-//! go-plugin's `GRPCBroker` in its default (one socket per id) mode, identical on the host and
-//! the plugin side.
+//! go-plugin's `GRPCBroker`, identical on the host and the plugin side, in both of go-plugin's
+//! modes.
 //!
 //! Each side numbers its own ids ([`GrpcBroker::next_id`]); an id travels to the peer inside an
-//! app message. [`GrpcBroker::accept_and_serve`] opens a new listener, announces it as a
-//! `ConnInfo{service_id, network, address}` on the `plugin.GRPCBroker/StartStream` stream and
-//! serves gRPC there; the peer's [`GrpcBroker::dial`] waits for that `ConnInfo` and connects.
+//! app message. In the default mode [`GrpcBroker::accept_and_serve`] opens a new listener,
+//! announces it as a `ConnInfo{service_id, network, address}` on the
+//! `plugin.GRPCBroker/StartStream` stream and serves gRPC there; the peer's
+//! [`GrpcBroker::dial`] waits for that `ConnInfo` and connects. In the multiplexed mode
+//! ([`BrokerSetup::mux`]) nothing is announced: the dialler knocks on the stream, the server
+//! acknowledges, and the dialler opens a yamux stream that is routed to the id (see [`Mux`]).
 //! Brokered connections use the same pinned TLS identities as the main connection; whichever
 //! side accepts is the TLS server.
 
@@ -20,6 +23,7 @@ use std::time::Duration;
 use tempfile::TempPath;
 use tether_proto::handshake::Address;
 use tether_proto::plugin::ConnInfo;
+use tether_proto::plugin::conn_info::Knock;
 use tether_proto::plugin::grpc_broker_client::GrpcBrokerClient;
 use tether_proto::plugin::grpc_broker_server::{self, GrpcBrokerServer};
 use tether_proto::rustls::pki_types::CertificateDer;
@@ -40,6 +44,7 @@ use crate::accept::{self, AcceptOptions, DEFAULT_ACCEPT_ERROR_BACKOFF, Listener}
 use crate::conn::Target;
 use crate::dial::{self, Alive};
 use crate::error::BrokerError;
+use crate::mux::{BrokerMode, Mux, Route, StreamOpener};
 
 /// How long [`GrpcBroker::dial`] waits for the peer's `ConnInfo` for an id (go-plugin: 5 s).
 /// Override with [`BrokerConfig::dial_timeout`].
@@ -195,6 +200,9 @@ pub struct BrokerSetup {
     pub listen: ListenOn,
     /// Which announced addresses to dial.
     pub policy: AddressPolicy,
+    /// `Some`: go-plugin's multiplexed mode over this session (`listen` and `policy` are then
+    /// unused); `None`: the default mode.
+    pub mux: Option<Mux>,
 }
 
 impl fmt::Debug for BrokerSetup {
@@ -202,6 +210,7 @@ impl fmt::Debug for BrokerSetup {
         f.debug_struct("BrokerSetup")
             .field("tls", &self.tls.is_some())
             .field("listen", &self.listen)
+            .field("mux", &self.mux.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -236,8 +245,15 @@ impl PeerStream {
     }
 }
 
+/// What a served id holds while it is served: its listening socket (removed on drop) or its
+/// route on the multiplexed connection.
+enum Endpoint {
+    Socket(#[allow(dead_code, reason = "held for its Drop, which deletes the socket")] TempPath),
+    Route(#[allow(dead_code, reason = "held for its Drop, which ends the route")] Route),
+}
+
 /// A served id that lives until the broker closes.
-type Detached = (oneshot::Sender<()>, Arc<Mutex<Option<TempPath>>>);
+type Detached = (oneshot::Sender<()>, Arc<Mutex<Option<Endpoint>>>);
 
 /// A `ConnInfo` that arrived, or dials waiting for one.
 enum Slot {
@@ -282,6 +298,10 @@ struct Inner {
     detached: Mutex<Vec<Detached>>,
     /// The plugin side's channel to the host services, once dialled.
     host_services: tokio::sync::OnceCell<Channel>,
+    /// Multiplexed mode: knocks for ids not served yet, with their arrival time.
+    knocks: Mutex<HashMap<u32, Instant>>,
+    /// Multiplexed mode: the dial waiting for the acknowledgement of its knock, by id.
+    acks: Mutex<HashMap<u32, oneshot::Sender<Knock>>>,
 }
 
 impl fmt::Debug for GrpcBroker {
@@ -318,6 +338,8 @@ impl GrpcBroker {
                 peer_stream: AtomicU8::new(PeerStream::NotOpen as u8),
                 detached: Mutex::new(Vec::new()),
                 host_services: tokio::sync::OnceCell::new(),
+                knocks: Mutex::new(HashMap::new()),
+                acks: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -326,6 +348,16 @@ impl GrpcBroker {
     /// host library and the SDK once the main connection exists; a second call is ignored.
     pub fn connect(&self, setup: BrokerSetup) {
         let _ = self.inner.setup.set(setup);
+    }
+
+    /// The broker mode of the connection: [`BrokerMode::Multiplexed`] when it was connected
+    /// with a [`Mux`], else [`BrokerMode::Default`] (also before [`connect`](Self::connect)).
+    #[must_use]
+    pub fn mode(&self) -> BrokerMode {
+        match self.inner.setup.get() {
+            Some(BrokerSetup { mux: Some(_), .. }) => BrokerMode::Multiplexed,
+            _ => BrokerMode::Default,
+        }
     }
 
     /// A fresh id for [`accept_and_serve`](Self::accept_and_serve): 1, 2, 3, … (each side
@@ -373,16 +405,24 @@ impl GrpcBroker {
             id,
             source,
         };
-        let (listener, address, socket) = match &setup.listen {
-            ListenOn::Unix(dir) => {
+        let (listener, address, socket) = match (&setup.mux, &setup.listen) {
+            (Some(mux), _) => {
+                let (route, listener) = mux.route(id);
+                (listener, None, Some(Endpoint::Route(route)))
+            }
+            (None, ListenOn::Unix(dir)) => {
                 let (listener, path) = crate::bind::unix_in(dir).map_err(bind_error)?;
                 let address = Address::Unix(path.to_path_buf());
-                (Listener::Unix(listener), address, Some(path))
+                (
+                    Listener::Unix(listener),
+                    Some(address),
+                    Some(Endpoint::Socket(path)),
+                )
             }
-            ListenOn::Tcp { min, max } => {
+            (None, ListenOn::Tcp { min, max }) => {
                 let listener = crate::bind::tcp_in_range(*min, *max).map_err(bind_error)?;
                 let address = Address::Tcp(listener.local_addr().map_err(bind_error)?);
-                (Listener::Tcp(listener), address, None)
+                (Listener::Tcp(listener), Some(address), None)
             }
         };
         let socket = Arc::new(Mutex::new(socket));
@@ -433,14 +473,23 @@ impl GrpcBroker {
             drop(lock(&task_socket).take());
         });
 
-        let info = ConnInfo {
-            service_id: id,
-            network: address.network().to_owned(),
-            address: address.to_string(),
-            knock: None,
-        };
-        self.send(info)?;
-        tracing::debug!(peer = inner.peer, id, %address, "serving a brokered id");
+        if let Some(address) = address {
+            let info = ConnInfo {
+                service_id: id,
+                network: address.network().to_owned(),
+                address: address.to_string(),
+                knock: None,
+            };
+            self.send(info)?;
+            tracing::debug!(peer = inner.peer, id, %address, "serving a brokered id");
+        } else if let Some(mux) = &setup.mux {
+            // A knock may have come before this id was served.
+            let waiting = lock(&inner.knocks).remove(&id);
+            if waiting.is_some_and(|at| at.elapsed() < inner.config.unclaimed_ttl) {
+                self.acknowledge(mux, id);
+            }
+            tracing::debug!(peer = inner.peer, id, "serving a multiplexed brokered id");
+        }
         Ok(Served {
             id,
             stop: Some(stop_tx),
@@ -459,6 +508,9 @@ impl GrpcBroker {
     /// [`BrokerError::BadAddress`], [`BrokerError::Connect`].
     pub async fn dial(&self, id: u32) -> Result<Channel, BrokerError> {
         let setup = self.setup()?;
+        if let Some(mux) = &setup.mux {
+            return self.dial_multiplexed(setup, mux, id).await;
+        }
         let info = self.wait_conn_info(id).await?;
         let peer = || self.inner.peer.clone();
         let bad = |reason: String| BrokerError::BadAddress {
@@ -486,6 +538,161 @@ impl GrpcBroker {
             target: target_text,
             source,
         })
+    }
+
+    /// Multiplexed mode: a channel whose every connection is a knock, its acknowledgement and
+    /// a yamux stream.
+    async fn dial_multiplexed(
+        &self,
+        setup: &BrokerSetup,
+        mux: &Mux,
+        id: u32,
+    ) -> Result<Channel, BrokerError> {
+        let broker = Arc::downgrade(&self.inner);
+        let mux = mux.clone();
+        let opener: StreamOpener = Arc::new(move || {
+            let (broker, mux) = (broker.clone(), mux.clone());
+            Box::pin(async move {
+                let broker = broker
+                    .upgrade()
+                    .map(|inner| GrpcBroker { inner })
+                    .ok_or_else(|| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::NotConnected,
+                            "the broker is closed",
+                        )
+                    })?;
+                let _one_at_a_time = mux.dial_lock().await;
+                broker.knock(id).await?;
+                mux.open().await
+            })
+        });
+        let closed = self.inner.closed.subscribe();
+        let alive: Alive = Arc::new(move || !*closed.borrow());
+        dial::connect_streams(
+            opener,
+            setup.tls.as_ref().map(|t| Arc::clone(&t.client)),
+            alive,
+            // The knock's own wait is bounded by the dial timeout.
+            self.inner.config.dial_timeout + self.inner.config.connect_timeout,
+        )
+        .await
+        .map_err(|source| BrokerError::Connect {
+            peer: self.inner.peer.clone(),
+            id,
+            target: "a stream of the multiplexed connection".to_owned(),
+            source,
+        })
+    }
+
+    /// Knocks for `id` and waits (at most the dial timeout) for the acknowledgement.
+    async fn knock(&self, id: u32) -> std::io::Result<()> {
+        use std::io::{Error, ErrorKind};
+        let (tx, rx) = oneshot::channel();
+        lock(&self.inner.acks).insert(id, tx);
+        let knock = ConnInfo {
+            service_id: id,
+            network: String::new(),
+            address: String::new(),
+            knock: Some(Knock {
+                knock: true,
+                ack: false,
+                error: String::new(),
+            }),
+        };
+        self.send(knock)
+            .map_err(|e| Error::new(ErrorKind::NotConnected, e.to_string()))?;
+        let timeout = self.inner.config.dial_timeout;
+        let answer = tokio::time::timeout(timeout, rx).await;
+        lock(&self.inner.acks).remove(&id);
+        match answer {
+            Ok(Ok(knock)) if knock.error.is_empty() => Ok(()),
+            Ok(Ok(knock)) => Err(Error::new(
+                ErrorKind::ConnectionRefused,
+                format!(
+                    "{} refused the knock for broker id {id}: {}",
+                    self.inner.peer, knock.error
+                ),
+            )),
+            Ok(Err(_)) => Err(Error::new(ErrorKind::NotConnected, "the broker is closed")),
+            Err(_) => Err(Error::new(
+                ErrorKind::TimedOut,
+                format!(
+                    "{} did not acknowledge the knock for broker id {id} within {timeout:?} ({}); check that it serves this id",
+                    self.inner.peer,
+                    PeerStream::from_u8(self.inner.peer_stream.load(Ordering::Relaxed)).describe()
+                ),
+            )),
+        }
+    }
+
+    /// Multiplexed mode: the next stream the peer opens is for `id`; tells the peer so.
+    fn acknowledge(&self, mux: &Mux, id: u32) {
+        mux.expect(id);
+        let ack = ConnInfo {
+            service_id: id,
+            network: String::new(),
+            address: String::new(),
+            knock: Some(Knock {
+                knock: true,
+                ack: true,
+                error: String::new(),
+            }),
+        };
+        if let Err(error) = self.send(ack) {
+            tracing::debug!(peer = self.inner.peer, id, %error, "cannot acknowledge a knock");
+        }
+    }
+
+    /// Multiplexed mode: a knock or an acknowledgement from the peer.
+    fn receive_knock(&self, id: u32, knock: Knock) {
+        let Some(mux) = self.inner.setup.get().and_then(|s| s.mux.as_ref()) else {
+            tracing::warn!(
+                peer = self.inner.peer,
+                id,
+                "ignoring a multiplexing knock: this connection does not use multiplexing"
+            );
+            return;
+        };
+        if knock.ack {
+            match lock(&self.inner.acks).remove(&id) {
+                Some(waiting) => {
+                    let _ = waiting.send(knock);
+                }
+                None => {
+                    tracing::debug!(
+                        peer = self.inner.peer,
+                        id,
+                        "an unexpected knock acknowledgement"
+                    );
+                }
+            }
+            return;
+        }
+        if !knock.knock {
+            tracing::debug!(peer = self.inner.peer, id, "ignoring an empty knock");
+            return;
+        }
+        let mut knocks = lock(&self.inner.knocks);
+        if mux.is_routed(id) {
+            drop(knocks);
+            self.acknowledge(mux, id);
+            return;
+        }
+        // Not served yet: kept until it is (as go-plugin does), within the same limits as
+        // unclaimed connection infos; the dialler gives up after its own timeout.
+        let ttl = self.inner.config.unclaimed_ttl;
+        knocks.retain(|_, at| at.elapsed() < ttl);
+        if knocks.len() >= MAX_UNCLAIMED {
+            tracing::warn!(
+                peer = self.inner.peer,
+                id,
+                limit = MAX_UNCLAIMED,
+                "too many knocks for ids not served; dropping this one"
+            );
+            return;
+        }
+        knocks.insert(id, Instant::now());
     }
 
     /// Host side: serves `routes` as the host services, under [`HOST_SERVICES_ID`], until the
@@ -525,6 +732,8 @@ impl GrpcBroker {
             drop(lock(&socket).take());
         }
         lock(&self.inner.slots).clear();
+        lock(&self.inner.acks).clear();
+        lock(&self.inner.knocks).clear();
     }
 
     /// Whether [`close`](Self::close) was called.
@@ -640,12 +849,8 @@ impl GrpcBroker {
 
     /// Stores or delivers a `ConnInfo` from the peer.
     fn receive(&self, info: ConnInfo) {
-        if info.knock.is_some() {
-            tracing::warn!(
-                peer = self.inner.peer,
-                id = info.service_id,
-                "ignoring a multiplexing knock: this connection does not use multiplexing"
-            );
+        if let Some(knock) = info.knock {
+            self.receive_knock(info.service_id, knock);
             return;
         }
         let now = Instant::now();
@@ -741,7 +946,7 @@ impl GrpcBroker {
 pub struct Served {
     id: u32,
     stop: Option<oneshot::Sender<()>>,
-    socket: Arc<Mutex<Option<TempPath>>>,
+    socket: Arc<Mutex<Option<Endpoint>>>,
     task: Option<tokio::task::JoinHandle<()>>,
     broker: std::sync::Weak<Inner>,
 }
@@ -874,6 +1079,53 @@ mod tests {
             broker.receive(info(id));
         }
         assert_eq!(lock(&broker.inner.slots).len(), MAX_UNCLAIMED);
+    }
+
+    #[tokio::test]
+    async fn a_multiplexed_knock_that_comes_before_the_id_is_served_is_answered_once_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("main.sock");
+        let listener = Listener::Unix(tokio::net::UnixListener::bind(&path).unwrap());
+        let plugin_mux = Mux::new();
+        let _main = plugin_mux.serve_first_connection(listener, crate::AcceptOptions::new(None));
+        let host_mux = Mux::client(tokio::net::UnixStream::connect(&path).await.unwrap());
+        let setup = |mux| BrokerSetup {
+            tls: None,
+            listen: ListenOn::Unix(dir.path().to_owned()),
+            policy: Arc::new(|_: &Address| Err("unused".to_owned())),
+            mux: Some(mux),
+        };
+        let (host, plugin) = (
+            broker(Duration::from_secs(5)),
+            broker(Duration::from_secs(5)),
+        );
+        host.connect(setup(host_mux));
+        plugin.connect(setup(plugin_mux));
+        let to_plugin = host.take_outbound().unwrap().map(Ok);
+        let to_host = plugin.take_outbound().unwrap().map(Ok);
+        let (h, p) = (host.clone(), plugin.clone());
+        tokio::spawn(async move { p.run_inbound(to_plugin).await });
+        tokio::spawn(async move { h.run_inbound(to_host).await });
+
+        let dial = tokio::spawn({
+            let host = host.clone();
+            async move { host.dial(3).await }
+        });
+        while !lock(&plugin.inner.knocks).contains_key(&3) {
+            tokio::task::yield_now().await;
+        }
+        let (_reporter, health) = tonic_health::server::health_reporter();
+        let _served = plugin.accept_and_serve(3, health).await.unwrap();
+        let channel = dial.await.unwrap().unwrap();
+        let response = tonic_health::pb::health_client::HealthClient::new(channel)
+            .check(tonic_health::pb::HealthCheckRequest::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            response.into_inner().status,
+            tonic_health::ServingStatus::Serving as i32
+        );
+        assert!(lock(&plugin.inner.knocks).is_empty());
     }
 
     #[tokio::test]

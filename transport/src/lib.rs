@@ -33,6 +33,7 @@
 //!         Address::Unix(path) => Ok(Target::Unix(path.clone())),
 //!         Address::Tcp(_) => Err("only unix sockets".into()),
 //!     }),
+//!     mux: None,
 //! };
 //! let host = GrpcBroker::new("plugin `demo`", BrokerConfig::new());
 //! let plugin = GrpcBroker::new("the host", BrokerConfig::new());
@@ -60,16 +61,18 @@ mod conn;
 mod dial;
 mod error;
 mod grpc_broker;
+mod mux;
 
 pub use accept::{
     AcceptOptions, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT, Incoming, Listener,
     accept,
 };
 pub use conn::{Conn, Io, Target};
-pub use dial::{Alive, BoxError, ConnectError, connect};
+pub use dial::{Alive, BoxError, ConnectError, connect, connect_raw, connect_streams};
 pub use error::BrokerError;
 pub use grpc_broker::{
     AddressPolicy, BrokerConfig, BrokerSetup, BrokerTls, DEFAULT_BROKER_CONNECT_TIMEOUT,
     DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID,
     ListenOn, MAX_UNCLAIMED, Served,
 };
+pub use mux::{BrokerMode, Mux, StreamListener, StreamOpener};

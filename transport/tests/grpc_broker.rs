@@ -9,7 +9,8 @@ use std::time::Duration;
 use tether_proto::handshake::Address;
 use tether_proto::tls::Identity;
 use tether_transport::{
-    BrokerConfig, BrokerError, BrokerSetup, BrokerTls, GrpcBroker, ListenOn, Target,
+    AcceptOptions, BrokerConfig, BrokerError, BrokerMode, BrokerSetup, BrokerTls, GrpcBroker,
+    ListenOn, Listener, Mux, Target,
 };
 use tokio_stream::StreamExt as _;
 use tonic_health::ServingStatus;
@@ -25,6 +26,7 @@ fn setup(tls: Option<(&Identity, &Identity)>, dir: &Path) -> BrokerSetup {
             Address::Unix(path) if path.starts_with(&allowed) => Ok(Target::Unix(path.clone())),
             _ => Err(format!("not inside {}", allowed.display())),
         }),
+        mux: None,
     }
 }
 
@@ -40,6 +42,32 @@ fn pair(tls: bool, dir: &Path, config: BrokerConfig) -> (GrpcBroker, GrpcBroker)
         host.connect(setup(None, dir));
         plugin.connect(setup(None, dir));
     }
+    let to_plugin = host.take_outbound().unwrap().map(Ok);
+    let to_host = plugin.take_outbound().unwrap().map(Ok);
+    let (h, p) = (host.clone(), plugin.clone());
+    tokio::spawn(async move { p.run_inbound(to_plugin).await });
+    tokio::spawn(async move { h.run_inbound(to_host).await });
+    (host, plugin)
+}
+
+/// A host-side and a plugin-side broker over one multiplexed unix socket connection (made in
+/// `dir`, like a plugin's main socket); their broker streams are connected in memory.
+async fn mux_pair(tls: bool, dir: &Path, config: BrokerConfig) -> (GrpcBroker, GrpcBroker) {
+    let path = dir.join("main.sock");
+    let listener = Listener::Unix(tokio::net::UnixListener::bind(&path).unwrap());
+    let plugin_mux = Mux::new();
+    // The plugin's main server is not needed here; its connections are simply dropped.
+    let _main = plugin_mux.serve_first_connection(listener, AcceptOptions::new(None));
+    let host_mux = Mux::client(tokio::net::UnixStream::connect(&path).await.unwrap());
+    let host = GrpcBroker::new("plugin `test`", config.clone());
+    let plugin = GrpcBroker::new("the host", config);
+    let ids = tls.then(|| (Identity::generate().unwrap(), Identity::generate().unwrap()));
+    let mut host_setup = setup(ids.as_ref().map(|(h, p)| (h, p)), dir);
+    host_setup.mux = Some(host_mux);
+    let mut plugin_setup = setup(ids.as_ref().map(|(h, p)| (p, h)), dir);
+    plugin_setup.mux = Some(plugin_mux);
+    host.connect(host_setup);
+    plugin.connect(plugin_setup);
     let to_plugin = host.take_outbound().unwrap().map(Ok);
     let to_host = plugin.take_outbound().unwrap().map(Ok);
     let (h, p) = (host.clone(), plugin.clone());
@@ -231,4 +259,53 @@ async fn asking_for_host_services_a_host_does_not_serve_fails_with_the_dial_time
         ),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn multiplexed_brokers_reach_each_other_over_mutual_tls_without_new_sockets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (host, plugin) = mux_pair(true, dir.path(), BrokerConfig::new()).await;
+    assert_eq!(host.mode(), BrokerMode::Multiplexed);
+    assert_eq!(plugin.mode(), BrokerMode::Multiplexed);
+
+    let id = host.next_id();
+    let _served = host.accept_and_serve(id, health().await).await.unwrap();
+    let channel = plugin.dial(id).await.unwrap();
+    assert_eq!(check(channel).await.unwrap(), ServingStatus::Serving as i32);
+
+    let id = plugin.next_id();
+    let _served = plugin.accept_and_serve(id, health().await).await.unwrap();
+    let channel = host.dial(id).await.unwrap();
+    assert_eq!(check(channel).await.unwrap(), ServingStatus::Serving as i32);
+
+    // Only the main socket: no broker listener was made.
+    assert_eq!(sockets_in(dir.path()), 1);
+}
+
+#[tokio::test]
+async fn a_multiplexed_dial_for_an_id_nobody_serves_fails_after_the_dial_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig::new().dial_timeout(Duration::from_millis(100));
+    let (host, _plugin) = mux_pair(true, dir.path(), config).await;
+    let err = host.dial(42).await.unwrap_err();
+    assert!(
+        matches!(err, BrokerError::Connect { id: 42, .. }),
+        "{err:?}"
+    );
+    let message = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+    assert!(message.contains("knock for broker id 42"), "{message}");
+}
+
+#[tokio::test]
+async fn multiplexed_host_services_are_reached_without_an_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let (host, plugin) = mux_pair(true, dir.path(), BrokerConfig::new()).await;
+    host.serve_host_services(tonic::service::Routes::new(health().await))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let channel = plugin.host_services().await.unwrap();
+        assert_eq!(check(channel).await.unwrap(), ServingStatus::Serving as i32);
+    }
+    assert_eq!(sockets_in(dir.path()), 1);
 }
