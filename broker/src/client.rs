@@ -27,7 +27,9 @@ use crate::process::{ExitHook, ProcessGroup};
 use crate::sandbox;
 use crate::shutdown::{Graceful, Launched};
 use crate::stdio;
-use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Target};
+use tether_transport::{
+    BrokerMode, BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Mux, Target,
+};
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
 /// been ended, so the pipe closes almost at once).
@@ -60,6 +62,8 @@ pub struct PluginClient {
     launched: Launched,
     channel: Channel,
     broker: GrpcBroker,
+    /// The multiplexed connection, when the broker mode is multiplexed.
+    mux: Option<Mux>,
     app_version: u32,
     address: Address,
     peer_fingerprint: Option<String>,
@@ -125,6 +129,14 @@ impl PluginClient {
         self.peer_fingerprint.as_deref()
     }
 
+    /// The broker mode negotiated at start: [`BrokerMode::Multiplexed`] when the host offered
+    /// it ([`PluginClientBuilder::multiplex`]) and the plugin accepted, else
+    /// [`BrokerMode::Default`].
+    #[must_use]
+    pub fn broker_mode(&self) -> BrokerMode {
+        self.broker.mode()
+    }
+
     /// Whether the connection is AutoMTLS (rather than [plaintext](PluginClientBuilder::plaintext)).
     #[must_use]
     pub fn is_tls(&self) -> bool {
@@ -185,14 +197,21 @@ impl PluginClient {
             grace: self.shutdown_grace,
         };
         let outcome = self.launched.shutdown(Some(graceful)).await;
-        self.broker.close();
+        self.close_connections();
         outcome
+    }
+
+    fn close_connections(&self) {
+        self.broker.close();
+        if let Some(mux) = &self.mux {
+            mux.close();
+        }
     }
 }
 
 impl Drop for PluginClient {
     fn drop(&mut self) {
-        self.broker.close();
+        self.close_connections();
     }
 }
 
@@ -211,7 +230,9 @@ impl PluginClient {
     /// # Errors
     /// As [`shutdown`](Self::shutdown).
     pub async fn kill(mut self) -> Result<ShutdownOutcome, ShutdownError> {
-        self.launched.kill().await
+        let outcome = self.launched.kill().await;
+        self.close_connections();
+        outcome
     }
 }
 
@@ -272,6 +293,7 @@ pub(crate) async fn start(
         identity.as_ref().map(Identity::cert_pem),
         settings.port_range,
         dir.path(),
+        settings.multiplex,
     );
     if let Some(d) = &delivered {
         if let Some(p) = &d.secrets {
@@ -396,6 +418,7 @@ pub(crate) async fn start(
                 address = %connected.address,
                 app_version = connected.app_version,
                 tls = connected.peer_fingerprint.is_some(),
+                broker = %connected.broker.mode(),
                 sandbox = %settings.sandbox,
                 landlock_abi = confinement.landlock_abi,
                 elapsed = ?started.elapsed(),
@@ -405,6 +428,7 @@ pub(crate) async fn start(
                 launched,
                 channel: connected.channel,
                 broker: connected.broker,
+                mux: connected.mux,
                 app_version: connected.app_version,
                 address: connected.address,
                 peer_fingerprint: connected.peer_fingerprint,
@@ -435,6 +459,7 @@ pub(crate) async fn start(
 struct Connected {
     channel: Channel,
     broker: GrpcBroker,
+    mux: Option<Mux>,
     app_version: u32,
     address: Address,
     peer_fingerprint: Option<String>,
@@ -480,13 +505,14 @@ async fn connect_plugin(
         Err(failure) => return Err(read_failure(failure, handshake, launched).await),
     };
     output::drain_stdout(reader, Arc::clone(&launched.plugin));
-    let peer_cert = check_handshake(&hs, handshake, identity.is_some()).map_err(|e| match e {
-        None => StartError::NoAutoMtls {
-            plugin: plugin.to_owned(),
-            output: Box::default(),
-        },
-        Some(reason) => incompatible(plugin, reason, handshake),
-    })?;
+    let peer_cert = check_handshake(&hs, handshake, identity.is_some(), settings.multiplex)
+        .map_err(|e| match e {
+            None => StartError::NoAutoMtls {
+                plugin: plugin.to_owned(),
+                output: Box::default(),
+            },
+            Some(reason) => incompatible(plugin, reason, handshake),
+        })?;
 
     // Connect: only to our private directory or loopback, TLS pinned to the announced cert.
     let address_error = |problem| StartError::Address {
@@ -513,13 +539,41 @@ async fn connect_plugin(
         let group = Arc::clone(group);
         Arc::new(move || group.exit_status().is_none())
     };
-    let connected = tether_transport::connect(
-        target.clone(),
-        tls_config,
-        running,
-        settings.connect_timeout,
-    )
-    .await;
+    // Multiplexed: one connection to the plugin's socket carries yamux; the main gRPC
+    // connection is a stream of it, as is every brokered one.
+    let multiplexed = settings.multiplex && hs.multiplex == Some(true);
+    let mut mux = None;
+    let connected = if multiplexed {
+        match tokio::time::timeout(
+            settings.connect_timeout,
+            tether_transport::connect_raw(&target),
+        )
+        .await
+        {
+            Err(_) => Err(ConnectError::Timeout(settings.connect_timeout)),
+            Ok(Err(e)) => Err(ConnectError::Io(Box::new(e))),
+            Ok(Ok(raw)) => {
+                let session = Mux::client(raw);
+                let opener = session.opener();
+                mux = Some(session);
+                tether_transport::connect_streams(
+                    opener,
+                    tls_config,
+                    running,
+                    settings.connect_timeout,
+                )
+                .await
+            }
+        }
+    } else {
+        tether_transport::connect(
+            target.clone(),
+            tls_config,
+            running,
+            settings.connect_timeout,
+        )
+        .await
+    };
     let channel = match connected {
         Ok(channel) => channel,
         Err(e) => {
@@ -566,6 +620,7 @@ async fn connect_plugin(
             connect::check_socket_file(&target, &dir).map_err(|e| e.to_string())?;
             Ok(target)
         }),
+        mux: mux.clone(),
     });
     broker.open_stream(channel.clone());
     if let Some(routes) = settings.host_services.clone() {
@@ -582,6 +637,7 @@ async fn connect_plugin(
     Ok(Connected {
         channel,
         broker,
+        mux,
         app_version: hs.app_version,
         address: match target {
             Target::Unix(path) => Address::Unix(path),
@@ -593,18 +649,24 @@ async fn connect_plugin(
 
 /// Checks a parsed handshake against what the host offered; returns the plugin's certificate.
 /// `Err(None)`: TLS is on but the plugin sent no certificate.
+///
+/// Multiplexing: when offered, `true` turns it on and anything else (`false`, no field 7) keeps
+/// the default mode — unlike go-plugin hosts, which refuse such plugins, tether falls back.
+/// When not offered, `true` is refused: such a plugin would expect yamux on a connection that
+/// does not carry it (go-plugin hosts ignore the field and then fail obscurely); `false` is
+/// fine.
 fn check_handshake(
     hs: &Handshake,
     handshake: &HandshakeConfig,
     tls: bool,
+    offered_multiplex: bool,
 ) -> Result<Option<Vec<u8>>, Option<Incompatibility>> {
     if !handshake.app_versions.contains(&hs.app_version) {
         return Err(Some(Incompatibility::AppVersion {
             got: hs.app_version,
         }));
     }
-    // The host never sets PLUGIN_MULTIPLEX_GRPC, so `true` breaks the protocol; `false` is fine.
-    if hs.multiplex == Some(true) {
+    if hs.multiplex == Some(true) && !offered_multiplex {
         return Err(Some(Incompatibility::Multiplexing));
     }
     match (tls, &hs.server_cert) {
@@ -764,7 +826,19 @@ mod tests {
     }
 
     #[test]
-    fn multiplexing_turned_on_is_refused_and_turned_off_is_fine() {
+    fn multiplexing_accepted_when_offered_is_fine_in_every_answer() {
+        let config = HandshakeConfig::new("K", "V");
+        for answer in [Some(true), Some(false), None] {
+            assert_eq!(
+                check_handshake(&handshake(1, None, answer), &config, false, true),
+                Ok(None),
+                "{answer:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn multiplexing_turned_on_without_an_offer_is_refused_and_turned_off_is_fine() {
         let config = HandshakeConfig::new("K", "V");
         assert_eq!(
             check_handshake(&handshake(1, None, Some(true)), &config, false),
@@ -780,7 +854,7 @@ mod tests {
     fn a_missing_certificate_with_tls_on_means_no_automtls() {
         let config = HandshakeConfig::new("K", "V");
         assert_eq!(
-            check_handshake(&handshake(1, None, None), &config, true),
+            check_handshake(&handshake(1, None, None), &config, true, false),
             Err(None)
         );
         assert_eq!(

@@ -194,6 +194,7 @@ pub(crate) struct Settings {
     pub(crate) env_allow: Vec<OsString>,
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) plaintext: bool,
+    pub(crate) multiplex: bool,
     pub(crate) runtime_dir: Option<PathBuf>,
     pub(crate) port_range: (u16, u16),
     pub(crate) start_timeout: Duration,
@@ -242,6 +243,7 @@ impl PluginClientBuilder<NoHandshake> {
                 env_allow: Vec::new(),
                 env: Vec::new(),
                 plaintext: false,
+                multiplex: false,
                 runtime_dir: None,
                 port_range: (
                     tether_proto::env::DEFAULT_MIN_PORT,
@@ -354,6 +356,31 @@ impl<H> PluginClientBuilder<H> {
     /// logged at start.
     pub fn plaintext(mut self) -> Self {
         self.settings.plaintext = true;
+        self
+    }
+
+    /// Offers go-plugin's multiplexed broker (`PLUGIN_MULTIPLEX_GRPC=true`, go-plugin ≥ 1.6):
+    /// if the plugin accepts (handshake field 7 `true`), the main connection and every
+    /// brokered connection in both directions are yamux streams over the one connection to
+    /// the plugin's socket — no listening socket per callback. A plugin that does not accept
+    /// (older go-plugin, Debian's 1.0.1, anything printing six fields or `false`) is used in
+    /// the default mode; [`PluginClient::broker_mode`](crate::PluginClient::broker_mode) says
+    /// which was negotiated. Off by default, as in go-plugin (`GRPCBrokerMultiplex`).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), tether_broker::StartError> {
+    /// use tether_broker::{BrokerMode, PluginClient};
+    /// let plugin = PluginClient::builder("./counter-plugin")
+    ///     .multiplex(true)
+    ///     .start()
+    ///     .await?;
+    /// if plugin.broker_mode() == BrokerMode::Multiplexed {
+    ///     // Callbacks share the plugin's one connection.
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn multiplex(mut self, on: bool) -> Self {
+        self.settings.multiplex = on;
         self
     }
 

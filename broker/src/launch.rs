@@ -85,6 +85,7 @@ pub(crate) fn protocol_env(
     client_cert_pem: Option<String>,
     port_range: (u16, u16),
     private_dir: &Path,
+    multiplex: bool,
 ) -> Vec<(OsString, OsString)> {
     let mut vars = vec![
         (handshake.cookie_key.clone(), handshake.cookie_value.clone()),
@@ -101,6 +102,9 @@ pub(crate) fn protocol_env(
     ];
     if let Some(pem) = client_cert_pem {
         vars.push((env::CLIENT_CERT.into(), pem.into()));
+    }
+    if multiplex {
+        vars.push((env::MULTIPLEX_GRPC.into(), "true".into()));
     }
     vars
 }
@@ -284,6 +288,7 @@ mod tests {
             Some("PEM".into()),
             (10_000, 25_000),
             Path::new("/tmp/t"),
+            false,
         );
         let map: BTreeMap<_, _> = vars.into_iter().collect();
         let get = |k: &str| map.get(OsStr::new(k)).and_then(|v| v.to_str());
@@ -300,8 +305,21 @@ mod tests {
     #[test]
     fn plaintext_launches_send_no_client_certificate() {
         let hs = HandshakeConfig::new("K", "V");
-        let vars = protocol_env(&hs, None, (1, 2), Path::new("/tmp/t"));
+        let vars = protocol_env(&hs, None, (1, 2), Path::new("/tmp/t"), false);
         assert!(!vars.iter().any(|(k, _)| k == env::CLIENT_CERT));
+    }
+
+    #[test]
+    fn multiplexing_is_offered_only_when_asked_for() {
+        let hs = HandshakeConfig::new("K", "V");
+        let offered = |multiplex| {
+            protocol_env(&hs, None, (1, 2), Path::new("/tmp/t"), multiplex)
+                .into_iter()
+                .find(|(k, _)| k == env::MULTIPLEX_GRPC)
+                .map(|(_, v)| v)
+        };
+        assert_eq!(offered(true), Some("true".into()));
+        assert_eq!(offered(false), None);
     }
 
     #[test]

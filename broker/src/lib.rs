@@ -77,7 +77,8 @@
 //!   `PLUGIN_PROTOCOL_VERSIONS`, `PLUGIN_CLIENT_CERT` (unless plaintext), `PLUGIN_MIN_PORT`,
 //!   `PLUGIN_MAX_PORT`, and `PLUGIN_UNIX_SOCKET_DIR` and `TMPDIR`, both set to a private
 //!   per-launch directory (mode `0700`, removed at the end) where go-plugin plugins of every
-//!   version create their socket. `PLUGIN_MULTIPLEX_GRPC` is never set.
+//!   version create their socket. `PLUGIN_MULTIPLEX_GRPC=true` only when
+//!   [`multiplex`](PluginClientBuilder::multiplex) asks for go-plugin's multiplexed broker.
 //! - stdin from `/dev/null`; stdout, stderr and the `plugin.GRPCStdio` stream are read
 //!   continuously (logged with `tracing`, see below) so the plugin never blocks on them.
 //! - The host's working directory unless [`current_dir`](PluginClientBuilder::current_dir)
@@ -175,9 +176,16 @@
 //! `timestamp` and `fields`. Stdout lines (pipe or `GRPCStdio`) are emitted at info. Lines
 //! longer than [`MAX_LOG_LINE_LEN`] are cut into pieces, so memory stays bounded.
 //!
+//! # Broker modes
+//! Callbacks ([`GrpcBroker`]) work in go-plugin's default mode — a unix socket in the private
+//! directory per served id — or, with [`multiplex(true)`](PluginClientBuilder::multiplex) and a
+//! plugin that accepts (go-plugin ≥ 1.6, tether SDK), in its multiplexed mode: one connection
+//! to the plugin's socket carries yamux, and the main connection and every callback in both
+//! directions are streams of it. [`PluginClient::broker_mode`] tells which was negotiated.
+//! Reattached plugins always use the default mode.
+//!
 //! # Not yet
-//! Broker multiplexing (`PLUGIN_MULTIPLEX_GRPC` is never offered), a user-provided sink for
-//! plugin output, and Landlock network rules.
+//! A user-provided sink for plugin output, and Landlock network rules.
 
 mod broker;
 mod catalog;
@@ -240,6 +248,6 @@ pub use secrets::{
     DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
 };
 pub use tether_transport::{
-    BrokerConfig, BrokerError, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
+    BrokerConfig, BrokerError, BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
     DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
 };

@@ -26,6 +26,9 @@ pub(crate) struct Launch {
     pub(crate) ports: PortRange,
     /// `PLUGIN_UNIX_SOCKET_GROUP`, which is not supported yet and only warned about.
     pub(crate) socket_group: Option<OsString>,
+    /// `PLUGIN_MULTIPLEX_GRPC`: `None` when the host did not set it (then the handshake must
+    /// not carry field 7), else whether it asks for the multiplexed broker.
+    pub(crate) multiplex: Option<bool>,
 }
 
 /// An inclusive range of TCP ports.
@@ -92,8 +95,18 @@ impl Launch {
             socket_dir: non_empty(env::UNIX_SOCKET_DIR).map(PathBuf::from),
             ports,
             socket_group: non_empty(env::UNIX_SOCKET_GROUP),
+            multiplex: non_empty(env::MULTIPLEX_GRPC).map(|v| parse_go_bool(&v)),
         })
     }
+}
+
+/// Go's `strconv.ParseBool` for `true` (what go-plugin plugins accept); anything else,
+/// unparsable values included, is `false` as there.
+fn parse_go_bool(value: &OsStr) -> bool {
+    matches!(
+        value.to_str(),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True")
+    )
 }
 
 /// Checks that the cookie variable `key` was `found` with value `expected`.
@@ -275,6 +288,23 @@ mod tests {
         .unwrap();
         assert_eq!(launch.socket_dir, Some(PathBuf::from("/run/x")));
         assert_eq!(launch.socket_group, None);
+    }
+
+    #[test]
+    fn multiplexing_is_known_only_when_the_host_set_the_variable() {
+        let multiplex = |value: Option<&str>| {
+            let mut vars = vec![("BASIC_PLUGIN", "hello")];
+            if let Some(v) = value {
+                vars.push(("PLUGIN_MULTIPLEX_GRPC", v));
+            }
+            read(&config(), &vars).unwrap().multiplex
+        };
+        assert_eq!(multiplex(None), None);
+        assert_eq!(multiplex(Some("")), None);
+        assert_eq!(multiplex(Some("true")), Some(true));
+        assert_eq!(multiplex(Some("1")), Some(true));
+        assert_eq!(multiplex(Some("false")), Some(false));
+        assert_eq!(multiplex(Some("yes")), Some(false));
     }
 
     #[test]

@@ -385,6 +385,9 @@ impl Ready {
         }
 
         let bound = listen::bind(config.transport, &launch)?;
+        // go-plugin's multiplexed broker when the host asks for it: the host's one connection
+        // carries yamux; the main server gets the streams opened without a knock.
+        let mux = (launch.multiplex == Some(true)).then(tether_transport::Mux::new);
         broker.connect(BrokerSetup {
             tls: broker_tls,
             // Brokered sockets go next to the main one (the host's directory or the plugin's
@@ -401,6 +404,7 @@ impl Ready {
                 },
             },
             policy: Arc::new(host_address_policy),
+            mux: mux.clone(),
         });
 
         let (health, health_service) = tonic_health::server::health_reporter();
@@ -416,14 +420,15 @@ impl Ready {
             }))
             .add_service(broker.service())
             .add_service(stdio_hub.service());
-        let incoming = tether_transport::accept(
-            bound.listener,
-            AcceptOptions {
-                tls,
-                tls_handshake_timeout: config.tls_handshake_timeout,
-                error_backoff: config.accept_error_backoff,
-            },
-        );
+        let accept_options = AcceptOptions {
+            tls,
+            tls_handshake_timeout: config.tls_handshake_timeout,
+            error_backoff: config.accept_error_backoff,
+        };
+        let incoming = match &mux {
+            Some(mux) => mux.serve_first_connection(bound.listener, accept_options),
+            None => tether_transport::accept(bound.listener, accept_options),
+        };
 
         let handshake = Handshake {
             core_version: CORE_PROTOCOL_VERSION,
@@ -431,7 +436,9 @@ impl Ready {
             address: bound.address,
             protocol: Protocol::Grpc,
             server_cert,
-            multiplex: None,
+            // Field 7 only when the host set PLUGIN_MULTIPLEX_GRPC: older hosts split the line
+            // into at most six fields, and a seventh would corrupt the certificate.
+            multiplex: launch.multiplex,
         };
         print_handshake(&handshake)?;
         if config.capture_stdio {
@@ -483,6 +490,9 @@ impl Ready {
                 grace = ?config.shutdown_grace,
                 "connections still open after the shutdown grace period; stopping anyway"
             ),
+        }
+        if let Some(mux) = &mux {
+            mux.close();
         }
         // Removes the socket (and the private directory holding it).
         drop(bound.cleanup);

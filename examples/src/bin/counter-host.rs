@@ -1,9 +1,9 @@
 //! Counter host: go-plugin's `examples/bidirectional` host, written with `tether-broker`.
 //!
 //! ```text
-//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] put KEY N   # adds N to KEY
-//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] get KEY     # prints the number
-//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] bench --calls N
+//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] [--multiplex] put KEY N   # adds N to KEY
+//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] [--multiplex] get KEY     # prints the number
+//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] [--multiplex] bench --calls N [--compare-modes]
 //! ```
 //!
 //! `put` serves `AddHelper` on a fresh broker id for the duration of the call and passes the id
@@ -11,15 +11,20 @@
 //! host instead registers `AddHelper` once as a host service and sends `add_server` 0: the
 //! (tether) plugin reaches it without an id. AutoMTLS unless
 //! `--plaintext` (needed for go-plugin ≤ 1.4.3 plugins, including Debian's 1.0.1, whose broker
-//! dials back to the host fail under AutoMTLS). `COUNTER_HOST_LOG` sets the log filter
-//! (default `warn`). Exit status: 0 ok, 1 error, 2 usage.
+//! dials back to the host fail under AutoMTLS). `--multiplex` offers go-plugin's multiplexed
+//! broker (one connection for the main calls and all callbacks; plugins that do not accept it
+//! run in the default mode). `COUNTER_HOST_LOG` sets the log filter (default `warn`). Exit
+//! status: 0 ok, 1 error, 2 usage.
 //!
 //! `bench` prints `unary_us_p50=… unary_us_p99=… callback_us_p50=… callback_us_p99=…
 //! host_service_us_p50=… host_service_us_p99=…`: a plain `Get`; a `Put` whose `AddHelper` is
 //! served on a fresh id per call, as go-plugin's example does (host→plugin→host→plugin→host,
 //! including the listener, the ConnInfo exchange and the plugin's dial with its TLS handshake);
 //! and (with `--host-service`) a `Put` through the host service, whose connection the plugin
-//! keeps (the round trip without connection set-up). The three are interleaved.
+//! keeps (the round trip without connection set-up). The three are interleaved. `broker=` says
+//! which broker mode was negotiated. With `--compare-modes` a second plugin is started with
+//! multiplexing offered and measured interleaved with the first, in the same run; its keys
+//! start with `mux_`.
 
 use std::error::Error;
 use std::io::{IsTerminal as _, Write as _};
@@ -46,6 +51,9 @@ struct Cli {
     /// Serve AddHelper as a host service and send `add_server` 0 (tether plugins only).
     #[arg(long, global = true)]
     host_service: bool,
+    /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC).
+    #[arg(long, global = true)]
+    multiplex: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -70,6 +78,9 @@ enum Command {
         /// Calls per measurement.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         calls: u64,
+        /// Also start a plugin with multiplexing offered and measure both, interleaved.
+        #[arg(long)]
+        compare_modes: bool,
     },
 }
 
@@ -147,20 +158,41 @@ async fn put(
 
 async fn run(cli: Cli) -> Result<(), (BoxError, u8)> {
     let (program, args) = plugin_command().map_err(|e| (e, 2))?;
-    let mut builder = PluginClient::builder(&program)
-        .args(&args)
-        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]));
-    if cli.plaintext {
-        builder = builder.plaintext();
-    }
-    if cli.host_service {
-        builder = builder.host_service(AddHelperServer::new(Adder));
-    }
-    let plugin = builder.start().await.map_err(|e| (e.into(), 1))?;
-    let result = call(&plugin, cli.command, cli.host_service).await;
+    let start = |multiplex: bool| {
+        let mut builder = PluginClient::builder(&program)
+            .args(&args)
+            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+            .multiplex(multiplex);
+        if cli.plaintext {
+            builder = builder.plaintext();
+        }
+        if cli.host_service {
+            builder = builder.host_service(AddHelperServer::new(Adder));
+        }
+        builder.start()
+    };
+    let plugin = start(cli.multiplex).await.map_err(|e| (e.into(), 1))?;
+    let (result, other) = match cli.command {
+        Command::Bench {
+            calls,
+            compare_modes: true,
+        } => match start(true).await {
+            Ok(muxed) => (
+                bench(&[&plugin, &muxed], calls, cli.host_service).await,
+                Some(muxed),
+            ),
+            Err(e) => (Err(e.into()), None),
+        },
+        command => (call(&plugin, command, cli.host_service).await, None),
+    };
     let stopped = plugin.shutdown().await;
+    let other_stopped = match other {
+        Some(p) => p.shutdown().await.map(|_| ()),
+        None => Ok(()),
+    };
     result.map_err(|e| (e, 1))?;
     stopped.map_err(|e| (e.into(), 1))?;
+    other_stopped.map_err(|e| (e.into(), 1))?;
     Ok(())
 }
 
@@ -192,54 +224,72 @@ async fn call(plugin: &PluginClient, command: Command, host_service: bool) -> Re
             stdout.flush()?;
             Ok(())
         }
-        Command::Bench { calls } => bench(&broker, &mut counter, calls, host_service).await,
+        Command::Bench { calls, .. } => bench(&[plugin], calls, host_service).await,
     }
 }
 
-async fn bench(
-    broker: &GrpcBroker,
-    counter: &mut CounterClient<Channel>,
-    calls: u64,
-    host_service: bool,
-) -> Result<(), BoxError> {
+/// One plugin's samples in [`bench`].
+#[derive(Default)]
+struct Samples {
+    unary: Vec<Duration>,
+    callback: Vec<Duration>,
+    hosted: Vec<Duration>,
+}
+
+async fn bench(plugins: &[&PluginClient], calls: u64, host_service: bool) -> Result<(), BoxError> {
     const KEY: &str = "bench";
-    let mut unary = Vec::new();
-    let mut callback = Vec::new();
-    let mut hosted = Vec::new();
-    // Interleaved, so that all three see the same machine load.
+    let mut targets: Vec<_> = plugins
+        .iter()
+        .map(|p| {
+            (
+                p.broker(),
+                CounterClient::new(p.channel()),
+                Samples::default(),
+            )
+        })
+        .collect();
+    // Interleaved, so that all measurements (and all plugins) see the same machine load.
     for _ in 0..calls {
-        let t0 = Instant::now();
-        counter.get(GetRequest { key: KEY.into() }).await?;
-        unary.push(t0.elapsed());
-
-        let t0 = Instant::now();
-        put(broker, counter, KEY, 1).await?;
-        callback.push(t0.elapsed());
-
-        if host_service {
+        for (broker, counter, samples) in &mut targets {
             let t0 = Instant::now();
-            counter
-                .put(PutRequest {
-                    add_server: 0,
-                    key: KEY.into(),
-                    value: 1,
-                })
-                .await?;
-            hosted.push(t0.elapsed());
+            counter.get(GetRequest { key: KEY.into() }).await?;
+            samples.unary.push(t0.elapsed());
+
+            let t0 = Instant::now();
+            put(broker, counter, KEY, 1).await?;
+            samples.callback.push(t0.elapsed());
+
+            if host_service {
+                let t0 = Instant::now();
+                counter
+                    .put(PutRequest {
+                        add_server: 0,
+                        key: KEY.into(),
+                        value: 1,
+                    })
+                    .await?;
+                samples.hosted.push(t0.elapsed());
+            }
         }
     }
-    for v in [&mut unary, &mut callback, &mut hosted] {
-        v.sort_unstable();
+    let mut line = Vec::new();
+    for (i, (broker, _, samples)) in targets.iter_mut().enumerate() {
+        let prefix = if i == 0 { "" } else { "mux_" };
+        line.push(format!("{prefix}broker={}", broker.mode()));
+        for (name, v) in [
+            ("unary", &mut samples.unary),
+            ("callback", &mut samples.callback),
+            ("host_service", &mut samples.hosted),
+        ] {
+            v.sort_unstable();
+            line.push(format!(
+                "{prefix}{name}_us_p50={:.1} {prefix}{name}_us_p99={:.1}",
+                micros(percentile(v, 0.5)),
+                micros(percentile(v, 0.99)),
+            ));
+        }
     }
-    println!(
-        "unary_us_p50={:.1} unary_us_p99={:.1} callback_us_p50={:.1} callback_us_p99={:.1} host_service_us_p50={:.1} host_service_us_p99={:.1}",
-        micros(percentile(&unary, 0.5)),
-        micros(percentile(&unary, 0.99)),
-        micros(percentile(&callback, 0.5)),
-        micros(percentile(&callback, 0.99)),
-        micros(percentile(&hosted, 0.5)),
-        micros(percentile(&hosted, 0.99)),
-    );
+    println!("{}", line.join(" "));
     Ok(())
 }
 
