@@ -104,7 +104,7 @@ if want v18; then
 		"$GO" build -buildvcs=false -o "$OUT/kvhost-v18" ./kvhost
 		"$GO" build -buildvcs=false -o "$OUT/probeplugin-v18" ./probeplugin
 		"$GO" build -buildvcs=false -o "$OUT/counterplugin-v18" ./counterplugin
-		"$GO" build -buildvcs=false -o "$OUT/counterhost-v18" ./counterhost
+		"$GO" build -buildvcs=false -tags goplugin_mux -o "$OUT/counterhost-v18" ./counterhost
 	) || die "v18 build failed (go-plugin $(sed -n 's/.*hashicorp\/go-plugin \(v[^ ]*\).*/\1/p' "$SRC/go.mod"), $("$GO" version 2>&1))"
 	echo "tests/go/build.sh: built kvplugin-v18 kvhost-v18 probeplugin-v18 counterplugin-v18 counterhost-v18 in $((SECONDS - t0))s" >&2
 fi

@@ -2,7 +2,9 @@
 //! `put c 5`, `put c 7` (each in its own launch; the plugin dials the host's `AddHelper` on the
 //! broker id it was given) then `get c` prints `12`.
 //!
-//! - tether ↔ tether with AutoMTLS (and in plaintext);
+//! - tether ↔ tether with AutoMTLS (and in plaintext), in both broker modes (`--multiplex`);
+//! - tether host ↔ newest go-plugin plugin and newest go-plugin host ↔ tether plugin with the
+//!   multiplexed broker (`tests/multiplex.rs` proves the single connection);
 //! - tether host ↔ newest go-plugin counter plugin, and newest go-plugin host ↔ tether plugin,
 //!   with AutoMTLS;
 //! - the same with Debian's go-plugin 1.0.1 in plaintext: go-plugin ≤ 1.4.3 plugins dial back
@@ -44,9 +46,15 @@ fn describe(out: &Output) -> String {
 
 /// `put c 5`, `put c 7`, `get c` → `12`, each in a launch of its own; nothing left running.
 fn counter_round_trip(host: &Path, plugin: &Path, tls: bool) {
+    counter_round_trip_with(host, plugin, tls, &[]);
+}
+
+/// [`counter_round_trip`] with extra host flags before the command.
+fn counter_round_trip_with(host: &Path, plugin: &Path, tls: bool, flags: &[&str]) {
     let work = tempfile::tempdir().unwrap();
+    let args = |command: &[&'static str]| [flags, command].concat();
     for n in ["5", "7"] {
-        let put = run_host(host, plugin, work.path(), tls, &["put", "c", n]);
+        let put = run_host(host, plugin, work.path(), tls, &args(&["put", "c", n]));
         assert!(put.status.success(), "put c {n} failed: {}", describe(&put));
     }
     assert_eq!(
@@ -54,7 +62,7 @@ fn counter_round_trip(host: &Path, plugin: &Path, tls: bool) {
         r#"{"Value":12}"#,
         "the plugin stores go-plugin's JSON in kv_<key>"
     );
-    let get = run_host(host, plugin, work.path(), tls, &["get", "c"]);
+    let get = run_host(host, plugin, work.path(), tls, &args(&["get", "c"]));
     assert!(get.status.success(), "get failed: {}", describe(&get));
     assert_eq!(String::from_utf8_lossy(&get.stdout), "12\n");
     let left = procs::in_dir(work.path());
@@ -69,6 +77,48 @@ fn tether_host_and_tether_plugin_add_through_a_callback_with_automtls() {
 #[test]
 fn tether_host_and_tether_plugin_add_through_a_callback_in_plaintext() {
     counter_round_trip(Path::new(RUST_HOST), Path::new(RUST_PLUGIN), false);
+}
+
+#[test]
+fn tether_host_and_tether_plugin_add_through_a_multiplexed_callback() {
+    counter_round_trip_with(
+        Path::new(RUST_HOST),
+        Path::new(RUST_PLUGIN),
+        true,
+        &["--multiplex"],
+    );
+}
+
+#[test]
+fn tether_host_multiplexes_callbacks_to_a_go_plugin_v1_8() {
+    let Some(go) = peers::go_or_skip(
+        GoPlugin::V18,
+        "tether_host_multiplexes_callbacks_to_a_go_plugin_v1_8",
+    ) else {
+        return;
+    };
+    counter_round_trip_with(
+        Path::new(RUST_HOST),
+        &go.counter_plugin,
+        true,
+        &["--multiplex"],
+    );
+}
+
+#[test]
+fn go_host_v1_8_multiplexes_callbacks_to_a_tether_plugin() {
+    let Some(go) = peers::go_or_skip(
+        GoPlugin::V18,
+        "go_host_v1_8_multiplexes_callbacks_to_a_tether_plugin",
+    ) else {
+        return;
+    };
+    counter_round_trip_with(
+        &go.counter_host,
+        Path::new(RUST_PLUGIN),
+        true,
+        &["--multiplex"],
+    );
 }
 
 macro_rules! interop_tests {

@@ -75,6 +75,7 @@ impl Counter for FileCounter {
             value,
         } = request.into_inner();
         let current = read(&key).await?;
+        tracing::info!(broker = %self.broker.mode(), add_server, "reaching the host's AddHelper");
         let channel = if add_server == 0 {
             self.broker.host_services().await
         } else {

@@ -42,6 +42,14 @@ pub struct ExerciseReport {
     #[prost(string, repeated, tag = "1")]
     pub results: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ServeRequest {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ServeReply {
+    /// Broker id under which the plugin now serves Streams.
+    #[prost(uint32, tag = "1")]
+    pub streams_id: u32,
+}
 /// Generated client implementations.
 pub mod streams_client {
     #![allow(
@@ -735,6 +743,29 @@ pub mod exerciser_client {
                 .insert(GrpcMethod::new("streams.Exerciser", "Exercise"));
             self.inner.unary(req, path, codec).await
         }
+        /// Serves Streams on a fresh broker id of the plugin's for the host to dial (host → plugin
+        /// through the broker), until the plugin stops.
+        pub async fn serve_streams(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ServeRequest>,
+        ) -> std::result::Result<tonic::Response<super::ServeReply>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/streams.Exerciser/ServeStreams",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("streams.Exerciser", "ServeStreams"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -754,6 +785,12 @@ pub mod exerciser_server {
             &self,
             request: tonic::Request<super::ExerciseRequest>,
         ) -> std::result::Result<tonic::Response<super::ExerciseReport>, tonic::Status>;
+        /// Serves Streams on a fresh broker id of the plugin's for the host to dial (host → plugin
+        /// through the broker), until the plugin stops.
+        async fn serve_streams(
+            &self,
+            request: tonic::Request<super::ServeRequest>,
+        ) -> std::result::Result<tonic::Response<super::ServeReply>, tonic::Status>;
     }
     /// Served by the test plugin: runs the stream checks against the host's Streams service.
     #[derive(Debug)]
@@ -862,6 +899,49 @@ pub mod exerciser_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ExerciseSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/streams.Exerciser/ServeStreams" => {
+                    #[allow(non_camel_case_types)]
+                    struct ServeStreamsSvc<T: Exerciser>(pub Arc<T>);
+                    impl<T: Exerciser> tonic::server::UnaryService<super::ServeRequest>
+                    for ServeStreamsSvc<T> {
+                        type Response = super::ServeReply;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ServeRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Exerciser>::serve_streams(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ServeStreamsSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -1,9 +1,11 @@
 // counterhost is a go-plugin host for go-plugin's examples/bidirectional counter contract.
 //
-//	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] put KEY N
-//	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] get KEY
+//	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] put KEY N
+//	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] get KEY
 //
 // put serves AddHelper on a fresh broker id for the call. AutoMTLS is on unless --plaintext.
+// --multiplex sets GRPCBrokerMultiplex (go-plugin ≥ 1.6 only; the v101 build refuses it): the
+// host then refuses plugins that do not accept multiplexing.
 // COUNTER_PLUGIN is split on whitespace. The plugin's stdout (GRPCStdio on go-plugin ≥ 1.1) is
 // written to stderr as lines prefixed "plugin stdout: "; its stderr goes through the host's
 // hclog logger (COUNTERHOST_LOG_LEVEL, default warn). Exit status: 0 ok, 1 error, 2 usage.
@@ -28,8 +30,8 @@ import (
 )
 
 const usage = `usage:
-  COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] put KEY N
-  COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] get KEY
+  COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] put KEY N
+  COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] get KEY
 `
 
 type usageError struct{ msg string }
@@ -66,6 +68,7 @@ func run(args []string) error {
 	global := flag.NewFlagSet("counterhost", flag.ContinueOnError)
 	global.SetOutput(ioutil.Discard)
 	plaintext := global.Bool("plaintext", false, "disable AutoMTLS")
+	multiplex := global.Bool("multiplex", false, "turn on gRPC broker multiplexing (go-plugin >= 1.6)")
 	if err := global.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -108,7 +111,7 @@ func run(args []string) error {
 	if s := os.Getenv("COUNTERHOST_LOG_LEVEL"); s != "" {
 		level = hclog.LevelFromString(s)
 	}
-	client := plugin.NewClient(&plugin.ClientConfig{
+	config := &plugin.ClientConfig{
 		HandshakeConfig:  counter.Handshake,
 		Plugins:          counter.PluginMap(nil),
 		Cmd:              exec.Command(fields[0], fields[1:]...),
@@ -120,7 +123,11 @@ func run(args []string) error {
 			Output: os.Stderr,
 			Level:  level,
 		}),
-	})
+	}
+	if err := setMultiplex(config, *multiplex); err != nil {
+		return err
+	}
+	client := plugin.NewClient(config)
 	defer client.Kill()
 	rpc, err := client.Client()
 	if err != nil {

@@ -1,12 +1,13 @@
 //! Serves the `streams.Streams` example service, and `streams.Exerciser`: runs the stream
-//! checks against a `Streams` service the host serves on a broker id (plugin → host).
+//! checks against a `Streams` service the host serves on a broker id (plugin → host), and
+//! serves `Streams` on a broker id of its own for the host to dial (host → plugin).
 
 use std::process::ExitCode;
 
 use tether_examples::streams::{self, StreamsService};
 use tether_examples::streams_proto::exerciser_server::{Exerciser, ExerciserServer};
 use tether_examples::streams_proto::streams_server::StreamsServer;
-use tether_examples::streams_proto::{ExerciseReport, ExerciseRequest};
+use tether_examples::streams_proto::{ExerciseReport, ExerciseRequest, ServeReply, ServeRequest};
 use tether_sdk::GrpcBroker;
 use tonic::{Request, Response, Status};
 
@@ -37,5 +38,18 @@ impl Exerciser for ThroughBroker {
             .map_err(|e| Status::unavailable(e.to_string()))?;
         let results = streams::exercise(channel).await;
         Ok(Response::new(ExerciseReport { results }))
+    }
+
+    async fn serve_streams(
+        &self,
+        _request: Request<ServeRequest>,
+    ) -> Result<Response<ServeReply>, Status> {
+        let id = self.broker.next_id();
+        self.broker
+            .accept_and_serve(id, StreamsServer::new(StreamsService::default()))
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?
+            .detach();
+        Ok(Response::new(ServeReply { streams_id: id }))
     }
 }
