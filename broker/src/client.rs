@@ -819,10 +819,10 @@ mod tests {
     fn a_version_the_host_did_not_offer_is_incompatible() {
         let config = HandshakeConfig::new("K", "V").app_versions([1, 2]);
         assert_eq!(
-            check_handshake(&handshake(3, Some(vec![1]), None), &config, true),
+            check_handshake(&handshake(3, Some(vec![1]), None), &config, true, false),
             Err(Some(Incompatibility::AppVersion { got: 3 }))
         );
-        assert!(check_handshake(&handshake(2, Some(vec![1]), None), &config, true).is_ok());
+        assert!(check_handshake(&handshake(2, Some(vec![1]), None), &config, true, false).is_ok());
     }
 
     #[test]
@@ -841,11 +841,11 @@ mod tests {
     fn multiplexing_turned_on_without_an_offer_is_refused_and_turned_off_is_fine() {
         let config = HandshakeConfig::new("K", "V");
         assert_eq!(
-            check_handshake(&handshake(1, None, Some(true)), &config, false),
+            check_handshake(&handshake(1, None, Some(true)), &config, false, false),
             Err(Some(Incompatibility::Multiplexing))
         );
         assert_eq!(
-            check_handshake(&handshake(1, None, Some(false)), &config, false),
+            check_handshake(&handshake(1, None, Some(false)), &config, false, false),
             Ok(None)
         );
     }
@@ -858,11 +858,11 @@ mod tests {
             Err(None)
         );
         assert_eq!(
-            check_handshake(&handshake(1, Some(vec![7]), None), &config, false),
+            check_handshake(&handshake(1, Some(vec![7]), None), &config, false, false),
             Err(Some(Incompatibility::UnrequestedTls))
         );
         assert_eq!(
-            check_handshake(&handshake(1, Some(vec![7]), None), &config, true),
+            check_handshake(&handshake(1, Some(vec![7]), None), &config, true, false),
             Ok(Some(vec![7]))
         );
     }

@@ -71,7 +71,11 @@ fn assert_transport(plugin: &PluginClient, mode: BrokerMode) {
     assert_eq!(plugin.broker_mode(), mode);
     match mode {
         BrokerMode::Multiplexed => {
-            assert_eq!(sockets, [socket.clone()], "only the plugin's socket");
+            assert_eq!(
+                sockets,
+                std::slice::from_ref(&socket),
+                "only the plugin's socket"
+            );
             assert_eq!(connections_to(&socket), 1, "one connection to the plugin");
         }
         _ => assert!(
