@@ -369,8 +369,9 @@ impl<H> PluginClientBuilder<H> {
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), tether_broker::StartError> {
-    /// use tether_broker::{BrokerMode, PluginClient};
+    /// use tether_broker::{BrokerMode, HandshakeConfig, PluginClient};
     /// let plugin = PluginClient::builder("./counter-plugin")
+    ///     .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
     ///     .multiplex(true)
     ///     .start()
     ///     .await?;

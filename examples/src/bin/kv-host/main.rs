@@ -1,16 +1,17 @@
 //! KV host: go-plugin's `examples/grpc` host, written with `tether-broker`.
 //!
 //! ```text
-//! KV_PLUGIN="<command> [args]" kv-host [--plaintext] put KEY VALUE
-//! KV_PLUGIN="<command> [args]" kv-host [--plaintext] get KEY        # prints VALUE and a newline
-//! KV_PLUGIN="<command> [args]" kv-host [--plaintext] bench --calls N --launches L [--concurrency C]
-//! KV_PLUGIN="<command> [args]" kv-host [--plaintext] measure METRIC [options]
+//! KV_PLUGIN="<command> [args]" kv-host [--plaintext] [--multiplex] put KEY VALUE
+//! KV_PLUGIN="<command> [args]" kv-host [--plaintext] [--multiplex] get KEY        # prints VALUE and a newline
+//! KV_PLUGIN="<command> [args]" kv-host [--plaintext] [--multiplex] bench --calls N --launches L [--concurrency C]
+//! KV_PLUGIN="<command> [args]" kv-host [--plaintext] [--multiplex] measure METRIC [options]
 //! ```
 //!
 //! `KV_PLUGIN` is split like a shell would (`shell-words`); the plugin runs in the current
 //! directory (tether's and go-plugin's KV plugins store `kv_<KEY>` files there). Handshake: app
-//! version 1, cookie `BASIC_PLUGIN=hello`; AutoMTLS unless `--plaintext`. Any go-plugin KV plugin
-//! works, e.g. the `kv-plugin` example or go-plugin's own.
+//! version 1, cookie `BASIC_PLUGIN=hello`; AutoMTLS unless `--plaintext`; `--multiplex` offers
+//! go-plugin's multiplexed broker (the main connection becomes a yamux stream if the plugin
+//! accepts). Any go-plugin KV plugin works, e.g. the `kv-plugin` example or go-plugin's own.
 //!
 //! The plugin is confined (tether's default sandbox): it may read and execute its binary's
 //! directory and the system paths, and write its working directory. A plugin run by an
@@ -60,6 +61,10 @@ struct Cli {
     /// Turn AutoMTLS off (for plugins that cannot do it).
     #[arg(long, global = true)]
     plaintext: bool,
+    /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC); the main connection is
+    /// then a yamux stream when the plugin accepts.
+    #[arg(long, global = true)]
+    multiplex: bool,
     /// Let the confined plugin read and execute below DIR too: an interpreter outside the
     /// system paths, e.g. a pyenv or virtualenv Python (repeatable).
     #[arg(long = "allow-exec", value_name = "DIR", global = true)]
@@ -162,6 +167,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         program,
         args,
         plaintext: cli.plaintext,
+        multiplex: cli.multiplex,
         allow_exec: cli.allow_exec,
         allow_read: cli.allow_read,
     };
@@ -283,6 +289,7 @@ pub(crate) struct Launcher {
     program: String,
     args: Vec<String>,
     plaintext: bool,
+    multiplex: bool,
     allow_exec: Vec<std::path::PathBuf>,
     allow_read: Vec<std::path::PathBuf>,
 }
@@ -291,7 +298,8 @@ impl Launcher {
     pub(crate) async fn start(&self) -> Result<PluginClient, tether_broker::StartError> {
         let mut builder = PluginClient::builder(&self.program)
             .args(&self.args)
-            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]));
+            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+            .multiplex(self.multiplex);
         if self.plaintext {
             builder = builder.plaintext();
         }
