@@ -76,8 +76,12 @@
 //!    each limited by [`Config::tls_handshake_timeout`]; one that fails is logged and does not
 //!    disturb the others. Without the variable the plugin serves plaintext gRPC.
 //! 6. **Handshake.** Once the socket is listening, the plugin prints the handshake line
-//!    (`1|APP|unix|/path|grpc|CERT`) as its first stdout output and flushes it. The line never
-//!    has go-plugin's seventh (multiplexing) field; `PLUGIN_MULTIPLEX_GRPC` is ignored.
+//!    (`1|APP|unix|/path|grpc|CERT`) as its first stdout output and flushes it. go-plugin's
+//!    seventh (multiplexing) field is printed only when the host set `PLUGIN_MULTIPLEX_GRPC`
+//!    (hosts before go-plugin 1.6 would take it for part of the certificate): `|true` when the
+//!    host asked for multiplexing (the value is `true`, as Go's `ParseBool` reads it), else
+//!    `|false`. Multiplexed, the host's one connection carries yamux and the main server gets
+//!    the streams opened without a knock (see below).
 //!
 //! The gRPC server then serves the author's services, `grpc.health.v1.Health` (service
 //! `"plugin"` is `SERVING`), `plugin.GRPCController`, `plugin.GRPCBroker` and
@@ -156,7 +160,11 @@
 //!
 //! The plugin can also serve something to the host: `broker.accept_and_serve(broker.next_id(),
 //! service)` and send the id. Brokered sockets go next to the main one; connections use the
-//! same pinned mTLS identities as the main connection, whichever side accepts.
+//! same pinned mTLS identities as the main connection, whichever side accepts. When the host
+//! asked for go-plugin's multiplexed broker, the same calls work unchanged but no socket is
+//! made: every brokered connection is a yamux stream of the host's one connection (agreed by
+//! a knock and its acknowledgement on the broker stream); `broker.mode()` tells which mode
+//! runs.
 //!
 //! # Stdio
 //!
@@ -176,8 +184,7 @@
 //!
 //! # Not yet
 //!
-//! Multiplexing (`PLUGIN_MULTIPLEX_GRPC` is ignored), `PLUGIN_UNIX_SOCKET_GROUP` and server
-//! reflection.
+//! `PLUGIN_UNIX_SOCKET_GROUP` and server reflection.
 
 mod delivered;
 mod env;
@@ -202,6 +209,6 @@ pub use settings::{
 };
 pub use stdio::{STDIO_CHUNK_LEN, STDIO_OPEN_WAIT, STDIO_QUEUE_LEN};
 pub use tether_transport::{
-    BrokerConfig, BrokerError, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
+    BrokerConfig, BrokerError, BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
     DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
 };

@@ -8,7 +8,9 @@
 //!   drives the connector itself).
 //! - [`bind`] — randomly named unix sockets in a directory, the first free port of a range.
 //! - [`GrpcBroker`] — go-plugin's `plugin.GRPCBroker` (callbacks): ids, `accept_and_serve`,
-//!   `dial`, on either side.
+//!   `dial`, on either side, in go-plugin's default mode or its multiplexed one.
+//! - [`Mux`] — go-plugin's multiplexed broker transport: one connection carrying yamux, every
+//!   gRPC connection a stream of it (routed by knock/ack on the broker stream).
 //!
 //! # Example
 //!
@@ -51,6 +53,63 @@
 //! let id = host.next_id();
 //! let _served = host.accept_and_serve(id, health).await?;
 //! let channel = plugin.dial(id).await?;
+//! # drop(channel);
+//! # Ok(()) }
+//! ```
+//!
+//! # Multiplexed
+//!
+//! The same brokers over one connection (go-plugin ≥ 1.6 `PLUGIN_MULTIPLEX_GRPC`): the plugin
+//! side accepts the host's single connection with [`Mux::serve_first_connection`], the host
+//! wraps it with [`Mux::client`], and both brokers get their [`Mux`] in
+//! [`BrokerSetup::mux`]. Serving and dialling are unchanged; no socket is made per id.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tether_proto::handshake::Address;
+//! use tether_transport::{
+//!     AcceptOptions, BrokerConfig, BrokerMode, BrokerSetup, GrpcBroker, ListenOn, Listener, Mux,
+//!     Target,
+//! };
+//! use tokio_stream::StreamExt as _;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let socket = dir.path().join("plugin.sock");
+//! // Plugin side: the first connection becomes the yamux session; streams opened without a
+//! // knock would go to `_main` (the plugin's main gRPC server).
+//! let plugin_mux = Mux::new();
+//! let _main = plugin_mux.serve_first_connection(
+//!     Listener::Unix(tokio::net::UnixListener::bind(&socket)?),
+//!     AcceptOptions::new(None),
+//! );
+//! // Host side: its one connection to the plugin.
+//! let host_mux = Mux::client(tokio::net::UnixStream::connect(&socket).await?);
+//! let setup = |mux| BrokerSetup {
+//!     tls: None, // plaintext here; pass `BrokerTls` for AutoMTLS, as in the default mode
+//!     listen: ListenOn::Unix(dir.path().to_owned()),
+//!     policy: Arc::new(|_: &Address| -> Result<Target, String> {
+//!         Err("multiplexed: nothing is dialled by address".into())
+//!     }),
+//!     mux: Some(mux),
+//! };
+//! let host = GrpcBroker::new("plugin `demo`", BrokerConfig::new());
+//! let plugin = GrpcBroker::new("the host", BrokerConfig::new());
+//! host.connect(setup(host_mux));
+//! plugin.connect(setup(plugin_mux));
+//! let to_plugin = host.take_outbound().unwrap().map(Ok);
+//! let to_host = plugin.take_outbound().unwrap().map(Ok);
+//! let (h, p) = (host.clone(), plugin.clone());
+//! tokio::spawn(async move { p.run_inbound(to_plugin).await });
+//! tokio::spawn(async move { h.run_inbound(to_host).await });
+//!
+//! let (_reporter, health) = tonic_health::server::health_reporter();
+//! let id = plugin.next_id();
+//! let _served = plugin.accept_and_serve(id, health).await?;
+//! let channel = host.dial(id).await?; // knock, ack, then a yamux stream
+//! assert_eq!(host.mode(), BrokerMode::Multiplexed);
+//! assert_eq!(std::fs::read_dir(dir.path())?.count(), 1); // only the plugin's socket
 //! # drop(channel);
 //! # Ok(()) }
 //! ```
