@@ -122,6 +122,10 @@ pub(crate) struct TargetArgs {
     /// Turn AutoMTLS off (for plugins that cannot do it). Unauthenticated and unencrypted.
     #[arg(long)]
     pub(crate) plaintext: bool,
+    /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC); plugins that do not
+    /// accept run in the default mode.
+    #[arg(long)]
+    pub(crate) multiplex: bool,
 }
 
 #[derive(Debug, Args)]

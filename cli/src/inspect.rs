@@ -19,6 +19,7 @@ pub(crate) async fn run(args: InspectArgs) -> Result<(), CliError> {
         plugin.address().network(),
         plugin.address()
     );
+    println!("broker: {}", plugin.broker_mode());
     match plugin.peer_fingerprint() {
         Some(fp) => println!("tls: mutual, plugin certificate sha256 {fp}"),
         None => println!("tls: off (plaintext)"),

@@ -47,6 +47,7 @@ pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError
     let mut builder = PluginClient::builder(program)
         .args(args)
         .handshake(HandshakeConfig::new(key, value).app_versions(target.app_versions.clone()));
+    builder = builder.multiplex(target.multiplex);
     if target.plaintext {
         builder = builder.plaintext();
     }
@@ -115,6 +116,7 @@ async fn launch_from_catalog(
     if !delivery.is_empty() {
         builder = builder.deliver(delivery);
     }
+    builder = builder.multiplex(target.multiplex);
     if target.plaintext {
         builder = builder.plaintext();
     }

@@ -187,11 +187,36 @@ fn inspect_reports_version_transport_certificate_health_and_services() {
     let text = stdout(&out);
     assert!(text.contains("app protocol version: 1\n"), "{text}");
     assert!(text.contains("transport: unix /"), "{text}");
+    assert!(text.contains("broker: default\n"), "{text}");
     assert!(
         text.contains("tls: mutual, plugin certificate sha256 "),
         "{text}"
     );
     assert!(text.contains("health: Serving\n"), "{text}");
     assert!(text.contains("proto.KV"), "{text}");
+    assert!(text.contains("shutdown: exited gracefully"), "{text}");
+}
+
+#[test]
+fn inspect_with_multiplex_reports_the_multiplexed_broker_of_a_go_plugin_v1_8() {
+    let Some(go) = peers::go_or_skip(GoPlugin::V18, "inspect_with_multiplex") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let out = tether(
+        work.path(),
+        &[
+            "inspect",
+            "--multiplex",
+            "--cmd",
+            go.plugin.to_str().unwrap(),
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("broker: multiplexed\n"), "{text}");
+    assert!(text.contains("health: Serving\n"), "{text}");
     assert!(text.contains("shutdown: exited gracefully"), "{text}");
 }
