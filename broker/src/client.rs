@@ -396,8 +396,13 @@ pub(crate) async fn start(
     tracing::debug!(plugin, pid = group.pid(), "plugin spawned");
 
     let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(settings.stderr_tail_len)));
-    let mut stderr_done =
-        output::drain_stderr(stderr, Arc::clone(&name), group.pid(), Arc::clone(&tail));
+    let mut stderr_done = output::drain_stderr(
+        stderr,
+        Arc::clone(&name),
+        group.pid(),
+        Arc::clone(&tail),
+        settings.output_sink.clone(),
+    );
     let mut stray = StrayOutput::new(settings.max_stray_lines, settings.max_stray_bytes);
 
     let result = connect_plugin(
@@ -504,7 +509,12 @@ async fn connect_plugin(
         Ok(hs) => hs,
         Err(failure) => return Err(read_failure(failure, handshake, launched).await),
     };
-    output::drain_stdout(reader, Arc::clone(&launched.plugin));
+    output::drain_stdout(
+        reader,
+        Arc::clone(&launched.plugin),
+        group.pid(),
+        settings.output_sink.clone(),
+    );
     let peer_cert = check_handshake(&hs, handshake, identity.is_some(), settings.multiplex)
         .map_err(|e| match e {
             None => StartError::NoAutoMtls {
@@ -595,6 +605,7 @@ async fn connect_plugin(
         channel.clone(),
         Arc::clone(&launched.plugin),
         launched.group.pid(),
+        settings.output_sink.clone(),
     );
 
     // The broker: callbacks served in the private directory, dials only to what the address

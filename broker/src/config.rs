@@ -195,6 +195,7 @@ pub(crate) struct Settings {
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) plaintext: bool,
     pub(crate) multiplex: bool,
+    pub(crate) output_sink: Option<crate::sink::OutputSink>,
     pub(crate) runtime_dir: Option<PathBuf>,
     pub(crate) port_range: (u16, u16),
     pub(crate) start_timeout: Duration,
@@ -244,6 +245,7 @@ impl PluginClientBuilder<NoHandshake> {
                 env: Vec::new(),
                 plaintext: false,
                 multiplex: false,
+                output_sink: None,
                 runtime_dir: None,
                 port_range: (
                     tether_proto::env::DEFAULT_MIN_PORT,
@@ -382,6 +384,25 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn multiplex(mut self, on: bool) -> Self {
         self.settings.multiplex = on;
+        self
+    }
+
+    /// Sends every line the plugin prints or logs (stdout and stderr pipes, `GRPCStdio`) to
+    /// `sink` instead of `tracing`, parsed as described in the crate docs ("Plugin output and
+    /// logs"). The sink runs on the host's draining tasks and must return quickly.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use tether_broker::{OutputLine, OutputSink, PluginClient};
+    /// let (tx, rx) = mpsc::channel::<OutputLine>();
+    /// let tx = std::sync::Mutex::new(tx);
+    /// let builder = PluginClient::builder("./kv-plugin").output_sink(OutputSink::new(move |line| {
+    ///     let _ = tx.lock().unwrap().send(line);
+    /// }));
+    /// # drop((builder, rx));
+    /// ```
+    pub fn output_sink(mut self, sink: crate::sink::OutputSink) -> Self {
+        self.settings.output_sink = Some(sink);
         self
     }
 

@@ -174,7 +174,9 @@
 //! as debug text, and emitted as a `tracing` event on target `tether_broker::plugin` at that
 //! level with fields `plugin`, `pid`, `source` (`stderr` or `grpc-stdio`), `module`,
 //! `timestamp` and `fields`. Stdout lines (pipe or `GRPCStdio`) are emitted at info. Lines
-//! longer than [`MAX_LOG_LINE_LEN`] are cut into pieces, so memory stays bounded.
+//! longer than [`MAX_LOG_LINE_LEN`] are cut into pieces, so memory stays bounded. A host can
+//! take these lines itself instead, as [`OutputLine`]s:
+//! [`output_sink`](PluginClientBuilder::output_sink).
 //!
 //! # Broker modes
 //! Callbacks ([`GrpcBroker`]) work in go-plugin's default mode — a unix socket in the private
@@ -185,7 +187,7 @@
 //! Reattached plugins always use the default mode.
 //!
 //! # Not yet
-//! A user-provided sink for plugin output, and Landlock network rules.
+//! Landlock network rules.
 
 mod broker;
 mod catalog;
@@ -207,6 +209,7 @@ mod reattach;
 mod sandbox;
 mod secrets;
 mod shutdown;
+mod sink;
 mod stdio;
 
 pub use client::PluginClient;
@@ -247,6 +250,7 @@ pub use secrecy::SecretSlice;
 pub use secrets::{
     DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
 };
+pub use sink::{LogLevel, OutputLine, OutputSink, OutputSource};
 pub use tether_transport::{
     BrokerConfig, BrokerError, BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
     DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,

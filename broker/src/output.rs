@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::config::MAX_LOG_LINE_LEN;
 use crate::handshake_reader::{Line, LineReader};
 use crate::plugin_log::{self, LogLevel, LogRecord};
+use crate::sink::{OutputLine, OutputSink, OutputSource};
 
 /// The `tracing` target of plugin log lines, so hosts can filter them
 /// (`RUST_LOG=tether_broker::plugin=warn`).
@@ -41,6 +42,57 @@ pub(crate) fn emit(plugin: &str, pid: u32, source: &'static str, record: &LogRec
         LogLevel::Info => at!(tracing::Level::INFO),
         LogLevel::Warn => at!(tracing::Level::WARN),
         LogLevel::Error => at!(tracing::Level::ERROR),
+    }
+}
+
+/// Hands one line of a plugin's output to the user's sink, or else to `tracing`: stderr lines
+/// through [`emit`], stdout lines at info.
+pub(crate) fn deliver(
+    sink: Option<&OutputSink>,
+    plugin: &Arc<str>,
+    pid: u32,
+    source: OutputSource,
+    record: LogRecord,
+) {
+    if let Some(sink) = sink {
+        sink.send(OutputLine {
+            plugin: Arc::clone(plugin),
+            pid,
+            source,
+            level: record.level,
+            message: record.message,
+            module: record.module,
+            timestamp: record.timestamp,
+            fields: record.fields,
+        });
+        return;
+    }
+    let plugin = &**plugin;
+    match source {
+        OutputSource::Stdout => {
+            tracing::info!(plugin, line = %record.message, "plugin stdout");
+        }
+        OutputSource::GrpcStdioStdout => tracing::info!(
+            target: PLUGIN_LOG_TARGET,
+            plugin,
+            pid,
+            source = "grpc-stdio",
+            "stdout: {}",
+            record.message
+        ),
+        OutputSource::Stderr => emit(plugin, pid, "stderr", &record),
+        OutputSource::GrpcStdioStderr => emit(plugin, pid, "grpc-stdio", &record),
+    }
+}
+
+/// A stdout line as a record: info, the text as message.
+pub(crate) fn stdout_record(line: &[u8]) -> LogRecord {
+    LogRecord {
+        level: LogLevel::Info,
+        message: String::from_utf8_lossy(line).trim_end().to_owned(),
+        module: None,
+        timestamp: None,
+        fields: String::new(),
     }
 }
 
@@ -109,6 +161,7 @@ pub(crate) fn drain_stderr<R>(
     plugin: Arc<str>,
     pid: u32,
     tail: SharedTail,
+    sink: Option<OutputSink>,
 ) -> watch::Receiver<bool>
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -127,7 +180,8 @@ where
                         }
                     }
                     let text = String::from_utf8_lossy(line.bytes());
-                    emit(&plugin, pid, "stderr", &plugin_log::parse(&text));
+                    let record = plugin_log::parse(&text);
+                    deliver(sink.as_ref(), &plugin, pid, OutputSource::Stderr, record);
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -142,18 +196,24 @@ where
 }
 
 /// Drains the rest of `stdout` after the handshake, logging each line at info level.
-pub(crate) fn drain_stdout<R>(mut reader: LineReader<R>, plugin: Arc<str>)
-where
+pub(crate) fn drain_stdout<R>(
+    mut reader: LineReader<R>,
+    plugin: Arc<str>,
+    pid: u32,
+    sink: Option<OutputSink>,
+) where
     R: AsyncRead + Unpin + Send + 'static,
 {
     reader.set_max(MAX_LOG_LINE_LEN);
     tokio::spawn(async move {
         loop {
             match reader.next_line().await {
-                Ok(Some(line)) => tracing::info!(
-                    plugin = &*plugin,
-                    line = %String::from_utf8_lossy(line.bytes()).trim_end(),
-                    "plugin stdout"
+                Ok(Some(line)) => deliver(
+                    sink.as_ref(),
+                    &plugin,
+                    pid,
+                    OutputSource::Stdout,
+                    stdout_record(line.bytes()),
                 ),
                 Ok(None) => break,
                 Err(e) => {
@@ -199,7 +259,13 @@ mod tests {
     #[tokio::test]
     async fn draining_stderr_fills_the_tail_and_reports_the_end() {
         let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(1024)));
-        let mut done = drain_stderr(&b"warn: x\nerror: y\n"[..], "p".into(), 1, tail.clone());
+        let mut done = drain_stderr(
+            &b"warn: x\nerror: y\n"[..],
+            "p".into(),
+            1,
+            tail.clone(),
+            None,
+        );
         done.wait_for(|d| *d).await.unwrap();
         assert_eq!(snapshot(&tail), "warn: x\nerror: y");
     }

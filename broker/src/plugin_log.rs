@@ -4,13 +4,19 @@
 
 use std::fmt::Write as _;
 
-/// The level of a plugin's log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LogLevel {
+/// The level of a plugin's log line (hclog's levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum LogLevel {
+    /// `trace`.
     Trace,
+    /// `debug`; also lines that are neither hclog JSON nor `[LEVEL]` text.
     Debug,
+    /// `info`; also stdout lines.
     Info,
+    /// `warn` / `warning`.
     Warn,
+    /// `error` / `err`.
     Error,
 }
 

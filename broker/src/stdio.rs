@@ -14,8 +14,9 @@ use tether_proto::plugin::stdio_data::Channel as StdioChannel;
 use tonic::transport::Channel;
 
 use crate::config::MAX_LOG_LINE_LEN;
-use crate::output::{PLUGIN_LOG_TARGET, emit};
+use crate::output::{deliver, stdout_record};
 use crate::plugin_log;
+use crate::sink::{OutputSink, OutputSource};
 
 /// Splits a byte stream that arrives in arbitrary chunks into lines of at most `max` bytes.
 #[derive(Debug)]
@@ -69,8 +70,24 @@ impl LineSplitter {
 }
 
 /// Opens the stdio stream and drains it in a background task until it ends.
-pub(crate) fn drain(channel: Channel, plugin: Arc<str>, pid: u32) {
+pub(crate) fn drain(channel: Channel, plugin: Arc<str>, pid: u32, sink: Option<OutputSink>) {
     tokio::spawn(async move {
+        let name = Arc::clone(&plugin);
+        let sink = sink.as_ref();
+        let log_stdout = |line: &[u8]| {
+            deliver(
+                sink,
+                &name,
+                pid,
+                OutputSource::GrpcStdioStdout,
+                stdout_record(line),
+            );
+        };
+        let log_stderr = |line: &[u8]| {
+            let text = String::from_utf8_lossy(line);
+            let record = plugin_log::parse(&text);
+            deliver(sink, &name, pid, OutputSource::GrpcStdioStderr, record);
+        };
         let plugin = &*plugin;
         let mut client = GrpcStdioClient::new(channel);
         let mut stream = match client.stream_stdio(()).await {
@@ -91,20 +108,6 @@ pub(crate) fn drain(channel: Channel, plugin: Arc<str>, pid: u32) {
         };
         let mut stdout = LineSplitter::new(MAX_LOG_LINE_LEN);
         let mut stderr = LineSplitter::new(MAX_LOG_LINE_LEN);
-        let log_stdout = |line: &[u8]| {
-            tracing::info!(
-                target: PLUGIN_LOG_TARGET,
-                plugin,
-                pid,
-                source = "grpc-stdio",
-                "stdout: {}",
-                String::from_utf8_lossy(line).trim_end()
-            );
-        };
-        let log_stderr = |line: &[u8]| {
-            let text = String::from_utf8_lossy(line);
-            emit(plugin, pid, "grpc-stdio", &plugin_log::parse(&text));
-        };
         loop {
             match stream.message().await {
                 Ok(Some(data)) if data.channel == StdioChannel::Stdout as i32 => {

@@ -12,7 +12,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tether_broker::{HandshakeConfig, PluginClient};
+use tether_broker::{
+    HandshakeConfig, LogLevel, OutputLine, OutputSink, OutputSource, PluginClient,
+};
 use tether_examples::counter::PutRequest;
 use tether_examples::counter::counter_client::CounterClient;
 use tether_tests::peers::{self, GoPlugin};
@@ -156,6 +158,76 @@ async fn stdout_stderr_child_and_c_output_and_logs_reach_the_host_with_name_pid_
     assert_eq!(log.fields["module"], "stdio_plugin");
 
     plugin.shutdown().await.unwrap();
+    assert!(procs::in_dir(work.path()).is_empty());
+}
+
+/// A host that provides its own sink gets every line as an `OutputLine` (and `tracing` gets
+/// none of them).
+#[tokio::test]
+async fn a_user_sink_gets_stdout_and_parsed_logs_with_source_level_and_plugin_instead_of_tracing() {
+    let recorder = Recorder::default();
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::registry().with(recorder.clone().with_filter(LevelFilter::TRACE)),
+    );
+    let lines: Arc<Mutex<Vec<OutputLine>>> = Arc::default();
+    let arrived = Arc::new(Notify::new());
+    let sink = {
+        let (lines, arrived) = (Arc::clone(&lines), Arc::clone(&arrived));
+        OutputSink::new(move |line| {
+            lines.lock().unwrap().push(line);
+            arrived.notify_waiters();
+        })
+    };
+    let work = tempfile::tempdir().unwrap();
+    let plugin = stdio_plugin(work.path(), true)
+        .output_sink(sink)
+        .start()
+        .await
+        .unwrap();
+    CounterClient::new(plugin.channel())
+        .put(PutRequest {
+            add_server: 0,
+            key: "k".into(),
+            value: 1,
+        })
+        .await
+        .unwrap();
+    let wait_for = |what: &'static str, want: fn(&OutputLine) -> bool| {
+        let (lines, arrived) = (Arc::clone(&lines), Arc::clone(&arrived));
+        async move {
+            let deadline = tokio::time::Instant::now() + EVENT_DEADLINE;
+            loop {
+                let mut notified = pin!(arrived.notified());
+                notified.as_mut().enable();
+                if let Some(found) = lines.lock().unwrap().iter().find(|l| want(l)) {
+                    return found.clone();
+                }
+                if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                    panic!("no {what} in {:#?}", lines.lock().unwrap());
+                }
+            }
+        }
+    };
+    let stdout = wait_for("stdout line", |l| l.message == "hello from stdout").await;
+    assert_eq!(stdout.source, OutputSource::GrpcStdioStdout);
+    assert_eq!(stdout.level, LogLevel::Info);
+    assert_eq!(&*stdout.plugin, "chatty");
+    assert_eq!(stdout.pid, plugin.pid());
+    let warning = wait_for("tracing warning", |l| l.message == "a warning from tracing").await;
+    assert_eq!(warning.source, OutputSource::Stderr);
+    assert_eq!(warning.level, LogLevel::Warn);
+    assert_eq!(warning.fields, "answer=42");
+    assert_eq!(warning.module.as_deref(), Some("stdio_plugin"));
+
+    plugin.shutdown().await.unwrap();
+    let to_tracing = recorder
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.target == "tether_broker::plugin")
+        .count();
+    assert_eq!(to_tracing, 0, "the sink replaces tracing for plugin output");
     assert!(procs::in_dir(work.path()).is_empty());
 }
 
