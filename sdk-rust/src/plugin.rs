@@ -441,9 +441,13 @@ impl Ready {
             multiplex: launch.multiplex,
         };
         print_handshake(&handshake)?;
+        let mut capture = None;
         if config.capture_stdio {
             match stdio::capture(&stdio_hub) {
-                Ok(original_stderr) => crate::log::redirect(original_stderr),
+                Ok((original_stderr, captured)) => {
+                    crate::log::redirect(original_stderr);
+                    capture = Some(captured);
+                }
                 Err(error) => tracing::warn!(
                     %error,
                     "cannot capture stdout/stderr for plugin.GRPCStdio; output goes to the pipes"
@@ -481,6 +485,11 @@ impl Ready {
             .await;
         // Long-lived streams end first, so the graceful stop need not wait for them.
         broker.close();
+        // The plugin's last output reaches the host before its stream ends.
+        if let Some(capture) = capture {
+            let timeout = config.stdio_drain_timeout;
+            let _ = tokio::task::spawn_blocking(move || capture.finish(timeout)).await;
+        }
         stdio_hub.close();
         let _ = stop_server.send(());
         match tokio::time::timeout(config.shutdown_grace, server).await {

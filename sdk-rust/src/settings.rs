@@ -68,6 +68,7 @@ pub struct Config {
     pub(crate) ignore_sigint: bool,
     pub(crate) log_to_stderr: bool,
     pub(crate) capture_stdio: bool,
+    pub(crate) stdio_drain_timeout: Duration,
     pub(crate) broker: tether_transport::BrokerConfig,
 }
 
@@ -97,6 +98,7 @@ impl Config {
             ignore_sigint: false,
             log_to_stderr: true,
             capture_stdio: true,
+            stdio_drain_timeout: crate::stdio::DEFAULT_STDIO_DRAIN_TIMEOUT,
             broker: tether_transport::BrokerConfig::new(),
         }
     }
@@ -249,6 +251,20 @@ impl Config {
     /// ```
     pub fn capture_stdio(mut self, enabled: bool) -> Self {
         self.capture_stdio = enabled;
+        self
+    }
+
+    /// At shutdown, how long to wait for captured stdout still in flight to reach the host;
+    /// [`DEFAULT_STDIO_DRAIN_TIMEOUT`](crate::DEFAULT_STDIO_DRAIN_TIMEOUT) by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    ///     .stdio_drain_timeout(Duration::from_millis(200));
+    /// # let _ = config;
+    /// ```
+    pub fn stdio_drain_timeout(mut self, timeout: Duration) -> Self {
+        self.stdio_drain_timeout = timeout;
         self
     }
 

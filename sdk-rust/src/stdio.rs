@@ -38,6 +38,13 @@ pub const STDIO_QUEUE_LEN: usize = 64;
 /// them; hosts without `GRPCStdio` (go-plugin 1.0.x) get early output this much later.
 pub const STDIO_OPEN_WAIT: Duration = Duration::from_secs(1);
 
+/// At shutdown, how long the plugin waits for output still in the capture pipe (its last
+/// `print!`s) to be handed to the host's stream before it stops serving. Short, because a
+/// child process that inherited fd 1 keeps the pipe open and the wait then runs out. Override
+/// with
+/// [`Config::stdio_drain_timeout`](crate::Config::stdio_drain_timeout).
+pub const DEFAULT_STDIO_DRAIN_TIMEOUT: Duration = Duration::from_millis(250);
+
 /// The host's open `StreamStdio`, if any.
 #[derive(Clone, Default)]
 pub(crate) struct StdioHub(Arc<(Mutex<Slot>, Condvar)>);
@@ -89,9 +96,11 @@ impl StdioHub {
 }
 
 /// Replaces fd 1 by a pipe drained as described in the module docs; returns a copy of the
-/// (untouched) stderr for log lines.
-pub(crate) fn capture(hub: &StdioHub) -> io::Result<File> {
+/// (untouched) stderr for log lines, and the capture to [`finish`](Capture::finish) at
+/// shutdown.
+pub(crate) fn capture(hub: &StdioHub) -> io::Result<(File, Capture)> {
     let original_out = File::from(rustix::io::fcntl_dupfd_cloexec(io::stdout().as_fd(), 3)?);
+    let restore = original_out.try_clone()?;
     let log = File::from(rustix::io::fcntl_dupfd_cloexec(io::stderr().as_fd(), 3)?);
     io::stdout().flush()?;
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
@@ -99,10 +108,42 @@ pub(crate) fn capture(hub: &StdioHub) -> io::Result<File> {
     // fd 1 now holds the pipe (without CLOEXEC, so child processes inherit it).
     drop(write);
     let hub = hub.clone();
+    let (done_tx, done) = std::sync::mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("tether-stdout".to_owned())
-        .spawn(move || pump(File::from(read), Channel::Stdout, original_out, &hub))?;
-    Ok(log)
+        .spawn(move || {
+            pump(File::from(read), Channel::Stdout, original_out, &hub);
+            drop(done_tx);
+        })?;
+    Ok((log, Capture { restore, done }))
+}
+
+/// A running capture of fd 1.
+#[derive(Debug)]
+pub(crate) struct Capture {
+    /// The original fd 1, put back by [`finish`](Self::finish).
+    restore: File,
+    /// Disconnects when the pump thread has ended.
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Capture {
+    /// Puts the original fd 1 back (closing the pipe's write end, unless child processes
+    /// still hold it) and waits up to `timeout` for the pump to hand everything still in the
+    /// pipe to the host's stream. Blocking.
+    pub(crate) fn finish(self, timeout: Duration) {
+        let _ = io::stdout().flush();
+        if let Err(error) = rustix::stdio::dup2_stdout(&self.restore) {
+            tracing::debug!(%error, "cannot restore stdout; its last output may be lost");
+            return;
+        }
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = self.done.recv_timeout(timeout) {
+            tracing::debug!(
+                ?timeout,
+                "stdout was not drained within the timeout (a child process may hold it)"
+            );
+        }
+    }
 }
 
 /// Moves chunks from a captured fd to the host's stream, or to the original fd.

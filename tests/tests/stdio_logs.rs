@@ -231,6 +231,45 @@ async fn a_user_sink_gets_stdout_and_parsed_logs_with_source_level_and_plugin_in
     assert!(procs::in_dir(work.path()).is_empty());
 }
 
+/// A plugin that prints a lot and is shut down right after: its last line still arrives
+/// through GRPCStdio (the SDK drains its capture pipe before ending the stream).
+#[tokio::test]
+async fn the_last_stdout_line_before_a_fast_shutdown_arrives_through_grpc_stdio() {
+    let lines: Arc<Mutex<Vec<OutputLine>>> = Arc::default();
+    let arrived = Arc::new(Notify::new());
+    let sink = {
+        let (lines, arrived) = (Arc::clone(&lines), Arc::clone(&arrived));
+        OutputSink::new(move |line| {
+            if line.message == "the last line" {
+                lines.lock().unwrap().push(line);
+                arrived.notify_one();
+            }
+        })
+    };
+    let work = tempfile::tempdir().unwrap();
+    let plugin = stdio_plugin(work.path(), true)
+        .output_sink(sink)
+        .start()
+        .await
+        .unwrap();
+    CounterClient::new(plugin.channel())
+        .put(PutRequest {
+            add_server: 0,
+            key: "burst".into(),
+            value: 1,
+        })
+        .await
+        .unwrap();
+    plugin.shutdown().await.unwrap();
+    // The host's stdio task may still be handing out the stream's last lines (notify_one keeps
+    // a permit if the line came first).
+    let _ = tokio::time::timeout(EVENT_DEADLINE, arrived.notified()).await;
+    let got = lines.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "the last line arrived once: {got:?}");
+    assert_eq!(got[0].source, OutputSource::GrpcStdioStdout);
+    assert!(procs::in_dir(work.path()).is_empty());
+}
+
 /// The newest go-plugin host receives a tether plugin's stdout through GRPCStdio and shows its
 /// `tracing::warn!` as a warning.
 #[test]

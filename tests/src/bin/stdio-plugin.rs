@@ -5,6 +5,8 @@
 //!   `eprintln!` as `[WARN] …`, `child says hi` from a child process (`sh -c echo`), `C says
 //!   hi` through C's stdio (`puts` + `fflush`), and logs `tracing::warn!(answer = 42, "a
 //!   warning from tracing")`;
+//! - `Put` of key `burst` instead prints `BURST_BYTES` of stdout lines (more than the SDK's
+//!   GRPCStdio queue holds) and then `the last line`, and answers at once;
 //! - `Get` of key `flood` writes 100 MB (`FLOOD_BYTES`) to stderr without a newline, then
 //!   answers 0; other keys answer their length.
 //!
@@ -16,6 +18,9 @@ use std::process::ExitCode;
 use tether_examples::counter::counter_server::{Counter, CounterServer};
 use tether_examples::counter::{Empty, GetRequest, GetResponse, PutRequest};
 use tonic::{Request, Response, Status};
+
+/// How much a burst prints before its last line.
+const BURST_BYTES: usize = 4 * 1024 * 1024;
 
 /// How much the flood writes.
 const FLOOD_BYTES: usize = 100 * 1024 * 1024;
@@ -53,7 +58,21 @@ impl Counter for Chatty {
         Ok(Response::new(GetResponse { value }))
     }
 
-    async fn put(&self, _request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
+    async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
+        if request.into_inner().key == "burst" {
+            tokio::task::spawn_blocking(|| {
+                let line = format!("{}\n", "y".repeat(99));
+                let mut stdout = std::io::stdout().lock();
+                for _ in 0..BURST_BYTES / line.len() {
+                    stdout.write_all(line.as_bytes()).expect("stdout is open");
+                }
+                writeln!(stdout, "the last line").expect("stdout is open");
+                stdout.flush().expect("stdout is open");
+            })
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+            return Ok(Response::new(Empty {}));
+        }
         println!("hello from stdout");
         eprintln!("[WARN] raw stderr warning");
         let child = std::process::Command::new("sh")
