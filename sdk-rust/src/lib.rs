@@ -172,7 +172,9 @@
 //! off): whatever is written there — `print!`, C libraries, child processes — is streamed to a
 //! host that opens `plugin.GRPCStdio` (tether hosts and go-plugin ≥ 1.1), through a bounded
 //! queue of [`STDIO_QUEUE_LEN`] chunks, or else written to the original fd after
-//! [`STDIO_OPEN_WAIT`]. fd 2 stays the host's stderr pipe, which every host drains and parses
+//! [`STDIO_OPEN_WAIT`]. At shutdown fd 1 is put back and what is still in the pipe goes to
+//! the host's stream before it ends (waiting at most [`DEFAULT_STDIO_DRAIN_TIMEOUT`], see
+//! [`Config::stdio_drain_timeout`]). fd 2 stays the host's stderr pipe, which every host drains and parses
 //! as log lines and which, unlike in-process capture, survives a crash.
 //!
 //! # Secrets and config files
