@@ -16,8 +16,8 @@
 //! run in the default mode). `COUNTER_HOST_LOG` sets the log filter (default `warn`). Exit
 //! status: 0 ok, 1 error, 2 usage.
 //!
-//! `bench` prints `unary_us_p50=… unary_us_p99=… callback_us_p50=… callback_us_p99=…
-//! host_service_us_p50=… host_service_us_p99=…`: a plain `Get`; a `Put` whose `AddHelper` is
+//! `bench` prints `broker=… unary_us_p50=… unary_us_p99=… callback_us_p50=… callback_us_p99=…
+//! [host_service_us_p50=… host_service_us_p99=…]`: a plain `Get`; a `Put` whose `AddHelper` is
 //! served on a fresh id per call, as go-plugin's example does (host→plugin→host→plugin→host,
 //! including the listener, the ConnInfo exchange and the plugin's dial with its TLS handshake);
 //! and (with `--host-service`) a `Put` through the host service, whose connection the plugin
@@ -281,6 +281,9 @@ async fn bench(plugins: &[&PluginClient], calls: u64, host_service: bool) -> Res
             ("callback", &mut samples.callback),
             ("host_service", &mut samples.hosted),
         ] {
+            if v.is_empty() {
+                continue;
+            }
             v.sort_unstable();
             line.push(format!(
                 "{prefix}{name}_us_p50={:.1} {prefix}{name}_us_p99={:.1}",
