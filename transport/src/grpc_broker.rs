@@ -46,16 +46,19 @@ use crate::dial::{self, Alive};
 use crate::error::BrokerError;
 use crate::mux::{BrokerMode, Mux, Route, StreamOpener};
 
-/// How long [`GrpcBroker::dial`] waits for the peer's `ConnInfo` for an id (go-plugin: 5 s).
-/// Override with [`BrokerConfig::dial_timeout`].
+/// How long [`GrpcBroker::dial`] waits for the peer's `ConnInfo` for an id (go-plugin: 5 s),
+/// or in the multiplexed mode for the acknowledgement of its knock (go-plugin: 5 s). Override
+/// with [`BrokerConfig::dial_timeout`].
 pub const DEFAULT_DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long a `ConnInfo` that arrived before anyone dialled its id is kept (go-plugin: 5 s).
-/// Override with [`BrokerConfig::unclaimed_ttl`].
+/// How long a `ConnInfo` that arrived before anyone dialled its id is kept (go-plugin: 5 s);
+/// in the multiplexed mode, how long a knock for an id not served yet waits for it. Override
+/// with [`BrokerConfig::unclaimed_ttl`].
 pub const DEFAULT_UNCLAIMED_TTL: Duration = Duration::from_secs(5);
 
-/// At most this many unclaimed `ConnInfo`s are kept; more are dropped (with a warning), so a
-/// peer cannot grow this side's memory by announcing ids nobody dials.
+/// At most this many unclaimed `ConnInfo`s (and, multiplexed, knocks for ids not served) are
+/// kept; more are dropped (with a warning), so a peer cannot grow this side's memory by
+/// announcing or knocking on ids nobody uses.
 pub const MAX_UNCLAIMED: usize = 1024;
 
 /// How long connecting to a brokered address, TLS included, may take. Override with
