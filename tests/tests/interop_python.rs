@@ -131,6 +131,20 @@ fn kv_host_runs_the_python_kv_plugin_with_automtls() {
     );
 }
 
+/// The Python SDK never prints the multiplexing field: a host that offers multiplexing runs
+/// it in the default mode.
+#[test]
+fn kv_host_offering_multiplexing_runs_the_python_kv_plugin_in_the_default_mode() {
+    let Some(py) = python::python_or_skip(
+        "kv_host_offering_multiplexing_runs_the_python_kv_plugin_in_the_default_mode",
+    ) else {
+        return;
+    };
+    let mut args = py.kv_host_sandbox_args();
+    args.push("--multiplex".to_owned());
+    kv_round_trip(Path::new(RUST_HOST), &py.kv_plugin_command(), &args, true);
+}
+
 #[test]
 fn kv_host_runs_the_python_kv_plugin_in_plaintext() {
     let Some(py) = python::python_or_skip("kv_host_runs_the_python_kv_plugin_in_plaintext") else {
