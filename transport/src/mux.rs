@@ -103,8 +103,9 @@ impl Default for Mux {
 }
 
 impl Mux {
-    /// A session that starts once [`start_client`](Self::start_client) or
-    /// [`start_server`](Self::start_server) hands it its connection.
+    /// A session that starts once its connection arrives: the plugin side's, for
+    /// [`serve_first_connection`](Self::serve_first_connection). (The host side uses
+    /// [`client`](Self::client).)
     #[must_use]
     pub fn new() -> Self {
         Self {
