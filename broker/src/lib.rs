@@ -217,8 +217,9 @@ pub use error::{
 pub use tether_proto::handshake::Address;
 
 pub use broker::{
-    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_HEALTH_INTERVAL,
-    DEFAULT_HUNG_TIMEOUT, Lease, UseError,
+    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
+    DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT, DEFAULT_RECYCLE_AFTER_DEADLINES, Lease,
+    UseError,
 };
 pub use catalog::Catalog;
 pub use delivery::{Delivery, delivery_base};
