@@ -182,6 +182,34 @@ async fn a_plugin_killed_during_a_bidirectional_stream_ends_the_call_within_a_se
     assert!(procs::in_dir(&world.state().join("s")).is_empty());
 }
 
+// Case 4: noise before the handshake.
+
+#[tokio::test]
+async fn noise_lines_before_a_valid_handshake_are_skipped_and_the_plugin_serves() {
+    let work = tempfile::tempdir().unwrap();
+    // A wrapper that chatters on stdout (text, a non-UTF-8 line, a line shaped nothing like a
+    // handshake) and then runs the real plugin, which prints the handshake.
+    let script = r#"echo "starting up..."; printf 'caf\351\n'; echo "a|b|c"; exec "$0""#;
+    let plugin = PluginClient::builder("/bin/sh")
+        .args(["-c", script, KV_PLUGIN])
+        // Landlock lets the plugin (`/bin/sh`) execute only system programs, not the test's.
+        .sandbox(tether_broker::SandboxMode::Off)
+        .current_dir(work.path())
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+        .start()
+        .await
+        .unwrap();
+    KvClient::new(plugin.channel())
+        .put(PutRequest {
+            key: "after-noise".into(),
+            value: b"ok".to_vec(),
+        })
+        .await
+        .unwrap();
+    plugin.shutdown().await.unwrap();
+    assert!(procs::in_dir(work.path()).is_empty());
+}
+
 // Case 9: a handler hangs.
 
 async fn sleep_call(lease: &Lease, millis: u64, grpc_deadline: Option<Duration>) -> UseError {

@@ -37,6 +37,9 @@ const FD_TOLERANCE: usize = 16;
 /// and tokio worker stacks settle within this.
 const RSS_TOLERANCE_KIB: u64 = 32 * 1024;
 
+/// How long an exited child of the host may stay a zombie before the soak fails.
+const ZOMBIE_REAP_LIMIT: Duration = Duration::from_secs(5);
+
 fn soak_duration() -> Duration {
     std::env::var("TETHER_SOAK_SECS").map_or(DEFAULT_SOAK_DURATION, |s| {
         Duration::from_secs(s.parse().expect("TETHER_SOAK_SECS is whole seconds"))
