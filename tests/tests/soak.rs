@@ -161,11 +161,25 @@ async fn soak_100_plugins_cycled_through_start_call_stop_keep_the_host_flat() {
             now_rss <= rss + RSS_TOLERANCE_KIB,
             "resident memory grew from {rss} KiB to {now_rss} KiB by round {rounds}"
         );
-        assert_eq!(
-            zombie_children(),
-            Vec::<u32>::new(),
-            "zombies after round {rounds}"
-        );
+        // The last janitors exit just after the shutdown and tokio reaps them in the
+        // background (on the next SIGCHLD): zombies may appear briefly, but none may stay.
+        let reaped_by = Instant::now() + ZOMBIE_REAP_LIMIT;
+        let mut seen_zombies = 0;
+        loop {
+            let zombies = zombie_children();
+            if zombies.is_empty() {
+                break;
+            }
+            seen_zombies = seen_zombies.max(zombies.len());
+            assert!(
+                Instant::now() < reaped_by,
+                "zombies after round {rounds}: {zombies:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if seen_zombies > 0 {
+            eprintln!("round {rounds}: {seen_zombies} zombies, reaped in the background");
+        }
         for i in 0..PLUGINS {
             let dir = world.state().join(format!("p{i:03}"));
             let left = procs::in_dir(&dir);
