@@ -65,7 +65,9 @@
 //! with [`Grants`] and a [`SecretSource`] ([`DirSecretSource`], [`EnvSecretSource`],
 //! [`MemorySecretSource`]), starts a plugin on its first [`acquire`](Broker::acquire) (one
 //! process however many callers ask at once), stops it after its idle timeout, kills it when
-//! health checks find it hung, fails calls in flight fast when it crashes
+//! health checks find it hung or when its calls keep running out their deadline
+//! ([`DEFAULT_RECYCLE_AFTER_DEADLINES`], [`UseError::DeadlineExceeded`]), fails calls in flight
+//! fast when it crashes
 //! ([`Lease::call`] → [`UseError::Crashed`]) and restarts it with exponential backoff up to
 //! the manifest's limit ([`UseError::KeepsCrashing`]). A plugin whose manifest requests a
 //! secret or config file that is not granted does not start ([`UseError::NotGranted`]).
