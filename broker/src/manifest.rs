@@ -481,6 +481,8 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     const GOOD: &str = r#"name = "kv"
@@ -596,5 +598,182 @@ initial_backoff = "50ms"
         };
         let waits: Vec<_> = (1..=4).map(|n| policy.backoff(n).as_millis()).collect();
         assert_eq!(waits, [100, 200, 350, 350]);
+    }
+
+    /// The parts of a valid manifest the property tests vary.
+    #[derive(Debug, Clone)]
+    struct Spec {
+        name: String,
+        command: String,
+        args: Vec<String>,
+        secrets: Vec<String>,
+        env_allow: Vec<String>,
+        cookie_value: String,
+        app_versions: Vec<u32>,
+        memory_mib: Option<u64>,
+        max_restarts: Option<u32>,
+    }
+
+    /// A TOML basic string: quotes, backslashes and control characters escaped.
+    fn toml_string(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    fn toml_list(items: &[String]) -> String {
+        let quoted: Vec<String> = items.iter().map(|s| toml_string(s)).collect();
+        format!("[{}]", quoted.join(", "))
+    }
+
+    /// The top-level lines, then the tables.
+    fn encode(spec: &Spec) -> (Vec<String>, String) {
+        let top = vec![
+            format!("name = {}", toml_string(&spec.name)),
+            format!("command = {}", toml_string(&spec.command)),
+            format!("args = {}", toml_list(&spec.args)),
+            format!("secrets = {}", toml_list(&spec.secrets)),
+            format!("env_allow = {}", toml_list(&spec.env_allow)),
+        ];
+        let versions: Vec<String> = spec.app_versions.iter().map(u32::to_string).collect();
+        let mut tables = format!(
+            "\n[handshake]\ncookie_key = \"K\"\ncookie_value = {}\napp_versions = [{}]\n",
+            toml_string(&spec.cookie_value),
+            versions.join(", ")
+        );
+        if let Some(mib) = spec.memory_mib {
+            tables.push_str(&format!("\n[limits]\nmemory_mib = {mib}\n"));
+        }
+        if let Some(n) = spec.max_restarts {
+            tables.push_str(&format!("\n[restart]\nmax_restarts = {n}\n"));
+        }
+        (top, tables)
+    }
+
+    fn text(top: &[String], tables: &str) -> String {
+        format!("{}\n{tables}", top.join("\n"))
+    }
+
+    fn arb_spec() -> impl Strategy<Value = Spec> {
+        let name = "[a-z][a-z0-9_-]{0,20}";
+        (
+            (
+                name,
+                "[a-z][a-z0-9_-]{0,10}(/[a-z0-9_-][a-z0-9_.-]{0,9}){0,3}",
+            ),
+            proptest::collection::vec("[^\u{0}]{0,20}", 0..4),
+            proptest::collection::btree_set(name, 0..4),
+            proptest::collection::btree_set("[A-Z_][A-Z0-9_]{0,10}", 0..3),
+            "[^\u{0}]{0,30}",
+            proptest::collection::vec(any::<u32>(), 1..4),
+            proptest::option::of(any::<u64>().prop_map(|n| n >> 1)),
+            proptest::option::of(any::<u32>()),
+        )
+            .prop_map(
+                |(
+                    (name, command),
+                    args,
+                    secrets,
+                    env_allow,
+                    cookie_value,
+                    app_versions,
+                    memory_mib,
+                    max_restarts,
+                )| Spec {
+                    name,
+                    command,
+                    args,
+                    secrets: secrets.into_iter().collect(),
+                    env_allow: env_allow.into_iter().collect(),
+                    cookie_value,
+                    app_versions,
+                    memory_mib,
+                    max_restarts,
+                },
+            )
+    }
+
+    /// Top-level entries that are each wrong in their own way.
+    fn arb_bad_line() -> impl Strategy<Value = (&'static str, &'static str)> {
+        prop_oneof![
+            Just(("unknown_key = 1", "unknown field")),
+            Just(("sha256 = \"abc\"", "64 hexadecimal")),
+            Just(("idle_timeout = \"soon\"", "")),
+            Just(("config = [\"a\", \"a\"]", "twice")),
+            Just(("config = [\"../etc/shadow\"]", "not a valid name")),
+            Just(("sandbox = \"sometimes\"", "")),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_never_panics_and_errors_point_into_the_file(
+            text in prop_oneof![".{0,400}", "[a-z_\\[\\]=\" \n0-9.,/\\\\]{0,400}"],
+        ) {
+            if let Err(err) = parse(&text) {
+                prop_assert_eq!(&err.file, Path::new("/cat/kv.toml"));
+                prop_assert!(err.line >= 1 && err.line <= text.lines().count() + 1, "{}", err);
+                prop_assert!(err.column >= 1, "{}", err);
+                prop_assert!(err.to_string().starts_with("/cat/kv.toml:"), "{}", err);
+            }
+        }
+
+        #[test]
+        fn encoded_manifests_parse_back_to_what_was_encoded(spec in arb_spec()) {
+            let (top, tables) = encode(&spec);
+            let text = text(&top, &tables);
+            let m = parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            prop_assert_eq!(&m.name, &spec.name);
+            prop_assert_eq!(m.command, Path::new("/cat").join(&spec.command));
+            prop_assert_eq!(&m.args, &spec.args);
+            prop_assert_eq!(&m.secrets, &spec.secrets);
+            prop_assert_eq!(&m.env_allow, &spec.env_allow);
+            prop_assert_eq!(&m.cookie_value, &spec.cookie_value);
+            prop_assert_eq!(&m.app_versions, &spec.app_versions);
+            prop_assert_eq!(m.limits.memory_mib, spec.memory_mib);
+            prop_assert_eq!(
+                m.restart.max_restarts,
+                spec.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS)
+            );
+        }
+
+        #[test]
+        fn a_bad_entry_anywhere_is_reported_at_its_line(
+            spec in arb_spec(),
+            (bad, says) in arb_bad_line(),
+            at in 0_usize..=5,
+        ) {
+            let (mut top, tables) = encode(&spec);
+            top.insert(at, bad.to_owned());
+            let text = text(&top, &tables);
+            let err = parse(&text).expect_err(&text);
+            prop_assert_eq!(err.line, at + 1, "{}\n{}", err, text);
+            prop_assert!(err.message.contains(says), "{}", err);
+            let prefix = format!("/cat/kv.toml:{}:", at + 1);
+            prop_assert!(err.to_string().starts_with(&prefix), "{}", err);
+        }
+
+        #[test]
+        fn an_absolute_escaping_or_nul_command_is_refused_at_its_line(
+            spec in arb_spec(),
+            command in prop_oneof![
+                "/[a-z]{1,10}",
+                "([a-z]{1,5}/){0,2}\\.\\./[a-z]{1,5}",
+                "[a-z]{1,5}\u{0}[a-z]{0,5}",
+            ],
+        ) {
+            let (mut top, tables) = encode(&spec);
+            top[1] = format!("command = {}", toml_string(&command));
+            let err = parse(&text(&top, &tables)).expect_err(&command);
+            prop_assert_eq!((err.line, err.key.as_deref()), (2, Some("command")), "{}", err);
+        }
     }
 }
