@@ -81,6 +81,13 @@ fn the_shipped_demo_completes_and_starts_fewer_plugins_than_the_catalog_has() {
     assert!(started >= 1 && started < in_catalog, "{text}");
     assert!(text.contains("per step: p50 "), "{text}");
     assert!(text.contains("steps/s"), "{text}");
+    // The checksum step called back: it fetched the change log and reported progress.
+    let artifact = std::fs::read(demo().join("artifacts/changelog.md")).unwrap();
+    assert!(number_after(&text, "callbacks: ") >= 1, "{text}");
+    assert!(
+        text.contains(&format!("1 artifact fetches ({} bytes)", artifact.len())),
+        "{text}"
+    );
     // Every plugin was stopped at the end.
     assert!(procs::in_dir(&state).is_empty());
 }
@@ -383,4 +390,91 @@ fn the_python_executor_of_the_catalog_runs_a_step_over_automtls() {
     assert!(inspect.status.success(), "{}", stderr(&inspect));
     assert!(text.contains("tls: mutual"), "{text}");
     assert!(text.contains("tether.agent.v1.Executor"), "{text}");
+}
+
+/// `len` bytes no other run has: the test's temporary directory name mixed through an LCG.
+fn unique_bytes(seed_from: &Path, len: usize) -> Vec<u8> {
+    let mut state = seed_from
+        .to_string_lossy()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+        ^ u64::from(std::process::id());
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 56) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn the_checksum_step_returns_the_digest_of_the_bytes_the_host_served_and_reports_progress() {
+    let work = tempfile::tempdir().unwrap();
+    let artifacts = work.path().join("artifacts");
+    std::fs::create_dir(&artifacts).unwrap();
+    // Several 64 KiB chunks, so the plugin reports progress more than once.
+    let bytes = unique_bytes(work.path(), 200_000);
+    std::fs::write(artifacts.join("blob.bin"), &bytes).unwrap();
+    let workflow = work.path().join("fetch.toml");
+    std::fs::write(
+        &workflow,
+        "name = \"fetch\"\n[[steps]]\nname = \"sum\"\nplugin = \"checksum\"\nparams = { artifact = \"blob.bin\" }\n[[steps]]\nname = \"keep\"\nplugin = \"json-transform\"\nparams = { pick = [\"artifact\", \"bytes\", \"sha256\"] }\n",
+    )
+    .unwrap();
+    let out = tether(
+        work.path(),
+        &[
+            "run",
+            "--artifacts",
+            artifacts.to_str().unwrap(),
+            workflow.to_str().unwrap(),
+        ],
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}\n{text}", stderr(&out));
+    let output = text
+        .lines()
+        .find_map(|l| l.strip_prefix("output: "))
+        .unwrap();
+    let output: serde_json::Value = serde_json::from_str(output).unwrap();
+    let digest: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        output,
+        serde_json::json!({"artifact": "blob.bin", "bytes": bytes.len(), "sha256": digest})
+    );
+    let chunks = bytes.len().div_ceil(64 * 1024);
+    assert_eq!(number_after(&text, "callbacks: "), chunks, "{text}");
+    assert!(
+        text.contains(" 1 log lines, 1 artifact fetches (200000 bytes), 0 refused"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_step_asking_for_an_artifact_its_params_do_not_name_fails_with_a_clear_error() {
+    let work = tempfile::tempdir().unwrap();
+    // The first plugin's output names an artifact; only the workflow's params may grant one.
+    let workflow = work.path().join("sneak.toml");
+    std::fs::write(
+        &workflow,
+        "name = \"sneak\"\n[[steps]]\nname = \"name-it\"\nplugin = \"json-transform\"\nparams = { set = { artifact = \"changelog.md\" } }\n[[steps]]\nname = \"sum\"\nplugin = \"checksum\"\n",
+    )
+    .unwrap();
+    let out = tether(work.path(), &["run", workflow.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(EXIT_STEP_FAILED), "{err}");
+    assert!(
+        err.contains("the host refused artifact `changelog.md`")
+            && err.contains("step `sum` (plugin `checksum`) may not fetch artifact `changelog.md`")
+            && err.contains("PermissionDenied"),
+        "{err}"
+    );
+    assert!(!stdout(&out).contains("output: "), "{}", stdout(&out));
 }
