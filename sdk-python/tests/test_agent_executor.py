@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import agent_executor
+import tether_plugin
 import agent_pb2
 import pytest
 
@@ -28,7 +29,7 @@ def test_bad_params_are_value_errors(params):
 
 def test_a_bad_step_is_a_failed_phase_not_a_grpc_error():
     request = agent_pb2.ExecuteRequest(step="s", params_json="[1]", input_json="")
-    response = agent_executor.WordStats().Execute(request, context=None)
+    response = agent_executor.WordStats(tether_plugin.GRPCBroker()).Execute(request, context=None)
     assert response.phase == agent_pb2.PHASE_FAILED
     assert "params_json must be a JSON object" in response.message
     assert json.loads(response.outputs_json) == {}

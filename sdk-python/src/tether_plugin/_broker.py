@@ -148,14 +148,15 @@ class GRPCBroker:
             self._channels.append(channel)
         return channel
 
-    def host_services(self) -> grpc.Channel:
+    def host_services(self, timeout: float | None = None) -> grpc.Channel:
         """A channel to the services a tether host serves to all its plugins (its
         ``host_service``\\ s), dialled on first use and then shared. go-plugin hosts serve none:
-        then this raises :class:`~tether_plugin.errors.BrokerError` after :attr:`dial_timeout`."""
+        then this raises :class:`~tether_plugin.errors.BrokerError` after ``timeout`` seconds
+        (default :attr:`dial_timeout`)."""
         with self._lock:
             if self._host_channel is not None:
                 return self._host_channel
-        channel = self.dial(HOST_SERVICES_ID)
+        channel = self.dial(HOST_SERVICES_ID, timeout)
         with self._lock:
             if self._host_channel is None:
                 self._host_channel = channel
