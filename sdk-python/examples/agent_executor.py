@@ -28,9 +28,9 @@ if os.path.isdir(os.path.join(_CHECKOUT_SDK, "tether_plugin")):
     sys.path.insert(0, _CHECKOUT_SDK)
 sys.path.insert(0, _HERE)
 
-import grpc  # noqa: E402
 import agent_pb2  # noqa: E402 (generated from examples/proto/agent.proto)
 import agent_pb2_grpc  # noqa: E402
+import grpc  # noqa: E402
 
 import tether_plugin  # noqa: E402
 

@@ -40,7 +40,9 @@ log = logging.getLogger("counter")
 def path_for(key: str) -> str:
     """The file holding ``key``'s number; ``ValueError`` for keys that could name another file."""
     if key in ("", ".", "..") or any(c in key for c in "/\\\0"):
-        raise ValueError(f"invalid key {key!r}: keys must be non-empty, not '.' or '..', and contain no '/', '\\' or NUL")
+        raise ValueError(
+            f"invalid key {key!r}: keys must be non-empty, not '.' or '..', and contain no '/', '\\' or NUL"
+        )
     return f"kv_{key}"
 
 
@@ -70,9 +72,11 @@ class FileCounter(counter_pb2_grpc.CounterServicer):
                 channel = self._broker.host_services()
             else:
                 channel = self._broker.dial(request.add_server)
-            total = counter_pb2_grpc.AddHelperStub(channel).Sum(
-                counter_pb2.SumRequest(a=current, b=request.value)
-            ).r
+            total = (
+                counter_pb2_grpc.AddHelperStub(channel)
+                .Sum(counter_pb2.SumRequest(a=current, b=request.value))
+                .r
+            )
             if request.add_server != 0:
                 channel.close()  # a per-call id is served for this call only
         except tether_plugin.BrokerError as e:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import agent_executor
-import tether_plugin
 import agent_pb2
 import pytest
+
+import tether_plugin
 
 
 def test_the_most_frequent_words_come_first_with_their_counts():

@@ -44,7 +44,9 @@ class StandInHost:
     """The host's end: serves the plugin's broker servicer (as the plugin would), opens
     ``StartStream`` on it, and serves host-side services on sockets of its own."""
 
-    def __init__(self, broker: GRPCBroker, sockets: str, host: _tls.Identity | None, plugin: _tls.Identity | None):
+    def __init__(
+        self, broker: GRPCBroker, sockets: str, host: _tls.Identity | None, plugin: _tls.Identity | None
+    ):
         self.broker = broker
         self.sockets = sockets
         self.host = host
@@ -64,7 +66,9 @@ class StandInHost:
         self.channel = grpc.insecure_channel(f"unix:{main}")
         self.outbound: queue.SimpleQueue = queue.SimpleQueue()
         self.inbound: queue.SimpleQueue = queue.SimpleQueue()
-        responses = grpc_broker_pb2_grpc.GRPCBrokerStub(self.channel).StartStream(iter(self.outbound.get, None))
+        responses = grpc_broker_pb2_grpc.GRPCBrokerStub(self.channel).StartStream(
+            iter(self.outbound.get, None)
+        )
         threading.Thread(target=self._read, args=(responses,), daemon=True).start()
 
     def _read(self, responses) -> None:
@@ -215,7 +219,10 @@ def test_accept_and_serve_under_automtls_admits_only_the_host(sockets, tether_ho
                 private_key=identity.key_pem,
                 certificate_chain=identity.cert_pem,
             )
-            options = [("grpc.ssl_target_name_override", "localhost"), ("grpc.default_authority", "localhost")]
+            options = [
+                ("grpc.ssl_target_name_override", "localhost"),
+                ("grpc.default_authority", "localhost"),
+            ]
             with grpc.secure_channel(f"unix:{info.address}", credentials, options=options) as channel:
                 return status_of(channel, "cb")
 

@@ -195,9 +195,7 @@ class GRPCBroker:
                 served.stop()
                 raise BrokerError(f"broker id {broker_id}: the broker has stopped (the plugin is stopping)")
             self._served.append(served)
-        self._outbound.put(
-            grpc_broker_pb2.ConnInfo(service_id=broker_id, network=network, address=address)
-        )
+        self._outbound.put(grpc_broker_pb2.ConnInfo(service_id=broker_id, network=network, address=address))
         return served
 
     # -- used by the SDK ------------------------------------------------------------------
@@ -275,7 +273,9 @@ class GRPCBroker:
         with self._lock:
             while True:
                 if self._closed:
-                    raise BrokerError(f"broker id {broker_id}: the broker has stopped (the plugin is stopping)")
+                    raise BrokerError(
+                        f"broker id {broker_id}: the broker has stopped (the plugin is stopping)"
+                    )
                 entry = self._arrived.get(broker_id)
                 if entry is not None:
                     if broker_id != HOST_SERVICES_ID:
@@ -345,7 +345,9 @@ class GRPCBroker:
                 _terminator.ssl_context(tls.identity, tls.host_cert_der), tls.host_cert_der, inner.address
             )
             if setup.socket_dir is None:
-                raise BrokerError("serving broker ids over TCP to a P-521 host is not supported; use unix sockets")
+                raise BrokerError(
+                    "serving broker ids over TCP to a P-521 host is not supported; use unix sockets"
+                )
             terminator.listen(address)
             terminator.start()
             cleanup.insert(0, terminator.stop)

@@ -301,12 +301,17 @@ class TlsDialRelay:
     async def _open_host(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._network == "unix":
             return await asyncio.open_unix_connection(
-                self._target, ssl=self._context, server_hostname=SERVER_NAME,
+                self._target,
+                ssl=self._context,
+                server_hostname=SERVER_NAME,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
             )
         host, _, port = self._target.rpartition(":")
         return await asyncio.open_connection(
-            host.strip("[]"), int(port), ssl=self._context, server_hostname=SERVER_NAME,
+            host.strip("[]"),
+            int(port),
+            ssl=self._context,
+            server_hostname=SERVER_NAME,
             ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
         )
 
