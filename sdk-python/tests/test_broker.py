@@ -248,3 +248,15 @@ def test_the_broker_is_unusable_before_serving_and_after_close(sockets):
 def test_next_id_counts_from_one():
     broker = GRPCBroker()
     assert [broker.next_id() for _ in range(3)] == [1, 2, 3]
+
+
+def test_an_announcement_nobody_dials_expires_but_host_services_do_not(sockets):
+    host = StandInHost(GRPCBroker(unclaimed_ttl=0.0), sockets, None, None)
+    try:
+        host.serve(6, "late")
+        host.serve(HOST_SERVICES_ID, "host")
+        with pytest.raises(BrokerError, match="broker id 6"):
+            host.broker.dial(6, timeout=0.3)
+        assert status_of(host.broker.host_services(), "host") == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        host.close()

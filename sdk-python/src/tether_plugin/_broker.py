@@ -276,6 +276,7 @@ class GRPCBroker:
                     raise BrokerError(
                         f"broker id {broker_id}: the broker has stopped (the plugin is stopping)"
                     )
+                self._expire(time.monotonic())
                 entry = self._arrived.get(broker_id)
                 if entry is not None:
                     if broker_id != HOST_SERVICES_ID:
