@@ -1,5 +1,9 @@
 //! The agent demo's protocol (`tether.agent.v1`) and its Rust executor plugins.
 //!
+//! Steps may call back into the host's `tether.agent.v1.Host` service (progress, log lines,
+//! artifacts; [`host_calls::HostCalls`]), which `tether run` serves to every plugin as a tether
+//! host service; [`checksum`] does.
+//!
 //! Every plugin serves `tether.agent.v1.Executor` with the handshake cookie
 //! [`COOKIE_KEY`]`=`[`COOKIE_VALUE`] and app version [`APP_VERSION`]. Each is a separate
 //! process with its own manifest (`examples/agent/catalog/*.toml`), sandbox and secrets; they

@@ -189,7 +189,13 @@ fn catalog_with_a_broken_manifest(dir: &Path) -> PathBuf {
     for entry in std::fs::read_dir(demo().join("catalog")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|x| x == "toml") {
-            std::fs::copy(&path, catalog.join(path.file_name().unwrap())).unwrap();
+            // Relative sandbox allowances are relative to the manifest: keep them pointing at
+            // the checkout.
+            let sdk = repo_root().join("sdk-python/src");
+            let text = std::fs::read_to_string(&path)
+                .unwrap()
+                .replace("../../../sdk-python/src", sdk.to_str().unwrap());
+            std::fs::write(catalog.join(path.file_name().unwrap()), text).unwrap();
         }
     }
     std::os::unix::fs::symlink(demo().join("catalog/bin"), catalog.join("bin")).unwrap();
@@ -231,6 +237,17 @@ fn check_lists_every_problem_of_a_catalog_and_fails() {
         "name = \"gone\"\ncommand = \"bin/no-such-plugin\"\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n",
     )
     .unwrap();
+    // And sandbox allowances: a directory that does not exist, and an unset variable.
+    std::fs::write(
+        catalog.join("narrow.toml"),
+        "name = \"narrow\"\ncommand = \"bin/tether\"\nsandbox_allow_read = [\"no-such-dir\"]\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        catalog.join("unset.toml"),
+        "name = \"unset\"\ncommand = \"bin/tether\"\n\nsandbox_allow_exec = [\"${TETHER_TEST_SURELY_UNSET}\"]\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n",
+    )
+    .unwrap();
     let secrets = demo().join("secrets");
     let out = tether(
         work.path(),
@@ -248,7 +265,19 @@ fn check_lists_every_problem_of_a_catalog_and_fails() {
         .lines()
         .filter(|l| l.starts_with("problem: "))
         .collect();
-    assert_eq!(problems.len(), 3, "{text}");
+    assert_eq!(problems.len(), 5, "{text}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("plugin `narrow`: sandbox_allow_read names")
+                && p.contains("no-such-dir, which is not a directory")),
+        "{text}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("unset.toml:4:")
+            && p.contains("`TETHER_TEST_SURELY_UNSET`, which is not set")),
+        "{text}"
+    );
     assert!(
         problems.iter().any(|p| p.contains("broken.toml:3:")),
         "{text}"

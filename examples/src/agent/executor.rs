@@ -8,7 +8,6 @@ use tether_sdk::GrpcBroker;
 use tonic::{Request, Response, Status};
 
 use super::host_calls::HostCalls;
-
 use super::v1::executor_server::{Executor, ExecutorServer};
 use super::v1::{ExecuteRequest, ExecuteResponse, Phase};
 
