@@ -350,17 +350,26 @@ fn the_python_counter_plugin_reaches_a_tether_host_service_without_an_id() {
     counter_round_trip(Path::new(COUNTER_HOST), &py, &args, true);
 }
 
-/// go-plugin's own bidirectional host (v1.8) drives the Python counter plugin with AutoMTLS:
-/// the plugin dials the Go host's broker, whose P-521 certificate gRPC's TLS cannot verify, so
-/// the SDK relays the dial through Python's `ssl`.
-#[test]
-fn go_host_v1_8_serves_callbacks_to_the_python_counter_plugin_with_automtls() {
-    let name = "go_host_v1_8_serves_callbacks_to_the_python_counter_plugin_with_automtls";
-    let Some(py) = python::python_or_skip(name) else {
-        return;
-    };
-    let Some(go) = peers::go_or_skip(GoPlugin::V18, name) else {
-        return;
-    };
-    counter_round_trip(&go.counter_host, &py, &[], true);
+/// go-plugin's own bidirectional hosts drive the Python counter plugin. Under AutoMTLS the
+/// plugin dials the Go host's broker, whose P-521 certificate gRPC's TLS cannot verify, so the
+/// SDK relays the dial through Python's `ssl`.
+macro_rules! go_counter_host_tests {
+    ($($name:ident: $variant:expr, $tls:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let Some(py) = python::python_or_skip(stringify!($name)) else {
+                return;
+            };
+            let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
+                return;
+            };
+            counter_round_trip(&go.counter_host, &py, &[], $tls);
+        }
+    )*};
+}
+
+go_counter_host_tests! {
+    go_host_v1_8_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V18, true;
+    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V101, true;
+    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_in_plaintext: GoPlugin::V101, false;
 }
