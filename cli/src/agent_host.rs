@@ -10,7 +10,8 @@
 //! cannot fetch for another plugin's step; the names come from the workflow file, so data a
 //! step receives from an earlier plugin cannot widen what it may read. Names are plain file
 //! names resolved in the artifact directory (`--artifacts DIR`, default
-//! `examples/agent/artifacts` next to the catalog), so no path can leave it.
+//! `examples/agent/artifacts` next to the catalog), so no name can leave it (a symbolic link
+//! the operator puts in that directory is followed: the directory is the operator's).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
