@@ -485,3 +485,43 @@ fn a_step_asking_for_an_artifact_its_params_do_not_name_fails_with_a_clear_error
     );
     assert!(!stdout(&out).contains("output: "), "{}", stdout(&out));
 }
+
+#[test]
+fn a_plugins_log_callback_becomes_a_host_log_event_with_the_plugins_name() {
+    let work = tempfile::tempdir().unwrap();
+    let workflow = work.path().join("one.toml");
+    std::fs::write(
+        &workflow,
+        "name = \"one\"\n[[steps]]\nname = \"sum\"\nplugin = \"checksum\"\nparams = { artifact = \"changelog.md\" }\n",
+    )
+    .unwrap();
+    let out = tether(
+        work.path(),
+        &[
+            "--log-format",
+            "json",
+            "-v",
+            "run",
+            workflow.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events: Vec<serde_json::Value> = stderr(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["target"] == "tether::agent")
+        .collect();
+    let logged: Vec<_> = events.iter().filter(|e| e["level"] == "INFO").collect();
+    assert_eq!(logged.len(), 1, "{events:?}");
+    let fields = &logged[0]["fields"];
+    assert_eq!(fields["plugin"], "checksum");
+    assert_eq!(fields["step"], "sum");
+    let artifact = std::fs::read(demo().join("artifacts/changelog.md")).unwrap();
+    assert!(
+        fields["message"].as_str().unwrap().starts_with(&format!(
+            "fetched artifact changelog.md: {} bytes",
+            artifact.len()
+        )),
+        "{fields}"
+    );
+}
