@@ -607,6 +607,12 @@ impl Broker {
         for name in &manifest.env_allow {
             builder = builder.env_allow(name);
         }
+        for path in &manifest.sandbox_allow_exec {
+            builder = builder.sandbox_allow_exec(path);
+        }
+        for path in &manifest.sandbox_allow_read {
+            builder = builder.sandbox_allow_read(path);
+        }
         if let Some(hash) = &manifest.sha256 {
             builder = builder.sha256(hash.clone());
         }

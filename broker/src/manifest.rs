@@ -85,6 +85,13 @@ pub struct Manifest {
     pub limits: Limits,
     /// How strictly the plugin is confined.
     pub sandbox: SandboxMode,
+    /// Directories the confined plugin may also read and execute below (manifest key
+    /// `sandbox_allow_exec`): an interpreter outside the system paths, e.g. a pyenv Python.
+    /// Resolved when the manifest is parsed; see [`Manifest::parse`].
+    pub sandbox_allow_exec: Vec<PathBuf>,
+    /// Directories the confined plugin may also read below (`sandbox_allow_read`), e.g. a
+    /// script plugin's sources.
+    pub sandbox_allow_read: Vec<PathBuf>,
     /// Stopped after this long unused.
     pub idle_timeout: Duration,
     /// What happens when it crashes.
@@ -196,6 +203,10 @@ struct RawManifest {
     limits: Limits,
     #[serde(default)]
     sandbox: SandboxMode,
+    #[serde(default)]
+    sandbox_allow_exec: Vec<Spanned<String>>,
+    #[serde(default)]
+    sandbox_allow_read: Vec<Spanned<String>>,
     idle_timeout: Option<Spanned<String>>,
     #[serde(default)]
     restart: RawRestart,
@@ -230,7 +241,20 @@ impl Manifest {
     /// # Errors
     /// A [`ManifestError`] naming file, line and key for unknown keys, bad types, an absolute
     /// `command` or one with `..`, NUL bytes, bad or duplicate names, malformed durations or
-    /// hashes.
+    /// hashes, and sandbox allowances that name an unset environment variable.
+    ///
+    /// # Sandbox allowances
+    /// `sandbox_allow_exec` and `sandbox_allow_read` list directories the confined plugin may
+    /// also read and execute, or only read (they map to
+    /// [`PluginClientBuilder::sandbox_allow_exec`](crate::PluginClientBuilder::sandbox_allow_exec)
+    /// and `sandbox_allow_read`). An entry is an absolute path or one relative to the
+    /// manifest's directory (`..` is allowed: these only widen reading and executing, never
+    /// writing). Because interpreter locations differ between machines, an entry may use the
+    /// host's environment: `${NAME}` (an error when `NAME` is unset or empty) or
+    /// `${NAME:-default}` (the default then), e.g.
+    /// `sandbox_allow_exec = ["${PYENV_ROOT:-/usr}"]`. Variables are expanded once, when the
+    /// manifest is parsed; a path that does not exist makes the launch fail with a sandbox
+    /// error naming it.
     pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
@@ -271,6 +295,10 @@ impl Manifest {
         let secrets = check.names(&raw.secrets, "secrets")?;
         let config = check.names(&raw.config, "config")?;
         let env_allow = check.unique(&raw.env_allow, "env_allow")?;
+        let sandbox_allow_exec =
+            check.sandbox_paths(&raw.sandbox_allow_exec, "sandbox_allow_exec", dir)?;
+        let sandbox_allow_read =
+            check.sandbox_paths(&raw.sandbox_allow_read, "sandbox_allow_read", dir)?;
         let idle_timeout = match &raw.idle_timeout {
             Some(d) => check.duration(d, "idle_timeout")?,
             None => DEFAULT_IDLE_TIMEOUT,
@@ -308,6 +336,8 @@ impl Manifest {
             env_allow,
             limits: raw.limits,
             sandbox: raw.sandbox,
+            sandbox_allow_exec,
+            sandbox_allow_read,
             idle_timeout,
             restart,
         })
@@ -391,6 +421,30 @@ impl Checker<'_> {
             ));
         }
         Ok(path.to_owned())
+    }
+
+    fn sandbox_paths(
+        &self,
+        values: &[Spanned<String>],
+        key: &str,
+        dir: &Path,
+    ) -> Result<Vec<PathBuf>, ManifestError> {
+        let mut paths = Vec::new();
+        for value in values {
+            self.no_nul(value, key)?;
+            let expanded = expand_env(value.get_ref(), |name| std::env::var(name).ok())
+                .map_err(|why| self.error(value, key, why))?;
+            if expanded.is_empty() {
+                return Err(self.error(value, key, "is empty"));
+            }
+            let path = Path::new(&expanded);
+            paths.push(if path.is_absolute() {
+                path.to_owned()
+            } else {
+                dir.join(path)
+            });
+        }
+        Ok(paths)
     }
 
     fn sha256(&self, value: &Spanned<String>) -> Result<String, ManifestError> {
@@ -479,11 +533,95 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     key
 }
 
+/// Expands `${NAME}` and `${NAME:-default}` in `text` with `lookup` (an unset or empty
+/// variable takes the default; without one it is an error). A `$` not starting `${NAME…}` is
+/// an error, so a typo cannot silently become part of a path.
+fn expand_env(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let bad = || {
+            format!("`{text}`: write environment variables as `${{NAME}}` or `${{NAME:-default}}`")
+        };
+        let inner_end = after
+            .strip_prefix('{')
+            .and_then(|a| a.find('}'))
+            .ok_or_else(bad)?;
+        let inner = &after[1..=inner_end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        let valid_name = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid_name {
+            return Err(bad());
+        }
+        match (lookup(name).filter(|v| !v.is_empty()), default) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => {
+                return Err(format!(
+                    "`{text}` uses the environment variable `{name}`, which is not set (or empty) in the host's environment; set it or give a default: `${{{name}:-/path}}`"
+                ));
+            }
+        }
+        rest = &after[inner_end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn environment_variables_in_sandbox_paths_are_expanded_with_defaults() {
+        let env = |name: &str| (name == "ROOT").then(|| "/opt/py".to_owned());
+        assert_eq!(expand_env("${ROOT}/lib", env).unwrap(), "/opt/py/lib");
+        assert_eq!(expand_env("${NOPE:-/usr}", env).unwrap(), "/usr");
+        assert_eq!(expand_env("${ROOT:-/usr}", env).unwrap(), "/opt/py");
+        assert_eq!(expand_env("plain/path", env).unwrap(), "plain/path");
+        let unset = expand_env("${NOPE}/bin", env).unwrap_err();
+        assert!(unset.contains("`NOPE`, which is not set"), "{unset}");
+        for bad in ["$ROOT", "${ROOT", "${1X}", "${}", "a$"] {
+            assert!(expand_env(bad, env).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sandbox_allowances_are_absolute_or_relative_to_the_manifest() {
+        let text = GOOD.replace(
+            "sandbox = \"best-effort\"\n",
+            "sandbox = \"best-effort\"\nsandbox_allow_exec = [\"/opt/node\", \"${TETHER_TEST_SURELY_UNSET:-/usr/local}\"]\nsandbox_allow_read = [\"../src\"]\n",
+        );
+        let m = parse(&text).unwrap();
+        assert_eq!(
+            m.sandbox_allow_exec,
+            [Path::new("/opt/node"), Path::new("/usr/local")]
+        );
+        assert_eq!(m.sandbox_allow_read, [Path::new("/cat/../src")]);
+    }
+
+    #[test]
+    fn a_sandbox_allowance_with_an_unset_variable_is_refused_with_its_line() {
+        let text = GOOD.replace(
+            "sandbox = \"best-effort\"\n",
+            "sandbox = \"best-effort\"\nsandbox_allow_exec = [\"${TETHER_TEST_SURELY_UNSET}/bin\"]\n",
+        );
+        let err = parse(&text).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("sandbox_allow_exec"), "{err}");
+        assert!(err.message.contains("TETHER_TEST_SURELY_UNSET"), "{err}");
+        assert_eq!(err.line, 8, "{err}");
+    }
 
     const GOOD: &str = r#"name = "kv"
 command = "bin/kv"

@@ -11,7 +11,9 @@
 //! host instead registers `AddHelper` once as a host service and sends `add_server` 0: the
 //! (tether) plugin reaches it without an id. AutoMTLS unless
 //! `--plaintext` (needed for go-plugin ≤ 1.4.3 plugins, including Debian's 1.0.1, whose broker
-//! dials back to the host fail under AutoMTLS). `COUNTER_HOST_LOG` sets the log filter
+//! dials back to the host fail under AutoMTLS). A script plugin whose interpreter is outside the
+//! system paths (pyenv, virtualenv) needs `--allow-exec DIR` (and `--allow-read DIR` for its
+//! sources) to run under the default confinement. `COUNTER_HOST_LOG` sets the log filter
 //! (default `warn`). Exit status: 0 ok, 1 error, 2 usage.
 //!
 //! `bench` prints `unary_us_p50=… unary_us_p99=… callback_us_p50=… callback_us_p99=…
@@ -46,6 +48,13 @@ struct Cli {
     /// Serve AddHelper as a host service and send `add_server` 0 (tether plugins only).
     #[arg(long, global = true)]
     host_service: bool,
+    /// Let the confined plugin read and execute below DIR too: an interpreter outside the
+    /// system paths, e.g. a pyenv or virtualenv Python (repeatable).
+    #[arg(long = "allow-exec", value_name = "DIR", global = true)]
+    allow_exec: Vec<std::path::PathBuf>,
+    /// Let the confined plugin read below DIR too, e.g. a script plugin's sources (repeatable).
+    #[arg(long = "allow-read", value_name = "DIR", global = true)]
+    allow_read: Vec<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -155,6 +164,12 @@ async fn run(cli: Cli) -> Result<(), (BoxError, u8)> {
     }
     if cli.host_service {
         builder = builder.host_service(AddHelperServer::new(Adder));
+    }
+    for dir in &cli.allow_exec {
+        builder = builder.sandbox_allow_exec(dir);
+    }
+    for dir in &cli.allow_read {
+        builder = builder.sandbox_allow_read(dir);
     }
     let plugin = builder.start().await.map_err(|e| (e.into(), 1))?;
     let result = call(&plugin, cli.command, cli.host_service).await;
