@@ -146,6 +146,8 @@ impl<E: Into<Box<dyn Error + Send + Sync>>> From<E> for Failure {
 }
 
 fn main() -> ExitCode {
+    // Up to 64 MiB values: reuse heap pages rather than fault in fresh ones per buffer.
+    tether_examples::keep_large_allocations();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
