@@ -711,7 +711,11 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("fails (4 MiB cap)"), "{md}");
-        assert!(md.contains("comes with issue 3"), "{md}");
+        assert!(md.contains("**multiplexed** broker"), "{md}");
+        assert!(
+            md.contains("| lazy catalog: plugin processes started | — | n/a | — | n/a |"),
+            "go-plugin has no catalog: {md}"
+        );
         assert!(md.starts_with(BEGIN_MARKER) && md.trim_end().ends_with(END_MARKER));
         let j = json(&r, &ctx);
         let unary = j["metrics"]

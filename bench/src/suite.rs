@@ -704,6 +704,58 @@ mod tests {
     }
 
     #[test]
+    fn a_callback_run_yields_both_p50s_and_their_ratio() {
+        let values = eval(
+            Measurement::Callback {
+                mode: CallbackMode::Default,
+            },
+            "unary_ns=100000,200000,300000 callback_ns=600000,500000,400000",
+        );
+        assert_eq!(
+            values,
+            vec![
+                ("callback_plain_p50", Value::Number(200.0)),
+                ("callback_p50", Value::Number(500.0)),
+                ("callback_p99", Value::Number(600.0)),
+                ("callback_over_plain", Value::Number(2.5)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_catalog_run_yields_milliseconds_and_the_most_processes_any_repeat_started() {
+        let values = eval(
+            Measurement::Catalog,
+            "load_ns=3000000,1000000,2000000 use_ns=9000000,8000000,7000000 started=2,3,2",
+        );
+        assert_eq!(
+            values,
+            vec![
+                ("catalog_load", Value::Number(2.0)),
+                ("catalog_use", Value::Number(8.0)),
+                ("catalog_started", Value::Number(3.0)),
+            ]
+        );
+    }
+
+    #[test]
+    fn tether_only_measurements_skip_go_plugin_and_callbacks_need_counter_programs() {
+        let go = SystemKind::KvHost {
+            host: "kvhost".into(),
+            plugin: "kvplugin".into(),
+            counter: None,
+            tether: false,
+        };
+        assert!(!Measurement::Catalog.applies_to(&go));
+        assert!(!Measurement::LaunchConfinementOff.applies_to(&go));
+        let callback = Measurement::Callback {
+            mode: CallbackMode::Default,
+        };
+        assert!(!callback.applies_to(&go));
+        assert!(Measurement::Launch.applies_to(&go));
+    }
+
+    #[test]
     fn zero_elapsed_time_is_rejected_rather_than_infinite() {
         let line = Line::parse("calls=10 elapsed_ns=0").unwrap();
         assert!(
@@ -715,15 +767,14 @@ mod tests {
 
     #[test]
     fn every_measurement_yields_only_metrics_the_report_knows() {
-        let lines = [
-            "samples_ns=1,2",
-            "calls=1 elapsed_ns=1 bytes=1 rss_kb=1 first_kb=1 last_kb=2 plugins=2",
-        ];
         for m in Measurement::all() {
-            let line = if matches!(m, Measurement::Launch | Measurement::Unary) {
-                lines[0]
-            } else {
-                lines[1]
+            let line = match m {
+                Measurement::Launch | Measurement::Unary | Measurement::LaunchConfinementOff => {
+                    "samples_ns=1,2"
+                }
+                Measurement::Callback { .. } => "unary_ns=1,2 callback_ns=3,4",
+                Measurement::Catalog => "load_ns=1 use_ns=2 started=2",
+                _ => "calls=1 elapsed_ns=1 bytes=1 rss_kb=1 first_kb=1 last_kb=2 plugins=2",
             };
             for (id, _) in eval(m, line) {
                 assert!(metric(id).is_some(), "{id} from {m:?} has no MetricSpec");
