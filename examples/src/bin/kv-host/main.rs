@@ -7,6 +7,9 @@
 //! KV_PLUGIN="<command> [args]" kv-host [--plaintext] measure METRIC [options]
 //! ```
 //!
+//! Global options: `--plaintext`, `--sandbox enforce|best-effort|off` (default `enforce`),
+//! `--allow-exec DIR`, `--allow-read DIR`.
+//!
 //! `KV_PLUGIN` is split like a shell would (`shell-words`); the plugin runs in the current
 //! directory (tether's and go-plugin's KV plugins store `kv_<KEY>` files there). Handshake: app
 //! version 1, cookie `BASIC_PLUGIN=hello`; AutoMTLS unless `--plaintext`. Any go-plugin KV plugin
