@@ -4,6 +4,7 @@
 //! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] put KEY N   # adds N to KEY
 //! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] get KEY     # prints the number
 //! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] bench --calls N
+//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] measure callback --calls N [--warmup W]
 //! ```
 //!
 //! `put` serves `AddHelper` on a fresh broker id for the duration of the call and passes the id
@@ -22,6 +23,12 @@
 //! including the listener, the ConnInfo exchange and the plugin's dial with its TLS handshake);
 //! and (with `--host-service`) a `Put` through the host service, whose connection the plugin
 //! keeps (the round trip without connection set-up). The three are interleaved.
+//!
+//! `measure callback` prints raw samples for the `tether-bench` harness (issue 6) in one line,
+//! `unary_ns=… callback_ns=…` (comma-separated nanoseconds): after W untimed pairs, N timed
+//! pairs of a plain `Get` and a `Put` whose `AddHelper` is served on a fresh broker id (as
+//! `bench`), interleaved so both see the same load. `tests/go/counterhost measure callback`
+//! takes the same arguments, makes the same calls and prints the same keys.
 
 use std::error::Error;
 use std::io::{IsTerminal as _, Write as _};
@@ -80,7 +87,29 @@ enum Command {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         calls: u64,
     },
+    /// Print raw measurements of one metric for the `tether-bench` harness (one line).
+    Measure {
+        #[command(subcommand)]
+        metric: Metric,
+    },
 }
+
+/// One metric of `counter-host measure`.
+#[derive(Debug, Subcommand)]
+enum Metric {
+    /// Interleaved plain `Get`s and `Put`s carrying one callback: `unary_ns=… callback_ns=…`.
+    Callback {
+        /// Timed pairs.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        calls: u64,
+        /// Untimed pairs first (connection and allocator warm-up).
+        #[arg(long, default_value_t = DEFAULT_WARMUP_PAIRS)]
+        warmup: u64,
+    },
+}
+
+/// Untimed `Get` + `Put` pairs before `measure callback` starts timing.
+const DEFAULT_WARMUP_PAIRS: u64 = 20;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -208,7 +237,51 @@ async fn call(plugin: &PluginClient, command: Command, host_service: bool) -> Re
             Ok(())
         }
         Command::Bench { calls } => bench(&broker, &mut counter, calls, host_service).await,
+        Command::Measure {
+            metric: Metric::Callback { calls, warmup },
+        } => measure_callback(&broker, &mut counter, calls, warmup).await,
     }
+}
+
+/// `measure callback`: `warmup` untimed, then `calls` timed (`Get`, callback `Put`) pairs.
+async fn measure_callback(
+    broker: &GrpcBroker,
+    counter: &mut CounterClient<Channel>,
+    calls: u64,
+    warmup: u64,
+) -> Result<(), BoxError> {
+    // Not `bench`: the harness runs the KV measurements in the same directory, and the KV
+    // plugins store `kv_bench` there too.
+    const KEY: &str = "callback_bench";
+    let mut unary = Vec::new();
+    let mut callback = Vec::new();
+    for i in 0..warmup + calls {
+        let t0 = Instant::now();
+        counter.get(GetRequest { key: KEY.into() }).await?;
+        let t1 = Instant::now();
+        put(broker, counter, KEY, 1).await?;
+        let t2 = Instant::now();
+        if i >= warmup {
+            unary.push(t1 - t0);
+            callback.push(t2 - t1);
+        }
+    }
+    let ns = |samples: &[Duration]| {
+        samples
+            .iter()
+            .map(|d| d.as_nanos().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "unary_ns={} callback_ns={}",
+        ns(&unary),
+        ns(&callback)
+    )?;
+    stdout.flush()?;
+    Ok(())
 }
 
 async fn bench(

@@ -2,6 +2,7 @@
 //
 //	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] put KEY N
 //	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] get KEY
+//	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] measure callback --calls N [--warmup W]
 //
 // put serves AddHelper on a fresh broker id for the call. AutoMTLS is on unless --plaintext.
 // COUNTER_PLUGIN is split on whitespace. The plugin's stdout (GRPCStdio on go-plugin ≥ 1.1) is
@@ -30,6 +31,7 @@ import (
 const usage = `usage:
   COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] put KEY N
   COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] get KEY
+  COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] measure callback --calls N [--warmup W]
 `
 
 type usageError struct{ msg string }
@@ -96,6 +98,12 @@ func run(args []string) error {
 			fmt.Println(v)
 			return nil
 		}
+	case "measure":
+		m, err := measureOp(rest[1:])
+		if err != nil {
+			return err
+		}
+		op = m
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", rest[0])}
 	}
