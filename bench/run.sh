@@ -3,9 +3,9 @@
 #
 #   bash bench/run.sh [--quick] [tether-bench options]
 #
-# Builds the release programs (kv-host, kv-plugin, pingpong, tether-bench) and the Go go-plugin
-# peers (tests/go/build.sh: go-plugin v1.8 with the machine's Go, Debian's go-plugin 1.0.1 with
-# Go 1.19), then runs tether-bench, which alternates tether, go-plugin and the raw unix-socket
+# Builds the release programs (kv-host, kv-plugin, counter-host, counter-plugin, pingpong,
+# tether-bench) and the Go go-plugin peers (tests/go/build.sh: go-plugin v1.8 with the machine's
+# Go, Debian's go-plugin 1.0.1 with Go 1.19), then runs tether-bench, which alternates tether, go-plugin and the raw unix-socket
 # floor in rounds and writes BENCHMARKS.md (its generated section) and bench-results.json.
 # --quick: one round with tiny counts, written to target/bench-quick/ (a smoke run; CI-sized).
 # `target/release/tether-bench --help` lists the other options (rounds, paths, --no-go101).
@@ -14,6 +14,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 echo "bench/run.sh: building release programs" >&2
 cargo build --release --locked -p tether-examples --bin kv-host --bin kv-plugin \
+	--bin counter-host --bin counter-plugin \
 	-p tether-bench --bin tether-bench --bin pingpong
 echo "bench/run.sh: building the Go go-plugin peers" >&2
 bash tests/go/build.sh target/go-peers

@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 use clap::Parser;
 use tether_bench::machine::{self, Machine};
 use tether_bench::report::{self, Context, Results};
-use tether_bench::suite::{Counts, Measurement, System, SystemKind, Value};
+use tether_bench::suite::{CounterPrograms, Counts, Measurement, System, SystemKind, Value};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -28,7 +28,8 @@ struct Cli {
     /// Rounds (default 3; 1 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: Option<u32>,
-    /// Where `kv-host`, `kv-plugin` and `pingpong` are (release builds).
+    /// Where `kv-host`, `kv-plugin`, `counter-host`, `counter-plugin` and `pingpong` are
+    /// (release builds).
     #[arg(long, default_value = "target/release")]
     bin_dir: PathBuf,
     /// Where `tests/go/build.sh` put the Go peers.
@@ -214,6 +215,12 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
             kind: SystemKind::KvHost {
                 host: need(&cli.bin_dir, "kv-host")?,
                 plugin: need(&cli.bin_dir, "kv-plugin")?,
+                counter: Some(CounterPrograms {
+                    host: need(&cli.bin_dir, "counter-host")?,
+                    plugin: need(&cli.bin_dir, "counter-plugin")?,
+                    host_args: Vec::new(),
+                }),
+                tether: true,
             },
         },
         System {
@@ -222,6 +229,12 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
             kind: SystemKind::KvHost {
                 host: need(&cli.go_peers, "kvhost-v18")?,
                 plugin: need(&cli.go_peers, "kvplugin-v18")?,
+                counter: Some(CounterPrograms {
+                    host: need(&cli.go_peers, "counterhost-v18")?,
+                    plugin: need(&cli.go_peers, "counterplugin-v18")?,
+                    host_args: Vec::new(),
+                }),
+                tether: false,
             },
         },
         System {
@@ -239,6 +252,13 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
             kind: SystemKind::KvHost {
                 host: need(&cli.go_peers, "kvhost-v101")?,
                 plugin: need(&cli.go_peers, "kvplugin-v101")?,
+                // go-plugin ≤ 1.4.3's broker dial-backs fail under AutoMTLS.
+                counter: Some(CounterPrograms {
+                    host: need(&cli.go_peers, "counterhost-v101")?,
+                    plugin: need(&cli.go_peers, "counterplugin-v101")?,
+                    host_args: vec!["--plaintext".into()],
+                }),
+                tether: false,
             },
         });
     }

@@ -50,8 +50,9 @@ pub enum RunError {
         /// The limit.
         timeout: Duration,
     },
-    /// A path cannot go into `KV_PLUGIN`, which go-plugin's host splits on whitespace.
-    #[error("{0} contains whitespace or is not UTF-8; KV_PLUGIN cannot carry it")]
+    /// A path cannot go into `KV_PLUGIN`/`COUNTER_PLUGIN`, which go-plugin's hosts split on
+    /// whitespace.
+    #[error("{0} contains whitespace or is not UTF-8; KV_PLUGIN/COUNTER_PLUGIN cannot carry it")]
     UnusablePath(String),
 }
 
@@ -74,17 +75,38 @@ pub fn command(
     work_dir: &Path,
 ) -> Result<Command, RunError> {
     let args = measurement.args(counts);
-    let mut cmd = match &system.kind {
-        SystemKind::KvHost { host, plugin } => {
-            let plugin_text = plugin
-                .to_str()
-                .filter(|p| !p.chars().any(char::is_whitespace))
-                .ok_or_else(|| RunError::UnusablePath(plugin.display().to_string()))?;
-            let mut cmd = Command::new(host);
-            cmd.arg("measure").args(&args).env("KV_PLUGIN", plugin_text);
+    let env_path = |plugin: &Path| -> Result<String, RunError> {
+        plugin
+            .to_str()
+            .filter(|p| !p.chars().any(char::is_whitespace))
+            .map(str::to_owned)
+            .ok_or_else(|| RunError::UnusablePath(plugin.display().to_string()))
+    };
+    let mut cmd = match (&system.kind, measurement) {
+        (
+            SystemKind::KvHost {
+                counter: Some(counter),
+                ..
+            },
+            Measurement::Callback { .. },
+        ) => {
+            let mut cmd = Command::new(&counter.host);
+            cmd.args(&counter.host_args)
+                .args(measurement.host_args())
+                .arg("measure")
+                .args(&args)
+                .env("COUNTER_PLUGIN", env_path(&counter.plugin)?);
             cmd
         }
-        SystemKind::Floor { pingpong } => {
+        (SystemKind::KvHost { host, plugin, .. }, _) => {
+            let mut cmd = Command::new(host);
+            cmd.args(measurement.host_args())
+                .arg("measure")
+                .args(&args)
+                .env("KV_PLUGIN", env_path(plugin)?);
+            cmd
+        }
+        (SystemKind::Floor { pingpong }, _) => {
             let mut cmd = Command::new(pingpong);
             cmd.args(&args);
             cmd
@@ -171,6 +193,12 @@ mod tests {
             kind: SystemKind::KvHost {
                 host: "/bin/kv-host".into(),
                 plugin: "/bin/kv-plugin".into(),
+                counter: Some(crate::suite::CounterPrograms {
+                    host: "/bin/counter-host".into(),
+                    plugin: "/bin/counter-plugin".into(),
+                    host_args: vec!["--plaintext".into()],
+                }),
+                tether: true,
             },
         };
         let cmd = command(
@@ -193,6 +221,80 @@ mod tests {
     }
 
     #[test]
+    fn a_callback_runs_the_counter_host_with_its_options_and_the_plugin_in_counter_plugin() {
+        let system = System {
+            id: "go101",
+            label: "go".into(),
+            kind: SystemKind::KvHost {
+                host: "/bin/kvhost".into(),
+                plugin: "/bin/kvplugin".into(),
+                counter: Some(crate::suite::CounterPrograms {
+                    host: "/bin/counterhost".into(),
+                    plugin: "/bin/counterplugin".into(),
+                    host_args: vec!["--plaintext".into()],
+                }),
+                tether: false,
+            },
+        };
+        let mode = crate::suite::CallbackMode::Default;
+        let cmd = command(
+            &system,
+            Measurement::Callback { mode },
+            &Counts::QUICK,
+            Path::new("/tmp"),
+        )
+        .unwrap();
+        assert_eq!(cmd.get_program(), "/bin/counterhost");
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            args,
+            [
+                "--plaintext",
+                "measure",
+                "callback",
+                "--calls",
+                "5",
+                "--warmup",
+                "1"
+            ]
+        );
+        let env: Vec<_> = cmd.get_envs().collect();
+        assert_eq!(
+            env,
+            [(
+                std::ffi::OsStr::new("COUNTER_PLUGIN"),
+                Some(std::ffi::OsStr::new("/bin/counterplugin"))
+            )]
+        );
+    }
+
+    #[test]
+    fn launch_with_confinement_off_passes_the_sandbox_option_before_measure() {
+        let system = System {
+            id: "tether",
+            label: "tether".into(),
+            kind: SystemKind::KvHost {
+                host: "/bin/kv-host".into(),
+                plugin: "/bin/kv-plugin".into(),
+                counter: None,
+                tether: true,
+            },
+        };
+        let cmd = command(
+            &system,
+            Measurement::LaunchConfinementOff,
+            &Counts::QUICK,
+            Path::new("/tmp"),
+        )
+        .unwrap();
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            args,
+            ["--sandbox", "off", "measure", "launch", "--count", "2"]
+        );
+    }
+
+    #[test]
     fn a_plugin_path_with_a_space_is_refused_before_anything_runs() {
         let system = System {
             id: "go18",
@@ -200,6 +302,8 @@ mod tests {
             kind: SystemKind::KvHost {
                 host: "/bin/kvhost".into(),
                 plugin: "/my dir/kvplugin".into(),
+                counter: None,
+                tether: false,
             },
         };
         assert!(matches!(

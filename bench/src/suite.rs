@@ -1,8 +1,10 @@
 //! What is measured: the systems, the measurements each program run makes, the metrics they
 //! yield, and how many calls each takes.
 //!
-//! A new metric (callbacks with issue 3, lazy catalog and confinement with issue 4) is a new
-//! [`Measurement`] variant with its arguments and evaluation, plus its [`MetricSpec`] rows.
+//! A new metric is a new [`Measurement`] variant with its arguments and evaluation, plus its
+//! [`MetricSpec`] rows. A new callback mode (the multiplexed broker) is a new [`CallbackMode`]
+//! variant: its host flag in [`CallbackMode::host_args`], its metric ids in
+//! [`CallbackMode::ids`], its rows in [`METRICS`] and its entry in [`CallbackMode::ALL`].
 
 use std::path::PathBuf;
 
@@ -30,12 +32,30 @@ pub enum SystemKind {
         host: PathBuf,
         /// The plugin program.
         plugin: PathBuf,
+        /// The counter host and plugin (go-plugin's `examples/bidirectional` contract) for the
+        /// callback measurement; `None` leaves it out.
+        counter: Option<CounterPrograms>,
+        /// Whether the host is tether's, with the measurements only tether has (lazy catalog,
+        /// confinement off).
+        tether: bool,
     },
     /// The raw two-process unix-socket floor (`pingpong`).
     Floor {
         /// The `pingpong` program.
         pingpong: PathBuf,
     },
+}
+
+/// A counter host and plugin: `COUNTER_PLUGIN=<plugin> <host> <args…> measure callback …`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterPrograms {
+    /// The host program (`counter-host`, go-plugin's `counterhost`).
+    pub host: PathBuf,
+    /// The plugin program.
+    pub plugin: PathBuf,
+    /// Host options before `measure`, e.g. `--plaintext` for go-plugin 1.0.1, whose broker
+    /// dial-backs fail under AutoMTLS.
+    pub host_args: Vec<String>,
 }
 
 /// How many calls, launches and rounds each measurement takes.
@@ -57,6 +77,16 @@ pub struct Counts {
     pub rounds_64mib: u64,
     /// Live plugins for the host-RSS measurement.
     pub live_plugins: u64,
+    /// Timed (plain call, callback call) pairs per round.
+    pub callback_pairs: u64,
+    /// Untimed pairs before them.
+    pub callback_warmup: u64,
+    /// Manifests in the lazy catalog.
+    pub catalog_manifests: u64,
+    /// Plugins of the catalog used.
+    pub catalog_used: u64,
+    /// Catalog loads per round.
+    pub catalog_repeat: u64,
 }
 
 impl Counts {
@@ -70,6 +100,11 @@ impl Counts {
         rounds_1mib: 50,
         rounds_64mib: 3,
         live_plugins: 100,
+        callback_pairs: 1_000,
+        callback_warmup: 20,
+        catalog_manifests: 1_000,
+        catalog_used: 2,
+        catalog_repeat: 5,
     };
 
     /// A smoke run (`--quick`): every measurement runs, with tiny counts; numbers are not
@@ -83,6 +118,11 @@ impl Counts {
         rounds_1mib: 2,
         rounds_64mib: 1,
         live_plugins: 3,
+        callback_pairs: 5,
+        callback_warmup: 1,
+        catalog_manifests: 1_000,
+        catalog_used: 2,
+        catalog_repeat: 1,
     };
 }
 
@@ -117,6 +157,55 @@ pub enum Measurement {
     PluginRss,
     /// The host's memory growth per live plugin.
     HostRss,
+    /// Plain calls interleaved with calls carrying one callback through the broker.
+    Callback {
+        /// The broker mode.
+        mode: CallbackMode,
+    },
+    /// Spawn → first call done with confinement off (tether only; [`Launch`](Self::Launch)
+    /// is confinement `enforce`, tether's default).
+    LaunchConfinementOff,
+    /// A lazy catalog: load many manifests, use a few (tether only).
+    Catalog,
+}
+
+/// How the host's broker carries callbacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackMode {
+    /// go-plugin's default: a listener and a connection per brokered service.
+    Default,
+}
+
+impl CallbackMode {
+    /// Every mode, in report order.
+    pub const ALL: &[Self] = &[Self::Default];
+
+    /// Host options selecting the mode (before `measure`).
+    #[must_use]
+    pub fn host_args(self) -> &'static [&'static str] {
+        match self {
+            Self::Default => &[],
+        }
+    }
+
+    /// Metric ids: (plain call p50, callback p50, callback p99, callback ÷ plain call).
+    #[must_use]
+    pub fn ids(self) -> [&'static str; 4] {
+        match self {
+            Self::Default => [
+                "callback_plain_p50",
+                "callback_p50",
+                "callback_p99",
+                "callback_over_plain",
+            ],
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+        }
+    }
 }
 
 /// A metric value from one round.
@@ -144,6 +233,12 @@ impl Measurement {
             Self::PluginRss,
             Self::HostRss,
         ]);
+        all.extend(
+            CallbackMode::ALL
+                .iter()
+                .map(|&mode| Self::Callback { mode }),
+        );
+        all.extend([Self::LaunchConfinementOff, Self::Catalog]);
         all
     }
 
@@ -157,15 +252,42 @@ impl Measurement {
             Self::Payload { size } => format!("payload {} MiB", size / MIB),
             Self::PluginRss => "plugin-rss".into(),
             Self::HostRss => "host-rss".into(),
+            Self::Callback { mode } => format!("callback {}", mode.name()),
+            Self::LaunchConfinementOff => "launch sandbox=off".into(),
+            Self::Catalog => "catalog".into(),
         }
     }
 
-    /// Whether `kind` can run this measurement (the floor has no concurrency or hosting).
+    /// Whether `kind` can run this measurement (the floor has no concurrency, hosting or
+    /// callbacks; the catalog and confinement are tether's).
     #[must_use]
     pub fn applies_to(&self, kind: &SystemKind) -> bool {
         match kind {
-            SystemKind::KvHost { .. } => true,
-            SystemKind::Floor { .. } => !matches!(self, Self::Rate { .. } | Self::HostRss),
+            SystemKind::KvHost {
+                counter, tether, ..
+            } => match self {
+                Self::Callback { .. } => counter.is_some(),
+                Self::LaunchConfinementOff | Self::Catalog => *tether,
+                _ => true,
+            },
+            SystemKind::Floor { .. } => !matches!(
+                self,
+                Self::Rate { .. }
+                    | Self::HostRss
+                    | Self::Callback { .. }
+                    | Self::LaunchConfinementOff
+                    | Self::Catalog
+            ),
+        }
+    }
+
+    /// Host options before `measure`.
+    #[must_use]
+    pub fn host_args(&self) -> Vec<String> {
+        match self {
+            Self::Callback { mode } => mode.host_args().iter().map(|&a| a.to_owned()).collect(),
+            Self::LaunchConfinementOff => vec!["--sandbox".into(), "off".into()],
+            _ => Vec::new(),
         }
     }
 
@@ -173,7 +295,7 @@ impl Measurement {
     #[must_use]
     pub fn args(&self, counts: &Counts) -> Vec<String> {
         let words: Vec<String> = match self {
-            Self::Launch => vec![
+            Self::Launch | Self::LaunchConfinementOff => vec![
                 "launch".into(),
                 "--count".into(),
                 counts.launches.to_string(),
@@ -211,6 +333,22 @@ impl Measurement {
                 "host-rss".into(),
                 "--plugins".into(),
                 counts.live_plugins.to_string(),
+            ],
+            Self::Callback { .. } => vec![
+                "callback".into(),
+                "--calls".into(),
+                counts.callback_pairs.to_string(),
+                "--warmup".into(),
+                counts.callback_warmup.to_string(),
+            ],
+            Self::Catalog => vec![
+                "catalog".into(),
+                "--manifests".into(),
+                counts.catalog_manifests.to_string(),
+                "--use".into(),
+                counts.catalog_used.to_string(),
+                "--repeat".into(),
+                counts.catalog_repeat.to_string(),
             ],
         };
         words
@@ -287,6 +425,46 @@ impl Measurement {
                     "host_rss_per_plugin",
                     Value::Number((last - first) / (plugins - 1) as f64),
                 )]
+            }
+            Self::LaunchConfinementOff => {
+                let s = ns("samples_ns")?;
+                vec![("launch_off_p50", pct(&s, 0.5, 1e6, "samples_ns")?)]
+            }
+            Self::Callback { mode } => {
+                let [plain_id, p50_id, p99_id, over_id] = mode.ids();
+                let plain = ns("unary_ns")?;
+                let callback = ns("callback_ns")?;
+                let plain_p50 = percentile(&plain, 0.5);
+                let callback_p50 = percentile(&callback, 0.5);
+                let over = match (callback_p50, plain_p50) {
+                    (Some(c), Some(p)) if p > 0.0 => Value::Number(c / p),
+                    _ => {
+                        return Err(LineError::NotANumber {
+                            key: "unary_ns".into(),
+                            value: String::new(),
+                        });
+                    }
+                };
+                vec![
+                    (plain_id, pct(&plain, 0.5, 1e3, "unary_ns")?),
+                    (p50_id, pct(&callback, 0.5, 1e3, "callback_ns")?),
+                    (p99_id, pct(&callback, 0.99, 1e3, "callback_ns")?),
+                    (over_id, over),
+                ]
+            }
+            Self::Catalog => {
+                let load = ns("load_ns")?;
+                let used = ns("use_ns")?;
+                let started = ns("started")?;
+                vec![
+                    ("catalog_load", pct(&load, 0.5, 1e6, "load_ns")?),
+                    ("catalog_use", pct(&used, 0.5, 1e6, "use_ns")?),
+                    // Every repeat must start the same number; the largest shows a stray start.
+                    (
+                        "catalog_started",
+                        Value::Number(started.iter().copied().fold(0.0, f64::max)),
+                    ),
+                ]
             }
         })
     }
@@ -399,6 +577,63 @@ pub const METRICS: &[MetricSpec] = &[
         unit: "kB",
         better: Better::Lower,
     },
+    MetricSpec {
+        id: "callback_plain_p50",
+        label: "plain call (counter `Get`), interleaved with the callback calls, p50",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "callback_p50",
+        label: "call carrying one callback via the broker (default mode), p50",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "callback_p99",
+        label: "call carrying one callback via the broker (default mode), p99",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "callback_over_plain",
+        label: "callback call ÷ plain call (default mode), p50s",
+        unit: "×",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "launch_off_p50",
+        label: "launch → first call done, confinement `off`, p50 (the launch rows are `enforce`)",
+        unit: "ms",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "catalog_load",
+        label: "lazy catalog: load 1,000 manifests, p50",
+        unit: "ms",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "catalog_use",
+        label: "lazy catalog: load 1,000 manifests + start and call 2 plugins, p50",
+        unit: "ms",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "catalog_started",
+        label: "lazy catalog: plugin processes started",
+        unit: "processes",
+        better: Better::Lower,
+    },
+];
+
+/// Metrics of features go-plugin does not have (confinement, the lazy catalog): `n/a` in its
+/// columns.
+pub const TETHER_ONLY: &[&str] = &[
+    "launch_off_p50",
+    "catalog_load",
+    "catalog_use",
+    "catalog_started",
 ];
 
 /// Looks a metric up by id.
@@ -469,6 +704,58 @@ mod tests {
     }
 
     #[test]
+    fn a_callback_run_yields_both_p50s_and_their_ratio() {
+        let values = eval(
+            Measurement::Callback {
+                mode: CallbackMode::Default,
+            },
+            "unary_ns=100000,200000,300000 callback_ns=600000,500000,400000",
+        );
+        assert_eq!(
+            values,
+            vec![
+                ("callback_plain_p50", Value::Number(200.0)),
+                ("callback_p50", Value::Number(500.0)),
+                ("callback_p99", Value::Number(600.0)),
+                ("callback_over_plain", Value::Number(2.5)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_catalog_run_yields_milliseconds_and_the_most_processes_any_repeat_started() {
+        let values = eval(
+            Measurement::Catalog,
+            "load_ns=3000000,1000000,2000000 use_ns=9000000,8000000,7000000 started=2,3,2",
+        );
+        assert_eq!(
+            values,
+            vec![
+                ("catalog_load", Value::Number(2.0)),
+                ("catalog_use", Value::Number(8.0)),
+                ("catalog_started", Value::Number(3.0)),
+            ]
+        );
+    }
+
+    #[test]
+    fn tether_only_measurements_skip_go_plugin_and_callbacks_need_counter_programs() {
+        let go = SystemKind::KvHost {
+            host: "kvhost".into(),
+            plugin: "kvplugin".into(),
+            counter: None,
+            tether: false,
+        };
+        assert!(!Measurement::Catalog.applies_to(&go));
+        assert!(!Measurement::LaunchConfinementOff.applies_to(&go));
+        let callback = Measurement::Callback {
+            mode: CallbackMode::Default,
+        };
+        assert!(!callback.applies_to(&go));
+        assert!(Measurement::Launch.applies_to(&go));
+    }
+
+    #[test]
     fn zero_elapsed_time_is_rejected_rather_than_infinite() {
         let line = Line::parse("calls=10 elapsed_ns=0").unwrap();
         assert!(
@@ -480,15 +767,14 @@ mod tests {
 
     #[test]
     fn every_measurement_yields_only_metrics_the_report_knows() {
-        let lines = [
-            "samples_ns=1,2",
-            "calls=1 elapsed_ns=1 bytes=1 rss_kb=1 first_kb=1 last_kb=2 plugins=2",
-        ];
         for m in Measurement::all() {
-            let line = if matches!(m, Measurement::Launch | Measurement::Unary) {
-                lines[0]
-            } else {
-                lines[1]
+            let line = match m {
+                Measurement::Launch | Measurement::Unary | Measurement::LaunchConfinementOff => {
+                    "samples_ns=1,2"
+                }
+                Measurement::Callback { .. } => "unary_ns=1,2 callback_ns=3,4",
+                Measurement::Catalog => "load_ns=1 use_ns=2 started=2",
+                _ => "calls=1 elapsed_ns=1 bytes=1 rss_kb=1 first_kb=1 last_kb=2 plugins=2",
             };
             for (id, _) in eval(m, line) {
                 assert!(metric(id).is_some(), "{id} from {m:?} has no MetricSpec");

@@ -5,11 +5,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Mutex, watch};
+use tokio::sync::{Mutex, Notify, watch};
 use tonic::transport::Channel;
 
 use crate::catalog::Catalog;
@@ -37,6 +37,21 @@ pub const CRASH_SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 /// After a crash, how long to wait for the last bytes of the plugin's stderr before reporting
 /// the crash with the tail read so far.
 pub const CRASH_STDERR_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// How long [`Lease::call`] waits for a call's answer before failing it with
+/// [`UseError::DeadlineExceeded`]. A host-side deadline: it holds even when the plugin ignores
+/// the gRPC deadline (`grpc-timeout`) a request carries. Give a call a shorter deadline with
+/// [`tonic::Request::set_timeout`]; override for all calls with [`BrokerBuilder::call_timeout`].
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The recycling policy for hung handlers: after this many calls in a row on one plugin process
+/// ran out their deadline — [`DEFAULT_CALL_TIMEOUT`] (or [`BrokerBuilder::call_timeout`]), or
+/// a gRPC status `DEADLINE_EXCEEDED` (grpc-go) or `CANCELLED: Timeout expired` (tonic) — the
+/// plugin counts as hung: it is killed (its whole process group) and started afresh on the next
+/// [`Broker::acquire`]. A call that ends any other way resets the count. Health checks cannot
+/// see this kind of hang: the health service answers while a handler is stuck. Override with
+/// [`BrokerBuilder::recycle_after_deadlines`] (`0` never recycles).
+pub const DEFAULT_RECYCLE_AFTER_DEADLINES: u32 = 3;
 
 /// Why a plugin could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +131,20 @@ pub enum UseError {
         /// What the health check saw.
         reason: String,
     },
+    /// The call got no answer within the host-side call timeout ([`DEFAULT_CALL_TIMEOUT`]).
+    #[error(
+        "plugin `{plugin}` did not answer within {timeout:?}{}",
+        if *recycled { "; its calls keep running out their deadline, so it was killed and is restarted on the next use" } else { "; the call was abandoned (raise `call_timeout` if the call is legitimately slow)" }
+    )]
+    DeadlineExceeded {
+        /// The plugin.
+        plugin: String,
+        /// The call timeout that ran out.
+        timeout: Duration,
+        /// Whether this call completed the run of deadlines after which the plugin is recycled
+        /// ([`DEFAULT_RECYCLE_AFTER_DEADLINES`]).
+        recycled: bool,
+    },
     /// The plugin crashed too often: it is not restarted.
     #[error(
         "plugin `{plugin}` keeps crashing: {crashes} crashes within {window:?} (the manifest allows {max_restarts} restarts); last exit {last_status}, stderr (tail): {stderr_tail:?}. Fix the plugin; it is restarted once its crashes are older than {window:?}"
@@ -164,6 +193,8 @@ pub struct BrokerBuilder {
     state_dir: PathBuf,
     health_interval: Duration,
     health_timeout: Duration,
+    call_timeout: Duration,
+    recycle_after_deadlines: u32,
     customize: Option<Arc<Customize>>,
 }
 
@@ -207,6 +238,18 @@ impl BrokerBuilder {
         self
     }
 
+    /// See [`DEFAULT_CALL_TIMEOUT`].
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// See [`DEFAULT_RECYCLE_AFTER_DEADLINES`]; `0` never recycles.
+    pub fn recycle_after_deadlines(mut self, calls: u32) -> Self {
+        self.recycle_after_deadlines = calls;
+        self
+    }
+
     /// Adjusts every launch's [`PluginClientBuilder`] (timeouts, runtime directory…) after the
     /// manifest has been applied.
     pub fn customize(
@@ -245,6 +288,8 @@ impl BrokerBuilder {
                 state_dir: self.state_dir,
                 health_interval: self.health_interval,
                 health_timeout: self.health_timeout,
+                call_timeout: self.call_timeout,
+                recycle_after_deadlines: self.recycle_after_deadlines,
                 customize: self.customize,
             }),
         }
@@ -291,6 +336,8 @@ struct Inner {
     state_dir: PathBuf,
     health_interval: Duration,
     health_timeout: Duration,
+    call_timeout: Duration,
+    recycle_after_deadlines: u32,
     customize: Option<Arc<Customize>>,
 }
 
@@ -339,6 +386,12 @@ struct Running {
     leases: watch::Sender<usize>,
     last_release: StdMutex<Instant>,
     ended: watch::Sender<Option<Ended>>,
+    call_timeout: Duration,
+    recycle_after_deadlines: u32,
+    /// Calls in a row that ran out their deadline.
+    deadlines_in_a_row: AtomicU32,
+    /// Tells the supervisor to kill the plugin as hung.
+    recycle: Notify,
 }
 
 impl Running {
@@ -371,6 +424,8 @@ impl Broker {
             state_dir: state_dir.into(),
             health_interval: DEFAULT_HEALTH_INTERVAL,
             health_timeout: DEFAULT_HUNG_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            recycle_after_deadlines: DEFAULT_RECYCLE_AFTER_DEADLINES,
             customize: None,
         }
     }
@@ -411,6 +466,10 @@ impl Broker {
             leases: watch::Sender::new(0),
             last_release: StdMutex::new(Instant::now()),
             ended: watch::Sender::new(None),
+            call_timeout: self.inner.call_timeout,
+            recycle_after_deadlines: self.inner.recycle_after_deadlines,
+            deadlines_in_a_row: AtomicU32::new(0),
+            recycle: Notify::new(),
         });
         state.running = Some(Arc::clone(&running));
         let lease = lease(name, &running);
@@ -548,6 +607,12 @@ impl Broker {
         for name in &manifest.env_allow {
             builder = builder.env_allow(name);
         }
+        for path in &manifest.sandbox_allow_exec {
+            builder = builder.sandbox_allow_exec(path);
+        }
+        for path in &manifest.sandbox_allow_read {
+            builder = builder.sandbox_allow_read(path);
+        }
         if let Some(hash) = &manifest.sha256 {
             builder = builder.sha256(hash.clone());
         }
@@ -587,26 +652,53 @@ impl Lease {
 
     /// Runs one call (`f` gets the channel); if the plugin crashes or hangs meanwhile the call
     /// fails at once with [`UseError::Crashed`] (exit status or signal and the tail of its
-    /// stderr) or [`UseError::Hung`].
+    /// stderr) or [`UseError::Hung`]. `f` may hold a whole streaming conversation (open the
+    /// stream, read and write it, return the result): a crash ends it the same way.
+    ///
+    /// The call may take [`DEFAULT_CALL_TIMEOUT`] (see [`BrokerBuilder::call_timeout`]); calls
+    /// that keep running out their deadline get the plugin recycled
+    /// ([`DEFAULT_RECYCLE_AFTER_DEADLINES`]).
     ///
     /// # Errors
-    /// As described, or [`UseError::Call`] with the plugin's own error status.
+    /// As described, [`UseError::DeadlineExceeded`], or [`UseError::Call`] with the plugin's
+    /// own error status.
     pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, UseError>
     where
         F: FnOnce(Channel) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let mut ended = self.running.ended.subscribe();
+        let timeout = self.running.call_timeout;
         let result = tokio::select! {
             biased;
-            result = f(self.channel.clone()) => result,
+            result = tokio::time::timeout(timeout, f(self.channel.clone())) => result,
             Ok(end) = ended.wait_for(Option::is_some) => {
                 return Err(self.ended_error(end.clone()));
             }
         };
+        let result = match result {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                let recycled = self.count_deadline(true);
+                return Err(UseError::DeadlineExceeded {
+                    plugin: self.plugin.clone(),
+                    timeout,
+                    recycled,
+                });
+            }
+        };
         match result {
-            Ok(response) => Ok(response.into_inner()),
+            Ok(response) => {
+                self.count_deadline(false);
+                Ok(response.into_inner())
+            }
             Err(status) => {
+                if self.count_deadline(ran_out_of_time(&status)) {
+                    return Err(UseError::Call {
+                        plugin: self.plugin.clone(),
+                        status: Box::new(status),
+                    });
+                }
                 // A transport error may arrive before the exit is noticed.
                 let end =
                     tokio::time::timeout(CRASH_SETTLE_TIMEOUT, ended.wait_for(Option::is_some))
@@ -620,6 +712,28 @@ impl Lease {
                 }
             }
         }
+    }
+
+    /// Counts a call that ran out of time (`true`) or resets the count; whether this call
+    /// completed the run after which the plugin is recycled.
+    fn count_deadline(&self, ran_out: bool) -> bool {
+        let running = &self.running;
+        if !ran_out {
+            running.deadlines_in_a_row.store(0, Ordering::Relaxed);
+            return false;
+        }
+        let in_a_row = running.deadlines_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+        let recycle =
+            running.recycle_after_deadlines > 0 && in_a_row == running.recycle_after_deadlines;
+        if recycle {
+            tracing::warn!(
+                plugin = self.plugin,
+                in_a_row,
+                "calls keep running out their deadline; recycling the plugin"
+            );
+            running.recycle.notify_one();
+        }
+        recycle
     }
 
     fn ended_error(&self, ended: Option<Ended>) -> UseError {
@@ -715,19 +829,15 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<Running>) {
                     HealthFailure::Rpc(status) => format!("the health check failed: {status}"),
                     HealthFailure::NotServing(s) => format!("it reports {s}"),
                 };
-                tracing::warn!(plugin, reason, "plugin hung; killing it");
-                {
-                    let mut state = slot.state.lock().await;
-                    if state.running.as_ref().is_some_and(|r| Arc::ptr_eq(r, &running)) {
-                        state.running = None;
-                    }
-                }
-                running.ended.send_replace(Some(Ended::Hung(reason)));
-                if let Some(client) = running.take_client()
-                    && let Err(e) = client.kill().await
-                {
-                    tracing::warn!(plugin, error = %e, "killing the hung plugin failed");
-                }
+                kill_hung(&slot, &running, reason).await;
+                return;
+            }
+            () = running.recycle.notified() => {
+                let reason = format!(
+                    "{} calls in a row ran out their deadline",
+                    running.recycle_after_deadlines
+                );
+                kill_hung(&slot, &running, reason).await;
                 return;
             }
             () = sleep_until_opt(idle_deadline) => {
@@ -745,6 +855,43 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<Running>) {
             }
             Ok(()) = leases.changed() => {}
         }
+    }
+}
+
+/// Whether `status` says the call ran out its deadline: `DEADLINE_EXCEEDED` (grpc-go and the
+/// gRPC spec) or tonic's `CANCELLED: Timeout expired` (its server enforcing `grpc-timeout`).
+fn ran_out_of_time(status: &tonic::Status) -> bool {
+    match status.code() {
+        tonic::Code::DeadlineExceeded => true,
+        tonic::Code::Cancelled => status.message() == TONIC_TIMEOUT_MESSAGE,
+        _ => false,
+    }
+}
+
+/// The message of tonic's `TimeoutExpired` error, which its server and client turn into
+/// `CANCELLED` when a `grpc-timeout` runs out.
+const TONIC_TIMEOUT_MESSAGE: &str = "Timeout expired";
+
+/// Ends a hung plugin: no new leases get it, calls in flight fail with [`UseError::Hung`], and
+/// its process group is killed.
+async fn kill_hung(slot: &Slot, running: &Arc<Running>, reason: String) {
+    let plugin = &slot.manifest.name;
+    tracing::warn!(plugin, reason, "plugin hung; killing it");
+    {
+        let mut state = slot.state.lock().await;
+        if state
+            .running
+            .as_ref()
+            .is_some_and(|r| Arc::ptr_eq(r, running))
+        {
+            state.running = None;
+        }
+    }
+    running.ended.send_replace(Some(Ended::Hung(reason)));
+    if let Some(client) = running.take_client()
+        && let Err(e) = client.kill().await
+    {
+        tracing::warn!(plugin, error = %e, "killing the hung plugin failed");
     }
 }
 

@@ -610,6 +610,21 @@ impl<H> PluginClientBuilder<H> {
     pub fn program(&self) -> &Path {
         &self.settings.program
     }
+
+    /// The name this plugin goes by in logs and errors: the one given to
+    /// [`name`](Self::name), else the program's file name. Lets a
+    /// [`BrokerBuilder::customize`](crate::BrokerBuilder::customize) hook tell launches apart
+    /// (e.g. to give each plugin its own [`host_service`](Self::host_service) instance).
+    ///
+    /// ```
+    /// let b = tether_broker::PluginClient::builder("/usr/libexec/kv-plugin");
+    /// assert_eq!(b.plugin_name(), "kv-plugin");
+    /// assert_eq!(b.name("kv").plugin_name(), "kv");
+    /// ```
+    #[must_use]
+    pub fn plugin_name(&self) -> String {
+        self.settings.display_name()
+    }
 }
 
 impl PluginClientBuilder<HandshakeConfig> {

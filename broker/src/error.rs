@@ -403,6 +403,36 @@ pub enum StartError {
     },
 }
 
+/// Matches a [`StartError`] by whether it carries the plugin's output: errors
+/// before the spawn give `None`, the others `Some($some)` with `$output` bound
+/// to the boxed [`PluginOutput`]. One list serves both `output` and
+/// `output_mut`, so a new variant cannot be added to one and forgotten in the other.
+#[rustfmt::skip] // One variant per line reads better than rustfmt's wrapped struct patterns.
+macro_rules! match_output {
+    ($error:expr, $output:ident => $some:expr) => {
+        match $error {
+            StartError::Prepare { .. }
+            | StartError::Integrity { .. }
+            | StartError::Sandbox { .. }
+            | StartError::Spawn { .. } => None,
+            StartError::Timeout { output: $output, .. }
+            | StartError::Exited { output: $output, .. }
+            | StartError::StdoutClosed { output: $output, .. }
+            | StartError::TooMuchOutput { output: $output, .. }
+            | StartError::Malformed { output: $output, .. }
+            | StartError::Incompatible { output: $output, .. }
+            | StartError::NoAutoMtls { output: $output, .. }
+            | StartError::Address { output: $output, .. }
+            | StartError::Connect { output: $output, .. }
+            | StartError::Tls { output: $output, .. }
+            | StartError::ConnectTimeout { output: $output, .. }
+            | StartError::HealthCheck { output: $output, .. }
+            | StartError::Unhealthy { output: $output, .. }
+            | StartError::HealthTimeout { output: $output, .. } => Some($some),
+        }
+    };
+}
+
 impl StartError {
     /// The phase of start-up that failed.
     #[must_use]
@@ -460,51 +490,13 @@ impl StartError {
     }
 
     fn output_mut(&mut self) -> Option<&mut Box<PluginOutput>> {
-        match self {
-            Self::Prepare { .. }
-            | Self::Integrity { .. }
-            | Self::Sandbox { .. }
-            | Self::Spawn { .. } => None,
-            Self::Timeout { output, .. }
-            | Self::Exited { output, .. }
-            | Self::StdoutClosed { output, .. }
-            | Self::TooMuchOutput { output, .. }
-            | Self::Malformed { output, .. }
-            | Self::Incompatible { output, .. }
-            | Self::NoAutoMtls { output, .. }
-            | Self::Address { output, .. }
-            | Self::Connect { output, .. }
-            | Self::Tls { output, .. }
-            | Self::ConnectTimeout { output, .. }
-            | Self::HealthCheck { output, .. }
-            | Self::Unhealthy { output, .. }
-            | Self::HealthTimeout { output, .. } => Some(output),
-        }
+        match_output!(self, output => output)
     }
 
     /// What the plugin printed before the failure; `None` before it was spawned.
     #[must_use]
     pub fn output(&self) -> Option<&PluginOutput> {
-        match self {
-            Self::Prepare { .. }
-            | Self::Integrity { .. }
-            | Self::Sandbox { .. }
-            | Self::Spawn { .. } => None,
-            Self::Timeout { output, .. }
-            | Self::Exited { output, .. }
-            | Self::StdoutClosed { output, .. }
-            | Self::TooMuchOutput { output, .. }
-            | Self::Malformed { output, .. }
-            | Self::Incompatible { output, .. }
-            | Self::NoAutoMtls { output, .. }
-            | Self::Address { output, .. }
-            | Self::Connect { output, .. }
-            | Self::Tls { output, .. }
-            | Self::ConnectTimeout { output, .. }
-            | Self::HealthCheck { output, .. }
-            | Self::Unhealthy { output, .. }
-            | Self::HealthTimeout { output, .. } => Some(output),
-        }
+        match_output!(self, output => &**output)
     }
 }
 

@@ -65,7 +65,9 @@
 //! with [`Grants`] and a [`SecretSource`] ([`DirSecretSource`], [`EnvSecretSource`],
 //! [`MemorySecretSource`]), starts a plugin on its first [`acquire`](Broker::acquire) (one
 //! process however many callers ask at once), stops it after its idle timeout, kills it when
-//! health checks find it hung, fails calls in flight fast when it crashes
+//! health checks find it hung or when its calls keep running out their deadline
+//! ([`DEFAULT_RECYCLE_AFTER_DEADLINES`], [`UseError::DeadlineExceeded`]), fails calls in flight
+//! fast when it crashes
 //! ([`Lease::call`] → [`UseError::Crashed`]) and restarts it with exponential backoff up to
 //! the manifest's limit ([`UseError::KeepsCrashing`]). A plugin whose manifest requests a
 //! secret or config file that is not granted does not start ([`UseError::NotGranted`]).
@@ -228,8 +230,9 @@ pub use error::{
 pub use tether_proto::handshake::Address;
 
 pub use broker::{
-    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_HEALTH_INTERVAL,
-    DEFAULT_HUNG_TIMEOUT, Lease, UseError,
+    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
+    DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT, DEFAULT_RECYCLE_AFTER_DEADLINES, Lease,
+    UseError,
 };
 pub use catalog::Catalog;
 pub use delivery::{Delivery, delivery_base};

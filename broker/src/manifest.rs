@@ -85,6 +85,13 @@ pub struct Manifest {
     pub limits: Limits,
     /// How strictly the plugin is confined.
     pub sandbox: SandboxMode,
+    /// Directories the confined plugin may also read and execute below (manifest key
+    /// `sandbox_allow_exec`): an interpreter outside the system paths, e.g. a pyenv Python.
+    /// Resolved when the manifest is parsed; see [`Manifest::parse`].
+    pub sandbox_allow_exec: Vec<PathBuf>,
+    /// Directories the confined plugin may also read below (`sandbox_allow_read`), e.g. a
+    /// script plugin's sources.
+    pub sandbox_allow_read: Vec<PathBuf>,
     /// Stopped after this long unused.
     pub idle_timeout: Duration,
     /// What happens when it crashes.
@@ -196,6 +203,10 @@ struct RawManifest {
     limits: Limits,
     #[serde(default)]
     sandbox: SandboxMode,
+    #[serde(default)]
+    sandbox_allow_exec: Vec<Spanned<String>>,
+    #[serde(default)]
+    sandbox_allow_read: Vec<Spanned<String>>,
     idle_timeout: Option<Spanned<String>>,
     #[serde(default)]
     restart: RawRestart,
@@ -230,7 +241,20 @@ impl Manifest {
     /// # Errors
     /// A [`ManifestError`] naming file, line and key for unknown keys, bad types, an absolute
     /// `command` or one with `..`, NUL bytes, bad or duplicate names, malformed durations or
-    /// hashes.
+    /// hashes, and sandbox allowances that name an unset environment variable.
+    ///
+    /// # Sandbox allowances
+    /// `sandbox_allow_exec` and `sandbox_allow_read` list directories the confined plugin may
+    /// also read and execute, or only read (they map to
+    /// [`PluginClientBuilder::sandbox_allow_exec`](crate::PluginClientBuilder::sandbox_allow_exec)
+    /// and `sandbox_allow_read`). An entry is an absolute path or one relative to the
+    /// manifest's directory (`..` is allowed: these only widen reading and executing, never
+    /// writing). Because interpreter locations differ between machines, an entry may use the
+    /// host's environment: `${NAME}` (an error when `NAME` is unset or empty) or
+    /// `${NAME:-default}` (the default then), e.g.
+    /// `sandbox_allow_exec = ["${PYENV_ROOT:-/usr}"]`. Variables are expanded once, when the
+    /// manifest is parsed; a path that does not exist makes the launch fail with a sandbox
+    /// error naming it.
     pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
@@ -271,6 +295,10 @@ impl Manifest {
         let secrets = check.names(&raw.secrets, "secrets")?;
         let config = check.names(&raw.config, "config")?;
         let env_allow = check.unique(&raw.env_allow, "env_allow")?;
+        let sandbox_allow_exec =
+            check.sandbox_paths(&raw.sandbox_allow_exec, "sandbox_allow_exec", dir)?;
+        let sandbox_allow_read =
+            check.sandbox_paths(&raw.sandbox_allow_read, "sandbox_allow_read", dir)?;
         let idle_timeout = match &raw.idle_timeout {
             Some(d) => check.duration(d, "idle_timeout")?,
             None => DEFAULT_IDLE_TIMEOUT,
@@ -308,6 +336,8 @@ impl Manifest {
             env_allow,
             limits: raw.limits,
             sandbox: raw.sandbox,
+            sandbox_allow_exec,
+            sandbox_allow_read,
             idle_timeout,
             restart,
         })
@@ -391,6 +421,30 @@ impl Checker<'_> {
             ));
         }
         Ok(path.to_owned())
+    }
+
+    fn sandbox_paths(
+        &self,
+        values: &[Spanned<String>],
+        key: &str,
+        dir: &Path,
+    ) -> Result<Vec<PathBuf>, ManifestError> {
+        let mut paths = Vec::new();
+        for value in values {
+            self.no_nul(value, key)?;
+            let expanded = expand_env(value.get_ref(), |name| std::env::var(name).ok())
+                .map_err(|why| self.error(value, key, why))?;
+            if expanded.is_empty() {
+                return Err(self.error(value, key, "is empty"));
+            }
+            let path = Path::new(&expanded);
+            paths.push(if path.is_absolute() {
+                path.to_owned()
+            } else {
+                dir.join(path)
+            });
+        }
+        Ok(paths)
     }
 
     fn sha256(&self, value: &Spanned<String>) -> Result<String, ManifestError> {
@@ -479,9 +533,95 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     key
 }
 
+/// Expands `${NAME}` and `${NAME:-default}` in `text` with `lookup` (an unset or empty
+/// variable takes the default; without one it is an error). A `$` not starting `${NAME…}` is
+/// an error, so a typo cannot silently become part of a path.
+fn expand_env(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let bad = || {
+            format!("`{text}`: write environment variables as `${{NAME}}` or `${{NAME:-default}}`")
+        };
+        let inner_end = after
+            .strip_prefix('{')
+            .and_then(|a| a.find('}'))
+            .ok_or_else(bad)?;
+        let inner = &after[1..=inner_end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        let valid_name = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid_name {
+            return Err(bad());
+        }
+        match (lookup(name).filter(|v| !v.is_empty()), default) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => {
+                return Err(format!(
+                    "`{text}` uses the environment variable `{name}`, which is not set (or empty) in the host's environment; set it or give a default: `${{{name}:-/path}}`"
+                ));
+            }
+        }
+        rest = &after[inner_end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    #[test]
+    fn environment_variables_in_sandbox_paths_are_expanded_with_defaults() {
+        let env = |name: &str| (name == "ROOT").then(|| "/opt/py".to_owned());
+        assert_eq!(expand_env("${ROOT}/lib", env).unwrap(), "/opt/py/lib");
+        assert_eq!(expand_env("${NOPE:-/usr}", env).unwrap(), "/usr");
+        assert_eq!(expand_env("${ROOT:-/usr}", env).unwrap(), "/opt/py");
+        assert_eq!(expand_env("plain/path", env).unwrap(), "plain/path");
+        let unset = expand_env("${NOPE}/bin", env).unwrap_err();
+        assert!(unset.contains("`NOPE`, which is not set"), "{unset}");
+        for bad in ["$ROOT", "${ROOT", "${1X}", "${}", "a$"] {
+            assert!(expand_env(bad, env).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sandbox_allowances_are_absolute_or_relative_to_the_manifest() {
+        let text = GOOD.replace(
+            "sandbox = \"best-effort\"\n",
+            "sandbox = \"best-effort\"\nsandbox_allow_exec = [\"/opt/node\", \"${TETHER_TEST_SURELY_UNSET:-/usr/local}\"]\nsandbox_allow_read = [\"../src\"]\n",
+        );
+        let m = parse(&text).unwrap();
+        assert_eq!(
+            m.sandbox_allow_exec,
+            [Path::new("/opt/node"), Path::new("/usr/local")]
+        );
+        assert_eq!(m.sandbox_allow_read, [Path::new("/cat/../src")]);
+    }
+
+    #[test]
+    fn a_sandbox_allowance_with_an_unset_variable_is_refused_with_its_line() {
+        let text = GOOD.replace(
+            "sandbox = \"best-effort\"\n",
+            "sandbox = \"best-effort\"\nsandbox_allow_exec = [\"${TETHER_TEST_SURELY_UNSET}/bin\"]\n",
+        );
+        let err = parse(&text).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("sandbox_allow_exec"), "{err}");
+        assert!(err.message.contains("TETHER_TEST_SURELY_UNSET"), "{err}");
+        assert_eq!(err.line, 8, "{err}");
+    }
 
     const GOOD: &str = r#"name = "kv"
 command = "bin/kv"
@@ -596,5 +736,182 @@ initial_backoff = "50ms"
         };
         let waits: Vec<_> = (1..=4).map(|n| policy.backoff(n).as_millis()).collect();
         assert_eq!(waits, [100, 200, 350, 350]);
+    }
+
+    /// The parts of a valid manifest the property tests vary.
+    #[derive(Debug, Clone)]
+    struct Spec {
+        name: String,
+        command: String,
+        args: Vec<String>,
+        secrets: Vec<String>,
+        env_allow: Vec<String>,
+        cookie_value: String,
+        app_versions: Vec<u32>,
+        memory_mib: Option<u64>,
+        max_restarts: Option<u32>,
+    }
+
+    /// A TOML basic string: quotes, backslashes and control characters escaped.
+    fn toml_string(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    fn toml_list(items: &[String]) -> String {
+        let quoted: Vec<String> = items.iter().map(|s| toml_string(s)).collect();
+        format!("[{}]", quoted.join(", "))
+    }
+
+    /// The top-level lines, then the tables.
+    fn encode(spec: &Spec) -> (Vec<String>, String) {
+        let top = vec![
+            format!("name = {}", toml_string(&spec.name)),
+            format!("command = {}", toml_string(&spec.command)),
+            format!("args = {}", toml_list(&spec.args)),
+            format!("secrets = {}", toml_list(&spec.secrets)),
+            format!("env_allow = {}", toml_list(&spec.env_allow)),
+        ];
+        let versions: Vec<String> = spec.app_versions.iter().map(u32::to_string).collect();
+        let mut tables = format!(
+            "\n[handshake]\ncookie_key = \"K\"\ncookie_value = {}\napp_versions = [{}]\n",
+            toml_string(&spec.cookie_value),
+            versions.join(", ")
+        );
+        if let Some(mib) = spec.memory_mib {
+            tables.push_str(&format!("\n[limits]\nmemory_mib = {mib}\n"));
+        }
+        if let Some(n) = spec.max_restarts {
+            tables.push_str(&format!("\n[restart]\nmax_restarts = {n}\n"));
+        }
+        (top, tables)
+    }
+
+    fn text(top: &[String], tables: &str) -> String {
+        format!("{}\n{tables}", top.join("\n"))
+    }
+
+    fn arb_spec() -> impl Strategy<Value = Spec> {
+        let name = "[a-z][a-z0-9_-]{0,20}";
+        (
+            (
+                name,
+                "[a-z][a-z0-9_-]{0,10}(/[a-z0-9_-][a-z0-9_.-]{0,9}){0,3}",
+            ),
+            proptest::collection::vec("[^\u{0}]{0,20}", 0..4),
+            proptest::collection::btree_set(name, 0..4),
+            proptest::collection::btree_set("[A-Z_][A-Z0-9_]{0,10}", 0..3),
+            "[^\u{0}]{0,30}",
+            proptest::collection::vec(any::<u32>(), 1..4),
+            proptest::option::of(any::<u64>().prop_map(|n| n >> 1)),
+            proptest::option::of(any::<u32>()),
+        )
+            .prop_map(
+                |(
+                    (name, command),
+                    args,
+                    secrets,
+                    env_allow,
+                    cookie_value,
+                    app_versions,
+                    memory_mib,
+                    max_restarts,
+                )| Spec {
+                    name,
+                    command,
+                    args,
+                    secrets: secrets.into_iter().collect(),
+                    env_allow: env_allow.into_iter().collect(),
+                    cookie_value,
+                    app_versions,
+                    memory_mib,
+                    max_restarts,
+                },
+            )
+    }
+
+    /// Top-level entries that are each wrong in their own way.
+    fn arb_bad_line() -> impl Strategy<Value = (&'static str, &'static str)> {
+        prop_oneof![
+            Just(("unknown_key = 1", "unknown field")),
+            Just(("sha256 = \"abc\"", "64 hexadecimal")),
+            Just(("idle_timeout = \"soon\"", "")),
+            Just(("config = [\"a\", \"a\"]", "twice")),
+            Just(("config = [\"../etc/shadow\"]", "not a valid name")),
+            Just(("sandbox = \"sometimes\"", "")),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_never_panics_and_errors_point_into_the_file(
+            text in prop_oneof![".{0,400}", "[a-z_\\[\\]=\" \n0-9.,/\\\\]{0,400}"],
+        ) {
+            if let Err(err) = parse(&text) {
+                prop_assert_eq!(&err.file, Path::new("/cat/kv.toml"));
+                prop_assert!(err.line >= 1 && err.line <= text.lines().count() + 1, "{}", err);
+                prop_assert!(err.column >= 1, "{}", err);
+                prop_assert!(err.to_string().starts_with("/cat/kv.toml:"), "{}", err);
+            }
+        }
+
+        #[test]
+        fn encoded_manifests_parse_back_to_what_was_encoded(spec in arb_spec()) {
+            let (top, tables) = encode(&spec);
+            let text = text(&top, &tables);
+            let m = parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            prop_assert_eq!(&m.name, &spec.name);
+            prop_assert_eq!(m.command, Path::new("/cat").join(&spec.command));
+            prop_assert_eq!(&m.args, &spec.args);
+            prop_assert_eq!(&m.secrets, &spec.secrets);
+            prop_assert_eq!(&m.env_allow, &spec.env_allow);
+            prop_assert_eq!(&m.cookie_value, &spec.cookie_value);
+            prop_assert_eq!(&m.app_versions, &spec.app_versions);
+            prop_assert_eq!(m.limits.memory_mib, spec.memory_mib);
+            prop_assert_eq!(
+                m.restart.max_restarts,
+                spec.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS)
+            );
+        }
+
+        #[test]
+        fn a_bad_entry_anywhere_is_reported_at_its_line(
+            spec in arb_spec(),
+            (bad, says) in arb_bad_line(),
+            at in 0_usize..=5,
+        ) {
+            let (mut top, tables) = encode(&spec);
+            top.insert(at, bad.to_owned());
+            let text = text(&top, &tables);
+            let err = parse(&text).expect_err(&text);
+            prop_assert_eq!(err.line, at + 1, "{}\n{}", err, text);
+            prop_assert!(err.message.contains(says), "{}", err);
+            let prefix = format!("/cat/kv.toml:{}:", at + 1);
+            prop_assert!(err.to_string().starts_with(&prefix), "{}", err);
+        }
+
+        #[test]
+        fn an_absolute_escaping_or_nul_command_is_refused_at_its_line(
+            spec in arb_spec(),
+            command in prop_oneof![
+                "/[a-z]{1,10}",
+                "([a-z]{1,5}/){0,2}\\.\\./[a-z]{1,5}",
+                "[a-z]{1,5}\u{0}[a-z]{0,5}",
+            ],
+        ) {
+            let (mut top, tables) = encode(&spec);
+            top[1] = format!("command = {}", toml_string(&command));
+            let err = parse(&text(&top, &tables)).expect_err(&command);
+            prop_assert_eq!((err.line, err.key.as_deref()), (2, Some("command")), "{}", err);
+        }
     }
 }

@@ -94,6 +94,11 @@ pub(crate) struct RunArgs {
     /// removed at the end].
     #[arg(long = "state-dir", value_name = "DIR")]
     pub(crate) state_dir: Option<PathBuf>,
+    /// The artifacts plugins may fetch from the host (`tether.agent.v1.Host/FetchArtifact`),
+    /// one file per name; a step gets only those its params name [default: DIR/../artifacts,
+    /// next to the catalog].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) artifacts: Option<PathBuf>,
 }
 
 /// Which plugin to launch and how.

@@ -67,6 +67,20 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
             }
         }
     }
+    for (key, paths) in [
+        ("sandbox_allow_exec", &m.sandbox_allow_exec),
+        ("sandbox_allow_read", &m.sandbox_allow_read),
+    ] {
+        for path in paths {
+            if !path.is_dir() {
+                problems.push(format!(
+                    "{file}: plugin `{}`: {key} names {}, which is not a directory here; the plugin would not start confined",
+                    m.name,
+                    path.display()
+                ));
+            }
+        }
+    }
     match std::fs::metadata(&m.command) {
         Err(e) => problems.push(format!(
             "{file}: plugin `{}`: binary {} is missing ({e}); build or install it",

@@ -6,7 +6,7 @@
 //! tether call --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello proto.KV/Get '{"key":"x"}'
 //! {"value":"eQ=="}
 //! tether inspect --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
-//! tether run                       # the agent demo: examples/agent/{catalog,workflow.toml}
+//! tether run                       # the agent demo: examples/agent/{catalog,workflow.toml,artifacts}
 //! tether run --repeat 100          # ≥ 1,000 steps, with steps/s
 //! tether list; tether check        # the demo catalog (or --catalog DIR)
 //! tether call --catalog examples/agent/catalog word-count \
@@ -28,6 +28,7 @@
 //! | 3 | a step's plugin could not be started or used (`run`) |
 //! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, a catalog with problems (`list`, `check`) |
 
+mod agent_host;
 mod args;
 mod call;
 mod check;

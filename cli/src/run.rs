@@ -2,6 +2,7 @@
 //! plugin only when a step first needs it, and prints a summary.
 
 use std::io::IsTerminal as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -9,6 +10,7 @@ use tether_broker::Broker;
 use tether_examples::agent::v1::executor_client::ExecutorClient;
 use tether_examples::agent::v1::{ExecuteRequest, Phase};
 
+use crate::agent_host::{AgentHost, ArtifactPolicy, CallbackCounts};
 use crate::args::RunArgs;
 use crate::error::CliError;
 use crate::installation::{Installation, demo_dir};
@@ -40,14 +42,35 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     };
     let in_catalog = install.catalog.len();
     let names = install.names();
+    let artifacts = args.artifacts.clone().unwrap_or_else(|| {
+        install
+            .dir
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("artifacts")
+    });
+    let policy = Arc::new(ArtifactPolicy::new(artifacts, &workflow));
+    let counts = Arc::new(CallbackCounts::default());
+    let total_steps = workflow.steps.len() as u64 * u64::from(args.repeat);
+    let progress = Progress::new(total_steps);
+    let bar = progress.bar();
+    let host_counts = Arc::clone(&counts);
     let broker = Broker::builder(install.catalog, state_dir)
         .grants(install.grants)
         .secrets(install.secrets)
         .config_source(install.config)
+        // Every plugin gets its own `tether.agent.v1.Host`, which knows whose calls it serves.
+        .customize(move |builder| {
+            let host = AgentHost::new(
+                builder.plugin_name(),
+                Arc::clone(&policy),
+                Arc::clone(&host_counts),
+                bar.clone(),
+            );
+            builder.host_service(host)
+        })
         .build();
 
-    let total_steps = workflow.steps.len() as u64 * u64::from(args.repeat);
-    let progress = Progress::new(total_steps);
     let started = Instant::now();
     let result = run_steps(&broker, &workflow, args.repeat, &progress).await;
     let elapsed = started.elapsed();
@@ -73,6 +96,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
         in_catalog,
         started_plugins.join(", ")
     );
+    println!("callbacks: {}", counts.summary());
     println!("output: {output}");
     println!("total time: {}", format_duration(elapsed));
     println!(
@@ -160,6 +184,14 @@ impl Progress {
                 total,
                 done: std::cell::Cell::new(0),
             }
+        }
+    }
+
+    /// The progress bar, when there is one.
+    fn bar(&self) -> Option<ProgressBar> {
+        match self {
+            Self::Bar(bar) => Some(bar.clone()),
+            Self::Lines { .. } => None,
         }
     }
 

@@ -110,6 +110,12 @@ async fn launch_from_catalog(
     for name in &m.env_allow {
         builder = builder.env_allow(name.clone());
     }
+    for path in &m.sandbox_allow_exec {
+        builder = builder.sandbox_allow_exec(path);
+    }
+    for path in &m.sandbox_allow_read {
+        builder = builder.sandbox_allow_read(path);
+    }
     if let Some(hash) = &m.sha256 {
         builder = builder.sha256(hash.clone());
     }

@@ -10,6 +10,11 @@
 //! ```
 //!
 //! Each step receives the previous step's outputs as its input.
+//!
+//! A step's params also say which host-side artifacts its plugin may fetch
+//! (`tether.agent.v1.Host/FetchArtifact`): the name in `artifact`, and the names in
+//! `artifacts`. Each must be a plain file name (see [`artifact_name`]); nothing else is served to
+//! that step.
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +45,50 @@ pub(crate) struct Step {
     pub(crate) plugin: String,
     /// A JSON object.
     pub(crate) params_json: String,
+    /// The artifacts its params name (`artifact`, `artifacts`): the only ones the host serves
+    /// to this step.
+    pub(crate) artifacts: Vec<String>,
+}
+
+/// Checks that `name` can name an artifact: a plain file name of ASCII letters, digits, `.`,
+/// `_` and `-`, not starting with `.` (so no paths, `..` or hidden files), at most 255 bytes.
+pub(crate) fn artifact_name(name: &str) -> Result<&str, String> {
+    let plain = !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if plain {
+        Ok(name)
+    } else {
+        Err(format!(
+            "`{name}` is not an artifact name: use a plain file name (letters, digits, `.`, `_`, `-`; not starting with `.`)"
+        ))
+    }
+}
+
+/// The artifacts `params` names: `artifact = "NAME"` and `artifacts = ["NAME", …]`.
+fn artifacts_of(params: &toml::Table) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    match params.get("artifact") {
+        None => {}
+        Some(toml::Value::String(name)) => names.push(artifact_name(name)?.to_owned()),
+        Some(_) => return Err("`artifact` must be a string".to_owned()),
+    }
+    match params.get("artifacts") {
+        None => {}
+        Some(toml::Value::Array(list)) => {
+            for value in list {
+                let name = value
+                    .as_str()
+                    .ok_or_else(|| "`artifacts` must be a list of strings".to_owned())?;
+                names.push(artifact_name(name)?.to_owned());
+            }
+        }
+        Some(_) => return Err("`artifacts` must be a list of strings".to_owned()),
+    }
+    Ok(names)
 }
 
 #[derive(Deserialize)]
@@ -115,10 +164,17 @@ impl Workflow {
                     ),
                 )
             })?;
+            let artifacts = artifacts_of(&step.params).map_err(|message| {
+                error(
+                    step.plugin.span().start,
+                    format!("step `{}`: {message}", step.name),
+                )
+            })?;
             steps.push(Step {
                 name: step.name,
                 plugin: step.plugin.into_inner(),
                 params_json: params,
+                artifacts,
             });
         }
         Ok(Self {
@@ -164,6 +220,26 @@ mod tests {
         let text = "name = \"w\"\n[[steps]]\nname = \"one\"\nplugn = \"a\"\n";
         let err = Workflow::parse(text, Path::new("w.toml"), &plugins()).unwrap_err();
         assert_eq!(err.line, 4, "{err}");
+    }
+
+    #[test]
+    fn the_artifacts_a_step_may_fetch_come_from_its_params() {
+        let text = "name = \"w\"\n[[steps]]\nname = \"one\"\nplugin = \"a\"\nparams = { artifact = \"notes.md\", artifacts = [\"x-1.bin\"] }\n[[steps]]\nname = \"two\"\nplugin = \"b\"\n";
+        let w = Workflow::parse(text, Path::new("w.toml"), &plugins()).unwrap();
+        assert_eq!(w.steps[0].artifacts, ["notes.md", "x-1.bin"]);
+        assert!(w.steps[1].artifacts.is_empty());
+    }
+
+    #[test]
+    fn an_artifact_name_that_is_a_path_is_refused_with_its_line() {
+        for bad in ["../grants.toml", "/etc/passwd", ".hidden", "a/b", ""] {
+            let text = format!(
+                "name = \"w\"\n[[steps]]\nname = \"one\"\nplugin = \"a\"\nparams = {{ artifact = \"{bad}\" }}\n"
+            );
+            let err = Workflow::parse(&text, Path::new("w.toml"), &plugins()).unwrap_err();
+            assert_eq!(err.line, 4, "{err}");
+            assert!(err.message.contains("not an artifact name"), "{err}");
+        }
     }
 
     #[test]

@@ -24,19 +24,33 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0b\x61gent.proto\x12\x0ftether.agent.v1\"G\n\x0e\x45xecuteRequest\x12\x0c\n\x04step\x18\x01 \x01(\t\x12\x13\n\x0bparams_json\x18\x02 \x01(\t\x12\x12\n\ninput_json\x18\x03 \x01(\t\"_\n\x0f\x45xecuteResponse\x12%\n\x05phase\x18\x01 \x01(\x0e\x32\x16.tether.agent.v1.Phase\x12\x14\n\x0coutputs_json\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t*E\n\x05Phase\x12\x15\n\x11PHASE_UNSPECIFIED\x10\x00\x12\x13\n\x0fPHASE_SUCCEEDED\x10\x01\x12\x10\n\x0cPHASE_FAILED\x10\x02\x32X\n\x08\x45xecutor\x12L\n\x07\x45xecute\x12\x1f.tether.agent.v1.ExecuteRequest\x1a .tether.agent.v1.ExecuteResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0b\x61gent.proto\x12\x0ftether.agent.v1\"G\n\x0e\x45xecuteRequest\x12\x0c\n\x04step\x18\x01 \x01(\t\x12\x13\n\x0bparams_json\x18\x02 \x01(\t\x12\x12\n\ninput_json\x18\x03 \x01(\t\"_\n\x0f\x45xecuteResponse\x12%\n\x05phase\x18\x01 \x01(\x0e\x32\x16.tether.agent.v1.Phase\x12\x14\n\x0coutputs_json\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"L\n\x0eProgressReport\x12\x0c\n\x04step\x18\x01 \x01(\t\x12\x0c\n\x04\x64one\x18\x02 \x01(\x04\x12\r\n\x05total\x18\x03 \x01(\x04\x12\x0f\n\x07message\x18\x04 \x01(\t\"R\n\x07LogLine\x12\x0c\n\x04step\x18\x01 \x01(\t\x12(\n\x05level\x18\x02 \x01(\x0e\x32\x19.tether.agent.v1.LogLevel\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x05\n\x03\x41\x63k\"2\n\x14\x46\x65tchArtifactRequest\x12\x0c\n\x04step\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"1\n\rArtifactChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x12\n\ntotal_size\x18\x02 \x01(\x04*E\n\x05Phase\x12\x15\n\x11PHASE_UNSPECIFIED\x10\x00\x12\x13\n\x0fPHASE_SUCCEEDED\x10\x01\x12\x10\n\x0cPHASE_FAILED\x10\x02*\x8c\x01\n\x08LogLevel\x12\x19\n\x15LOG_LEVEL_UNSPECIFIED\x10\x00\x12\x13\n\x0fLOG_LEVEL_TRACE\x10\x01\x12\x13\n\x0fLOG_LEVEL_DEBUG\x10\x02\x12\x12\n\x0eLOG_LEVEL_INFO\x10\x03\x12\x12\n\x0eLOG_LEVEL_WARN\x10\x04\x12\x13\n\x0fLOG_LEVEL_ERROR\x10\x05\x32X\n\x08\x45xecutor\x12L\n\x07\x45xecute\x12\x1f.tether.agent.v1.ExecuteRequest\x1a .tether.agent.v1.ExecuteResponse2\xe0\x01\n\x04Host\x12G\n\x0eReportProgress\x12\x1f.tether.agent.v1.ProgressReport\x1a\x14.tether.agent.v1.Ack\x12\x35\n\x03Log\x12\x18.tether.agent.v1.LogLine\x1a\x14.tether.agent.v1.Ack\x12X\n\rFetchArtifact\x12%.tether.agent.v1.FetchArtifactRequest\x1a\x1e.tether.agent.v1.ArtifactChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PHASE']._serialized_start=202
-  _globals['_PHASE']._serialized_end=271
+  _globals['_PHASE']._serialized_start=474
+  _globals['_PHASE']._serialized_end=543
+  _globals['_LOGLEVEL']._serialized_start=546
+  _globals['_LOGLEVEL']._serialized_end=686
   _globals['_EXECUTEREQUEST']._serialized_start=32
   _globals['_EXECUTEREQUEST']._serialized_end=103
   _globals['_EXECUTERESPONSE']._serialized_start=105
   _globals['_EXECUTERESPONSE']._serialized_end=200
-  _globals['_EXECUTOR']._serialized_start=273
-  _globals['_EXECUTOR']._serialized_end=361
+  _globals['_PROGRESSREPORT']._serialized_start=202
+  _globals['_PROGRESSREPORT']._serialized_end=278
+  _globals['_LOGLINE']._serialized_start=280
+  _globals['_LOGLINE']._serialized_end=362
+  _globals['_ACK']._serialized_start=364
+  _globals['_ACK']._serialized_end=369
+  _globals['_FETCHARTIFACTREQUEST']._serialized_start=371
+  _globals['_FETCHARTIFACTREQUEST']._serialized_end=421
+  _globals['_ARTIFACTCHUNK']._serialized_start=423
+  _globals['_ARTIFACTCHUNK']._serialized_end=472
+  _globals['_EXECUTOR']._serialized_start=688
+  _globals['_EXECUTOR']._serialized_end=776
+  _globals['_HOST']._serialized_start=779
+  _globals['_HOST']._serialized_end=1003
 # @@protoc_insertion_point(module_scope)

@@ -99,3 +99,178 @@ class Executor:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class HostStub:
+    """The host's side of the protocol: what a plugin may call back while it executes a step. A
+    tether host (`tether run`) serves it to every plugin it launches as a *host service*
+    (reached with the broker's host-services id, no id in any message). Every call names the
+    step it belongs to; the host knows which plugin is calling from the connection itself.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ReportProgress = channel.unary_unary(
+                '/tether.agent.v1.Host/ReportProgress',
+                request_serializer=agent__pb2.ProgressReport.SerializeToString,
+                response_deserializer=agent__pb2.Ack.FromString,
+                _registered_method=True)
+        self.Log = channel.unary_unary(
+                '/tether.agent.v1.Host/Log',
+                request_serializer=agent__pb2.LogLine.SerializeToString,
+                response_deserializer=agent__pb2.Ack.FromString,
+                _registered_method=True)
+        self.FetchArtifact = channel.unary_stream(
+                '/tether.agent.v1.Host/FetchArtifact',
+                request_serializer=agent__pb2.FetchArtifactRequest.SerializeToString,
+                response_deserializer=agent__pb2.ArtifactChunk.FromString,
+                _registered_method=True)
+
+
+class HostServicer:
+    """The host's side of the protocol: what a plugin may call back while it executes a step. A
+    tether host (`tether run`) serves it to every plugin it launches as a *host service*
+    (reached with the broker's host-services id, no id in any message). Every call names the
+    step it belongs to; the host knows which plugin is calling from the connection itself.
+    """
+
+    def ReportProgress(self, request, context):
+        """Reports how far the step has got (shown by the host's progress display and counted).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Log(self, request, context):
+        """Writes one log line into the host's log, tagged with the plugin's name and the step.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchArtifact(self, request, context):
+        """Fetches a host-side artifact by name, as a stream of chunks. The host serves only the
+        artifacts the workflow names in the calling step's `params` (`artifact` or
+        `artifacts`); anything else fails with PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_HostServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ReportProgress': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportProgress,
+                    request_deserializer=agent__pb2.ProgressReport.FromString,
+                    response_serializer=agent__pb2.Ack.SerializeToString,
+            ),
+            'Log': grpc.unary_unary_rpc_method_handler(
+                    servicer.Log,
+                    request_deserializer=agent__pb2.LogLine.FromString,
+                    response_serializer=agent__pb2.Ack.SerializeToString,
+            ),
+            'FetchArtifact': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchArtifact,
+                    request_deserializer=agent__pb2.FetchArtifactRequest.FromString,
+                    response_serializer=agent__pb2.ArtifactChunk.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'tether.agent.v1.Host', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('tether.agent.v1.Host', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Host:
+    """The host's side of the protocol: what a plugin may call back while it executes a step. A
+    tether host (`tether run`) serves it to every plugin it launches as a *host service*
+    (reached with the broker's host-services id, no id in any message). Every call names the
+    step it belongs to; the host knows which plugin is calling from the connection itself.
+    """
+
+    @staticmethod
+    def ReportProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tether.agent.v1.Host/ReportProgress',
+            agent__pb2.ProgressReport.SerializeToString,
+            agent__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Log(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tether.agent.v1.Host/Log',
+            agent__pb2.LogLine.SerializeToString,
+            agent__pb2.Ack.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchArtifact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tether.agent.v1.Host/FetchArtifact',
+            agent__pb2.FetchArtifactRequest.SerializeToString,
+            agent__pb2.ArtifactChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -8,6 +8,8 @@ import agent_executor
 import agent_pb2
 import pytest
 
+import tether_plugin
+
 
 def test_the_most_frequent_words_come_first_with_their_counts():
     outputs, message = agent_executor.word_stats({"top": 2}, {"text": "B a b, c b A"})
@@ -28,7 +30,7 @@ def test_bad_params_are_value_errors(params):
 
 def test_a_bad_step_is_a_failed_phase_not_a_grpc_error():
     request = agent_pb2.ExecuteRequest(step="s", params_json="[1]", input_json="")
-    response = agent_executor.WordStats().Execute(request, context=None)
+    response = agent_executor.WordStats(tether_plugin.GRPCBroker()).Execute(request, context=None)
     assert response.phase == agent_pb2.PHASE_FAILED
     assert "params_json must be a JSON object" in response.message
     assert json.loads(response.outputs_json) == {}

@@ -37,3 +37,13 @@ def test_the_readme_plugin_serves_the_kv_contract_over_automtls_and_logs_hclog(t
     stored = [line for line in lines if line["@message"] == "stored a value"]
     assert stored and stored[0]["@level"] == "info" and stored[0]["key"] == "a"
     assert stored[0]["@module"] == "kv"
+
+
+def test_the_readmes_callback_excerpts_are_the_counter_plugins_code():
+    text = README.read_text()
+    section = text.split("## Writing a plugin in Python", 1)[1].split("\n## ", 1)[0]
+    excerpts = re.findall(r"```py\n(.*?)```", section, re.S)
+    assert len(excerpts) == 3
+    source = (Path(__file__).resolve().parents[1] / "examples" / "counter_plugin.py").read_text()
+    for excerpt in excerpts:
+        assert excerpt in source, excerpt

@@ -51,6 +51,12 @@ JOBS = (
         protos=("kv.proto", "agent.proto"),
         out=SDK / "examples",
     ),
+    # Its own protoc run: it reuses kv.proto's message names in the same package `proto`.
+    Job(
+        include=REPO / "examples" / "proto",
+        protos=("counter.proto",),
+        out=SDK / "examples",
+    ),
 )
 
 

@@ -81,6 +81,13 @@ fn the_shipped_demo_completes_and_starts_fewer_plugins_than_the_catalog_has() {
     assert!(started >= 1 && started < in_catalog, "{text}");
     assert!(text.contains("per step: p50 "), "{text}");
     assert!(text.contains("steps/s"), "{text}");
+    // The checksum step called back: it fetched the change log and reported progress.
+    let artifact = std::fs::read(demo().join("artifacts/changelog.md")).unwrap();
+    assert!(number_after(&text, "callbacks: ") >= 1, "{text}");
+    assert!(
+        text.contains(&format!("1 artifact fetches ({} bytes)", artifact.len())),
+        "{text}"
+    );
     // Every plugin was stopped at the end.
     assert!(procs::in_dir(&state).is_empty());
 }
@@ -182,7 +189,13 @@ fn catalog_with_a_broken_manifest(dir: &Path) -> PathBuf {
     for entry in std::fs::read_dir(demo().join("catalog")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|x| x == "toml") {
-            std::fs::copy(&path, catalog.join(path.file_name().unwrap())).unwrap();
+            // Relative sandbox allowances are relative to the manifest: keep them pointing at
+            // the checkout.
+            let sdk = repo_root().join("sdk-python/src");
+            let text = std::fs::read_to_string(&path)
+                .unwrap()
+                .replace("../../../sdk-python/src", sdk.to_str().unwrap());
+            std::fs::write(catalog.join(path.file_name().unwrap()), text).unwrap();
         }
     }
     std::os::unix::fs::symlink(demo().join("catalog/bin"), catalog.join("bin")).unwrap();
@@ -224,6 +237,17 @@ fn check_lists_every_problem_of_a_catalog_and_fails() {
         "name = \"gone\"\ncommand = \"bin/no-such-plugin\"\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n",
     )
     .unwrap();
+    // And sandbox allowances: a directory that does not exist, and an unset variable.
+    std::fs::write(
+        catalog.join("narrow.toml"),
+        "name = \"narrow\"\ncommand = \"bin/tether\"\nsandbox_allow_read = [\"no-such-dir\"]\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        catalog.join("unset.toml"),
+        "name = \"unset\"\ncommand = \"bin/tether\"\n\nsandbox_allow_exec = [\"${TETHER_TEST_SURELY_UNSET}\"]\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n",
+    )
+    .unwrap();
     let secrets = demo().join("secrets");
     let out = tether(
         work.path(),
@@ -241,7 +265,19 @@ fn check_lists_every_problem_of_a_catalog_and_fails() {
         .lines()
         .filter(|l| l.starts_with("problem: "))
         .collect();
-    assert_eq!(problems.len(), 3, "{text}");
+    assert_eq!(problems.len(), 5, "{text}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("plugin `narrow`: sandbox_allow_read names")
+                && p.contains("no-such-dir, which is not a directory")),
+        "{text}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("unset.toml:4:")
+            && p.contains("`TETHER_TEST_SURELY_UNSET`, which is not set")),
+        "{text}"
+    );
     assert!(
         problems.iter().any(|p| p.contains("broken.toml:3:")),
         "{text}"
@@ -314,58 +350,36 @@ fn call_reaches_a_catalog_plugin_by_name() {
     assert_eq!(outputs["words"], 3);
 }
 
-/// Whether Python's packages (grpcio) are under the system paths a confined plugin may read
-/// ([`tether_broker::SYSTEM_EXEC_PATHS`], e.g. `/usr/lib/python3/dist-packages`); not so with a
-/// Python in the home directory (pyenv, virtualenvs).
-fn python_packages_are_in_system_paths() -> bool {
-    let out = Command::new(tether_tests::python::PYTHON)
-        .args(["-c", "import grpc; print(grpc.__file__)"])
-        .output()
-        .unwrap();
-    let location = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    tether_broker::SYSTEM_EXEC_PATHS
-        .iter()
-        .any(|dir| Path::new(&location).starts_with(dir))
-}
-
 #[test]
-fn the_python_executor_of_the_catalog_runs_a_step_over_automtls() {
+fn the_python_executor_of_the_catalog_runs_a_step_over_automtls_and_calls_back() {
     if tether_tests::python::python_or_skip(
-        "the_python_executor_of_the_catalog_runs_a_step_over_automtls",
+        "the_python_executor_of_the_catalog_runs_a_step_over_automtls_and_calls_back",
     )
     .is_none()
     {
         return;
     }
+    // The shipped catalog, confined: its manifest allows Python's installation
+    // (`${PYENV_ROOT:-/usr}`) and the SDK's sources.
     let work = tempfile::tempdir().unwrap();
-    let catalog = work.path().join("catalog");
-    std::fs::create_dir(&catalog).unwrap();
-    std::os::unix::fs::symlink(demo().join("catalog/bin"), catalog.join("bin")).unwrap();
-    for name in ["word-count", "word-stats", "json-transform"] {
-        let mut manifest =
-            std::fs::read_to_string(demo().join(format!("catalog/{name}.toml"))).unwrap();
-        if name == "word-stats" && !python_packages_are_in_system_paths() {
-            eprintln!(
-                "NOTE: python3's packages are outside the system paths Landlock lets plugins read; running word-stats unconfined"
-            );
-            manifest = manifest.replace("idle_timeout", "sandbox = \"off\"\nidle_timeout");
-        }
-        std::fs::write(catalog.join(format!("{name}.toml")), manifest).unwrap();
-    }
     let workflow = work.path().join("stats.toml");
     std::fs::write(
         &workflow,
         "name = \"stats\"\n[[steps]]\nname = \"count\"\nplugin = \"word-count\"\nparams = { text = \"b a b c b a\" }\n[[steps]]\nname = \"stats\"\nplugin = \"word-stats\"\nparams = { top = 2 }\n[[steps]]\nname = \"keep\"\nplugin = \"json-transform\"\nparams = { pick = [\"top\"] }\n",
     )
     .unwrap();
+    let catalog = demo().join("catalog");
     let catalog = catalog.to_str().unwrap();
-    let out = tether(
-        work.path(),
-        &["run", "--catalog", catalog, workflow.to_str().unwrap()],
-    );
+    let out = tether(work.path(), &["run", workflow.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("plugins: 3 started"), "{text}");
+    // The Python step called back through its SDK's GRPCBroker: one progress report and one
+    // log line, counted by the host.
+    assert!(
+        text.contains("callbacks: 1 progress reports, 1 log lines, 0 artifact fetches"),
+        "{text}"
+    );
     let output = text
         .lines()
         .find_map(|l| l.strip_prefix("output: "))
@@ -383,4 +397,131 @@ fn the_python_executor_of_the_catalog_runs_a_step_over_automtls() {
     assert!(inspect.status.success(), "{}", stderr(&inspect));
     assert!(text.contains("tls: mutual"), "{text}");
     assert!(text.contains("tether.agent.v1.Executor"), "{text}");
+}
+
+/// `len` bytes no other run has: the test's temporary directory name mixed through an LCG.
+fn unique_bytes(seed_from: &Path, len: usize) -> Vec<u8> {
+    let mut state = seed_from
+        .to_string_lossy()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+        ^ u64::from(std::process::id());
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 56) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn the_checksum_step_returns_the_digest_of_the_bytes_the_host_served_and_reports_progress() {
+    let work = tempfile::tempdir().unwrap();
+    let artifacts = work.path().join("artifacts");
+    std::fs::create_dir(&artifacts).unwrap();
+    // Several 64 KiB chunks, so the plugin reports progress more than once.
+    let bytes = unique_bytes(work.path(), 200_000);
+    std::fs::write(artifacts.join("blob.bin"), &bytes).unwrap();
+    let workflow = work.path().join("fetch.toml");
+    std::fs::write(
+        &workflow,
+        "name = \"fetch\"\n[[steps]]\nname = \"sum\"\nplugin = \"checksum\"\nparams = { artifact = \"blob.bin\" }\n[[steps]]\nname = \"keep\"\nplugin = \"json-transform\"\nparams = { pick = [\"artifact\", \"bytes\", \"sha256\"] }\n",
+    )
+    .unwrap();
+    let out = tether(
+        work.path(),
+        &[
+            "run",
+            "--artifacts",
+            artifacts.to_str().unwrap(),
+            workflow.to_str().unwrap(),
+        ],
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}\n{text}", stderr(&out));
+    let output = text
+        .lines()
+        .find_map(|l| l.strip_prefix("output: "))
+        .unwrap();
+    let output: serde_json::Value = serde_json::from_str(output).unwrap();
+    let digest: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        output,
+        serde_json::json!({"artifact": "blob.bin", "bytes": bytes.len(), "sha256": digest})
+    );
+    let chunks = bytes.len().div_ceil(64 * 1024);
+    assert_eq!(number_after(&text, "callbacks: "), chunks, "{text}");
+    assert!(
+        text.contains(" 1 log lines, 1 artifact fetches (200000 bytes), 0 refused"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_step_asking_for_an_artifact_its_params_do_not_name_fails_with_a_clear_error() {
+    let work = tempfile::tempdir().unwrap();
+    // The first plugin's output names an artifact; only the workflow's params may grant one.
+    let workflow = work.path().join("sneak.toml");
+    std::fs::write(
+        &workflow,
+        "name = \"sneak\"\n[[steps]]\nname = \"name-it\"\nplugin = \"json-transform\"\nparams = { set = { artifact = \"changelog.md\" } }\n[[steps]]\nname = \"sum\"\nplugin = \"checksum\"\n",
+    )
+    .unwrap();
+    let out = tether(work.path(), &["run", workflow.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(EXIT_STEP_FAILED), "{err}");
+    assert!(
+        err.contains("the host refused artifact `changelog.md`")
+            && err.contains("step `sum` (plugin `checksum`) may not fetch artifact `changelog.md`")
+            && err.contains("PermissionDenied"),
+        "{err}"
+    );
+    assert!(!stdout(&out).contains("output: "), "{}", stdout(&out));
+}
+
+#[test]
+fn a_plugins_log_callback_becomes_a_host_log_event_with_the_plugins_name() {
+    let work = tempfile::tempdir().unwrap();
+    let workflow = work.path().join("one.toml");
+    std::fs::write(
+        &workflow,
+        "name = \"one\"\n[[steps]]\nname = \"sum\"\nplugin = \"checksum\"\nparams = { artifact = \"changelog.md\" }\n",
+    )
+    .unwrap();
+    let out = tether(
+        work.path(),
+        &[
+            "--log-format",
+            "json",
+            "-v",
+            "run",
+            workflow.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events: Vec<serde_json::Value> = stderr(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["target"] == "tether::agent")
+        .collect();
+    let logged: Vec<_> = events.iter().filter(|e| e["level"] == "INFO").collect();
+    assert_eq!(logged.len(), 1, "{events:?}");
+    let fields = &logged[0]["fields"];
+    assert_eq!(fields["plugin"], "checksum");
+    assert_eq!(fields["step"], "sum");
+    let artifact = std::fs::read(demo().join("artifacts/changelog.md")).unwrap();
+    assert!(
+        fields["message"].as_str().unwrap().starts_with(&format!(
+            "fetched artifact changelog.md: {} bytes",
+            artifact.len()
+        )),
+        "{fields}"
+    );
 }

@@ -1,6 +1,7 @@
 //! The benchmark harness (`tether-bench`) against the real programs it drives: every
-//! measurement of tether's `kv-host`, go-plugin's `kvhost` (v1.8) and the `pingpong` floor
-//! yields values the harness accepts, with tiny counts. Nothing here asserts a timing — speed
+//! measurement of tether's `kv-host`/`counter-host`, go-plugin's `kvhost`/`counterhost` (v1.8,
+//! and 1.0.1 for the plaintext callback) and the `pingpong` floor yields values the harness
+//! accepts, with tiny counts. Nothing here asserts a timing — speed
 //! is measured by `bash bench/run.sh`, not by tests.
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
@@ -8,13 +9,17 @@
 use std::path::{Path, PathBuf};
 
 use tether_bench::run::DEFAULT_RUN_TIMEOUT;
-use tether_bench::suite::{Counts, MIB, Measurement, System, SystemKind, Value};
+use tether_bench::suite::{
+    CallbackMode, CounterPrograms, Counts, MIB, Measurement, System, SystemKind, Value,
+};
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 
 const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-kv-host");
 const RUST_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 const PINGPONG: &str = env!("CARGO_BIN_EXE_tests-pingpong");
+const RUST_COUNTER_HOST: &str = env!("CARGO_BIN_EXE_tests-counter-host");
+const RUST_COUNTER_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-counter-plugin");
 
 /// Smaller than `Counts::QUICK`: debug builds.
 const SMOKE: Counts = Counts {
@@ -26,17 +31,38 @@ const SMOKE: Counts = Counts {
     rounds_1mib: 1,
     rounds_64mib: 1,
     live_plugins: 2,
+    callback_pairs: 3,
+    callback_warmup: 1,
+    catalog_manifests: 50,
+    catalog_used: 2,
+    catalog_repeat: 1,
 };
 
-fn kv(id: &'static str, host: &Path, plugin: &Path) -> System {
+fn kv(
+    id: &'static str,
+    host: &Path,
+    plugin: &Path,
+    counter: Option<CounterPrograms>,
+    tether: bool,
+) -> System {
     System {
         id,
         label: id.into(),
         kind: SystemKind::KvHost {
             host: host.into(),
             plugin: plugin.into(),
+            counter,
+            tether,
         },
     }
+}
+
+fn counter(host: &Path, plugin: &Path, host_args: &[&str]) -> Option<CounterPrograms> {
+    Some(CounterPrograms {
+        host: host.into(),
+        plugin: plugin.into(),
+        host_args: host_args.iter().map(|&a| a.to_owned()).collect(),
+    })
 }
 
 /// Runs every measurement that applies to `system` and returns (measurement, metric, value).
@@ -74,7 +100,17 @@ fn assert_positive_except(values: &[(Measurement, &str, Value)], failing: &[&str
 #[test]
 fn every_measurement_of_the_tether_host_yields_numbers_including_64_mib_messages() {
     let work = tempfile::tempdir().unwrap();
-    let system = kv("tether", Path::new(RUST_HOST), Path::new(RUST_PLUGIN));
+    let system = kv(
+        "tether",
+        Path::new(RUST_HOST),
+        Path::new(RUST_PLUGIN),
+        counter(
+            Path::new(RUST_COUNTER_HOST),
+            Path::new(RUST_COUNTER_PLUGIN),
+            &[],
+        ),
+        true,
+    );
     let values = measure_all(&system, work.path());
     assert_positive_except(&values, &[]);
     let has = |id: &str| values.iter().any(|(_, i, _)| *i == id);
@@ -85,9 +121,22 @@ fn every_measurement_of_the_tether_host_yields_numbers_including_64_mib_messages
         "payload_64mib",
         "plugin_rss",
         "host_rss_per_plugin",
+        "callback_p50",
+        "callback_over_plain",
+        "launch_off_p50",
+        "catalog_load",
     ] {
         assert!(has(id), "no {id}");
     }
+    let started = values
+        .iter()
+        .find(|(_, id, _)| *id == "catalog_started")
+        .unwrap();
+    assert_eq!(
+        started.2,
+        Value::Number(2.0),
+        "a lazy catalog starts only the plugins used"
+    );
     assert!(
         procs::in_dir(work.path()).is_empty(),
         "plugins left running"
@@ -100,14 +149,62 @@ fn go_plugin_refuses_64_mib_messages_and_yields_every_other_measurement() {
         return;
     };
     let work = tempfile::tempdir().unwrap();
-    let system = kv("go18", &go.host, &go.plugin);
+    let system = kv(
+        "go18",
+        &go.host,
+        &go.plugin,
+        counter(&go.counter_host, &go.counter_plugin, &[]),
+        false,
+    );
     let values = measure_all(&system, work.path());
     assert_positive_except(&values, &["payload_64mib"]);
+    assert!(values.iter().any(|(_, id, _)| *id == "callback_p50"));
+    assert!(
+        !values.iter().any(|(_, id, _)| *id == "catalog_load"),
+        "go-plugin has no catalog"
+    );
     let big = values
         .iter()
         .find(|(m, _, _)| *m == Measurement::Payload { size: 64 * MIB })
         .unwrap();
     assert_eq!(big.2, Value::Failed("ResourceExhausted".into()));
+    assert!(
+        procs::in_dir(work.path()).is_empty(),
+        "plugins left running"
+    );
+}
+
+#[test]
+fn go_plugin_1_0_1_measures_a_callback_in_plaintext() {
+    let Some(go) = peers::go_or_skip(
+        GoPlugin::V101,
+        "go_plugin_1_0_1_measures_a_callback_in_plaintext",
+    ) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let system = kv(
+        "go101",
+        &go.host,
+        &go.plugin,
+        counter(&go.counter_host, &go.counter_plugin, &["--plaintext"]),
+        false,
+    );
+    let m = Measurement::Callback {
+        mode: CallbackMode::Default,
+    };
+    let values = tether_bench::run::run(&system, m, &SMOKE, work.path(), DEFAULT_RUN_TIMEOUT)
+        .unwrap_or_else(|e| panic!("go101 callback: {e}"));
+    let ids: Vec<&str> = values.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        ids,
+        [
+            "callback_plain_p50",
+            "callback_p50",
+            "callback_p99",
+            "callback_over_plain"
+        ]
+    );
     assert!(
         procs::in_dir(work.path()).is_empty(),
         "plugins left running"

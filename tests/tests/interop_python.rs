@@ -283,3 +283,107 @@ async fn a_python_plugin_exits_when_its_host_dies() {
         "the plugin removes its private socket directory when its host dies"
     );
 }
+
+const COUNTER_HOST: &str = env!("CARGO_BIN_EXE_tests-counter-host");
+
+/// `put c 5`, `put c 7` (each in a launch of its own: the Python counter plugin dials the
+/// host's `AddHelper` through `plugin.GRPCBroker` and stores the sum it returns), then `get c`
+/// prints `12`; nothing is left running. `host_args` go before the subcommand.
+fn counter_round_trip(host: &Path, py: &python::PythonPeer, host_args: &[String], tls: bool) {
+    let work = tempfile::tempdir().unwrap();
+    let plugin = py.sdk.join("examples/counter_plugin.py");
+    let command = shell_words::join([py.interpreter.to_string_lossy(), plugin.to_string_lossy()]);
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(host);
+        if !tls {
+            cmd.arg("--plaintext");
+        }
+        cmd.args(host_args)
+            .args(args)
+            .env("COUNTER_PLUGIN", &command)
+            .current_dir(work.path())
+            .output()
+            .unwrap()
+    };
+    for n in ["5", "7"] {
+        let put = run(&["put", "c", n]);
+        assert!(put.status.success(), "put c {n}: {}", describe(&put));
+    }
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("kv_c")).unwrap(),
+        r#"{"Value":12}"#
+    );
+    let get = run(&["get", "c"]);
+    assert!(get.status.success(), "get c: {}", describe(&get));
+    assert_eq!(String::from_utf8_lossy(&get.stdout), "12\n");
+    let left = procs::in_dir(work.path());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+#[test]
+fn counter_host_and_the_python_counter_plugin_add_through_a_callback_with_automtls() {
+    let Some(py) = python::python_or_skip(
+        "counter_host_and_the_python_counter_plugin_add_through_a_callback_with_automtls",
+    ) else {
+        return;
+    };
+    counter_round_trip(
+        Path::new(COUNTER_HOST),
+        &py,
+        &py.kv_host_sandbox_args(),
+        true,
+    );
+}
+
+#[test]
+fn counter_host_and_the_python_counter_plugin_add_through_a_callback_in_plaintext() {
+    let Some(py) = python::python_or_skip(
+        "counter_host_and_the_python_counter_plugin_add_through_a_callback_in_plaintext",
+    ) else {
+        return;
+    };
+    counter_round_trip(
+        Path::new(COUNTER_HOST),
+        &py,
+        &py.kv_host_sandbox_args(),
+        false,
+    );
+}
+
+/// The host registers `AddHelper` once as a tether host service; the Python plugin reaches it
+/// with `broker.host_services()` (no id in the message, `add_server` 0).
+#[test]
+fn the_python_counter_plugin_reaches_a_tether_host_service_without_an_id() {
+    let Some(py) = python::python_or_skip(
+        "the_python_counter_plugin_reaches_a_tether_host_service_without_an_id",
+    ) else {
+        return;
+    };
+    let mut args = py.kv_host_sandbox_args();
+    args.push("--host-service".to_owned());
+    counter_round_trip(Path::new(COUNTER_HOST), &py, &args, true);
+}
+
+/// go-plugin's own bidirectional hosts drive the Python counter plugin. Under AutoMTLS the
+/// plugin dials the Go host's broker, whose P-521 certificate gRPC's TLS cannot verify, so the
+/// SDK relays the dial through Python's `ssl`.
+macro_rules! go_counter_host_tests {
+    ($($name:ident: $variant:expr, $tls:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let Some(py) = python::python_or_skip(stringify!($name)) else {
+                return;
+            };
+            let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
+                return;
+            };
+            counter_round_trip(&go.counter_host, &py, &[], $tls);
+        }
+    )*};
+}
+
+go_counter_host_tests! {
+    go_host_v1_8_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V18, true;
+    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V101, true;
+    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_in_plaintext: GoPlugin::V101, false;
+}

@@ -1,6 +1,7 @@
 //! The byte streams tether speaks gRPC over, and the addresses it connects to.
 
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,16 +35,44 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// One accepted connection, ready for tonic's `serve_with_incoming` (TLS already established
 /// when it is on).
-pub struct Conn(Box<dyn Io>);
+pub struct Conn {
+    io: Box<dyn Io>,
+    cut: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
 
 impl Conn {
     /// Wraps a stream.
     pub fn new(stream: impl Io) -> Self {
-        Self(Box::new(stream))
+        Self::from_box(Box::new(stream))
     }
 
     pub(crate) fn from_box(stream: Box<dyn Io>) -> Self {
-        Self(stream)
+        Self {
+            io: stream,
+            cut: None,
+        }
+    }
+
+    /// Cuts the connection once `cut` completes: from then on every read and write fails with
+    /// `ConnectionAborted`, so the HTTP/2 connection ends and its peer sees its calls fail.
+    ///
+    /// tonic serves each connection in a task of its own, which outlives the server future:
+    /// dropping that future does not end connections still open. This does.
+    #[must_use]
+    pub fn cut_when(mut self, cut: impl Future<Output = ()> + Send + 'static) -> Self {
+        self.cut = Some(Box::pin(cut));
+        self
+    }
+
+    /// `Some(error)` once the connection is cut; registers for the wake-up otherwise.
+    fn cut(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        let cut = self.cut.as_mut()?;
+        cut.as_mut().poll(cx).is_ready().then(|| {
+            io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the server stopped; connection cut",
+            )
+        })
     }
 }
 
@@ -65,7 +94,10 @@ impl AsyncRead for Conn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_read(cx, buf)
+        if let Some(error) = self.cut(cx) {
+            return Poll::Ready(Err(error));
+        }
+        Pin::new(&mut *self.io).poll_read(cx, buf)
     }
 }
 
@@ -75,15 +107,21 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut *self.0).poll_write(cx, buf)
+        if let Some(error) = self.cut(cx) {
+            return Poll::Ready(Err(error));
+        }
+        Pin::new(&mut *self.io).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_flush(cx)
+        if let Some(error) = self.cut(cx) {
+            return Poll::Ready(Err(error));
+        }
+        Pin::new(&mut *self.io).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_shutdown(cx)
+        Pin::new(&mut *self.io).poll_shutdown(cx)
     }
 
     fn poll_write_vectored(
@@ -91,10 +129,13 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut *self.0).poll_write_vectored(cx, bufs)
+        if let Some(error) = self.cut(cx) {
+            return Poll::Ready(Err(error));
+        }
+        Pin::new(&mut *self.io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
+        self.io.is_write_vectored()
     }
 }

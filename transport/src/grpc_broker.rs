@@ -438,6 +438,19 @@ impl GrpcBroker {
             },
         );
 
+        // Connections outlive the server future (tonic runs each in its own task): each is cut
+        // when the serving task below ends, which drops `cut_tx`.
+        let (cut_tx, cut_rx) = watch::channel(());
+        let incoming = incoming.map(move |conn| {
+            let mut cut = cut_rx.clone();
+            conn.map(|conn| {
+                conn.cut_when(async move {
+                    // Never sent on: returns once the sender is dropped.
+                    while cut.changed().await.is_ok() {}
+                })
+            })
+        });
+
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let mut closed = inner.closed.subscribe();
         let (began_tx, began_rx) = oneshot::channel::<()>();
@@ -474,6 +487,7 @@ impl GrpcBroker {
                 }
             }
             drop(lock(&task_socket).take());
+            drop(cut_tx);
         });
 
         if let Some(address) = address {
@@ -944,7 +958,7 @@ impl GrpcBroker {
 
 /// A service served to the peer under a broker id. Dropping it stops serving and removes the
 /// listening socket at once; open connections get [`BrokerConfig::stop_grace`] to finish their
-/// calls.
+/// calls, then they are cut (their peers see their calls fail).
 #[must_use = "dropping it stops serving at once"]
 pub struct Served {
     id: u32,

@@ -1,10 +1,13 @@
 //! Serving one step function as a `tether.agent.v1.Executor` plugin.
 
+use std::pin::Pin;
 use std::process::ExitCode;
 
 use serde_json::{Map, Value};
+use tether_sdk::GrpcBroker;
 use tonic::{Request, Response, Status};
 
+use super::host_calls::HostCalls;
 use super::v1::executor_server::{Executor, ExecutorServer};
 use super::v1::{ExecuteRequest, ExecuteResponse, Phase};
 
@@ -24,22 +27,40 @@ impl<T: std::fmt::Display> From<T> for StepError {
 pub type StepFn =
     fn(&Map<String, Value>, &Map<String, Value>) -> Result<(Value, String), StepError>;
 
+/// What a step that calls back to the host returns.
+pub type StepFuture = Pin<Box<dyn Future<Output = Result<(Value, String), StepError>> + Send>>;
+
+/// A step that calls back to the host: `(host, params, input)` → `(outputs, summary)`.
+pub type HostStepFn = fn(HostCalls, Map<String, Value>, Map<String, Value>) -> StepFuture;
+
+/// One of the demo's steps.
+#[derive(Debug, Clone, Copy)]
+pub enum Step {
+    /// Works on its params and input alone.
+    Local(StepFn),
+    /// Calls back to the host (`tether.agent.v1.Host`) while it works.
+    WithHost(HostStepFn),
+}
+
 /// Serves `step` as an `Executor` plugin until the host stops it.
 #[must_use]
-pub fn serve_step(step: StepFn) -> ExitCode {
-    tether_sdk::serve(
+pub fn serve_step(step: Step) -> ExitCode {
+    let plugin = tether_sdk::serve(
         tether_sdk::Config::new(super::COOKIE_KEY, super::COOKIE_VALUE)
             .app_version(super::APP_VERSION),
-    )
-    .add_service(ExecutorServer::new(StepExecutor { step }))
-    // Lets `tether call --catalog … PLUGIN tether.agent.v1.Executor/Execute …` work without
-    // the .proto file.
-    .file_descriptor_set(super::v1::FILE_DESCRIPTOR_SET)
-    .run()
+    );
+    let broker = plugin.broker();
+    plugin
+        .add_service(ExecutorServer::new(StepExecutor { step, broker }))
+        // Lets `tether call --catalog … PLUGIN tether.agent.v1.Executor/Execute …` work without
+        // the .proto file.
+        .file_descriptor_set(super::v1::FILE_DESCRIPTOR_SET)
+        .run()
 }
 
 struct StepExecutor {
-    step: StepFn,
+    step: Step,
+    broker: GrpcBroker,
 }
 
 /// Parses a JSON object argument; an empty string is `{}`.
@@ -67,7 +88,14 @@ impl Executor for StepExecutor {
         let request = request.into_inner();
         let params = object(&request.params_json, "params_json")?;
         let input = object(&request.input_json, "input_json")?;
-        let response = match (self.step)(&params, &input) {
+        let result = match self.step {
+            Step::Local(step) => step(&params, &input),
+            Step::WithHost(step) => {
+                let host = HostCalls::new(self.broker.clone(), request.step.clone());
+                step(host, params, input).await
+            }
+        };
+        let response = match result {
             Ok((outputs, message)) => ExecuteResponse {
                 phase: Phase::Succeeded.into(),
                 outputs_json: outputs.to_string(),

@@ -4,6 +4,7 @@
 //! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] [--multiplex] put KEY N   # adds N to KEY
 //! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] [--multiplex] get KEY     # prints the number
 //! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] [--multiplex] bench --calls N [--compare-modes]
+//! COUNTER_PLUGIN="<command> [args]" counter-host [--plaintext] [--multiplex] measure callback --calls N [--warmup W]
 //! ```
 //!
 //! `put` serves `AddHelper` on a fresh broker id for the duration of the call and passes the id
@@ -11,10 +12,12 @@
 //! host instead registers `AddHelper` once as a host service and sends `add_server` 0: the
 //! (tether) plugin reaches it without an id. AutoMTLS unless
 //! `--plaintext` (needed for go-plugin ≤ 1.4.3 plugins, including Debian's 1.0.1, whose broker
-//! dials back to the host fail under AutoMTLS). `--multiplex` offers go-plugin's multiplexed
+//! dials back to the host fail under AutoMTLS). A script plugin whose interpreter is outside the
+//! system paths (pyenv, virtualenv) needs `--allow-exec DIR` (and `--allow-read DIR` for its
+//! sources) to run under the default confinement. `--multiplex` offers go-plugin's multiplexed
 //! broker (one connection for the main calls and all callbacks; plugins that do not accept it
-//! run in the default mode). `COUNTER_HOST_LOG` sets the log filter (default `warn`). Exit
-//! status: 0 ok, 1 error, 2 usage.
+//! run in the default mode). `COUNTER_HOST_LOG` sets the log filter
+//! (default `warn`). Exit status: 0 ok, 1 error, 2 usage.
 //!
 //! `bench` prints `broker=… unary_us_p50=… unary_us_p99=… callback_us_p50=… callback_us_p99=…
 //! [host_service_us_p50=… host_service_us_p99=…]`: a plain `Get`; a `Put` whose `AddHelper` is
@@ -25,6 +28,12 @@
 //! which broker mode was negotiated. With `--compare-modes` a second plugin is started with
 //! multiplexing offered and measured interleaved with the first, in the same run; its keys
 //! start with `mux_`.
+//!
+//! `measure callback` prints raw samples for the `tether-bench` harness (issue 6) in one line,
+//! `unary_ns=… callback_ns=…` (comma-separated nanoseconds): after W untimed pairs, N timed
+//! pairs of a plain `Get` and a `Put` whose `AddHelper` is served on a fresh broker id (as
+//! `bench`), interleaved so both see the same load. `tests/go/counterhost measure callback`
+//! takes the same arguments, makes the same calls and prints the same keys.
 
 use std::error::Error;
 use std::io::{IsTerminal as _, Write as _};
@@ -54,6 +63,13 @@ struct Cli {
     /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC).
     #[arg(long, global = true)]
     multiplex: bool,
+    /// Let the confined plugin read and execute below DIR too: an interpreter outside the
+    /// system paths, e.g. a pyenv or virtualenv Python (repeatable).
+    #[arg(long = "allow-exec", value_name = "DIR", global = true)]
+    allow_exec: Vec<std::path::PathBuf>,
+    /// Let the confined plugin read below DIR too, e.g. a script plugin's sources (repeatable).
+    #[arg(long = "allow-read", value_name = "DIR", global = true)]
+    allow_read: Vec<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -82,7 +98,29 @@ enum Command {
         #[arg(long)]
         compare_modes: bool,
     },
+    /// Print raw measurements of one metric for the `tether-bench` harness (one line).
+    Measure {
+        #[command(subcommand)]
+        metric: Metric,
+    },
 }
+
+/// One metric of `counter-host measure`.
+#[derive(Debug, Subcommand)]
+enum Metric {
+    /// Interleaved plain `Get`s and `Put`s carrying one callback: `unary_ns=… callback_ns=…`.
+    Callback {
+        /// Timed pairs.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        calls: u64,
+        /// Untimed pairs first (connection and allocator warm-up).
+        #[arg(long, default_value_t = DEFAULT_WARMUP_PAIRS)]
+        warmup: u64,
+    },
+}
+
+/// Untimed `Get` + `Put` pairs before `measure callback` starts timing.
+const DEFAULT_WARMUP_PAIRS: u64 = 20;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -169,6 +207,12 @@ async fn run(cli: Cli) -> Result<(), (BoxError, u8)> {
         if cli.host_service {
             builder = builder.host_service(AddHelperServer::new(Adder));
         }
+        for dir in &cli.allow_exec {
+            builder = builder.sandbox_allow_exec(dir);
+        }
+        for dir in &cli.allow_read {
+            builder = builder.sandbox_allow_read(dir);
+        }
         builder.start()
     };
     let plugin = start(cli.multiplex).await.map_err(|e| (e.into(), 1))?;
@@ -225,7 +269,51 @@ async fn call(plugin: &PluginClient, command: Command, host_service: bool) -> Re
             Ok(())
         }
         Command::Bench { calls, .. } => bench(&[plugin], calls, host_service).await,
+        Command::Measure {
+            metric: Metric::Callback { calls, warmup },
+        } => measure_callback(&broker, &mut counter, calls, warmup).await,
     }
+}
+
+/// `measure callback`: `warmup` untimed, then `calls` timed (`Get`, callback `Put`) pairs.
+async fn measure_callback(
+    broker: &GrpcBroker,
+    counter: &mut CounterClient<Channel>,
+    calls: u64,
+    warmup: u64,
+) -> Result<(), BoxError> {
+    // Not `bench`: the harness runs the KV measurements in the same directory, and the KV
+    // plugins store `kv_bench` there too.
+    const KEY: &str = "callback_bench";
+    let mut unary = Vec::new();
+    let mut callback = Vec::new();
+    for i in 0..warmup + calls {
+        let t0 = Instant::now();
+        counter.get(GetRequest { key: KEY.into() }).await?;
+        let t1 = Instant::now();
+        put(broker, counter, KEY, 1).await?;
+        let t2 = Instant::now();
+        if i >= warmup {
+            unary.push(t1 - t0);
+            callback.push(t2 - t1);
+        }
+    }
+    let ns = |samples: &[Duration]| {
+        samples
+            .iter()
+            .map(|d| d.as_nanos().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "unary_ns={} callback_ns={}",
+        ns(&unary),
+        ns(&callback)
+    )?;
+    stdout.flush()?;
+    Ok(())
 }
 
 /// One plugin's samples in [`bench`].

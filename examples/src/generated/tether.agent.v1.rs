@@ -24,6 +24,50 @@ pub struct ExecuteResponse {
     #[prost(string, tag = "3")]
     pub message: ::prost::alloc::string::String,
 }
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ProgressReport {
+    /// The step this is about (`ExecuteRequest.step`).
+    #[prost(string, tag = "1")]
+    pub step: ::prost::alloc::string::String,
+    /// Units of work done so far, out of `total` (0 when unknown).
+    #[prost(uint64, tag = "2")]
+    pub done: u64,
+    #[prost(uint64, tag = "3")]
+    pub total: u64,
+    /// What the step is doing now (one short line).
+    #[prost(string, tag = "4")]
+    pub message: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LogLine {
+    #[prost(string, tag = "1")]
+    pub step: ::prost::alloc::string::String,
+    /// UNSPECIFIED is logged as INFO.
+    #[prost(enumeration = "LogLevel", tag = "2")]
+    pub level: i32,
+    #[prost(string, tag = "3")]
+    pub message: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Ack {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct FetchArtifactRequest {
+    /// The step asking (its params decide which artifacts it may fetch).
+    #[prost(string, tag = "1")]
+    pub step: ::prost::alloc::string::String,
+    /// The artifact's name: a file name in the host's artifact directory.
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ArtifactChunk {
+    /// The next piece of the artifact's bytes.
+    #[prost(bytes = "vec", tag = "1")]
+    pub data: ::prost::alloc::vec::Vec<u8>,
+    /// The artifact's whole size in bytes (set in every chunk).
+    #[prost(uint64, tag = "2")]
+    pub total_size: u64,
+}
 /// How a step ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -52,6 +96,45 @@ impl Phase {
             "PHASE_UNSPECIFIED" => Some(Self::Unspecified),
             "PHASE_SUCCEEDED" => Some(Self::Succeeded),
             "PHASE_FAILED" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}
+/// Severity of a `LogLine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum LogLevel {
+    Unspecified = 0,
+    Trace = 1,
+    Debug = 2,
+    Info = 3,
+    Warn = 4,
+    Error = 5,
+}
+impl LogLevel {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "LOG_LEVEL_UNSPECIFIED",
+            Self::Trace => "LOG_LEVEL_TRACE",
+            Self::Debug => "LOG_LEVEL_DEBUG",
+            Self::Info => "LOG_LEVEL_INFO",
+            Self::Warn => "LOG_LEVEL_WARN",
+            Self::Error => "LOG_LEVEL_ERROR",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "LOG_LEVEL_UNSPECIFIED" => Some(Self::Unspecified),
+            "LOG_LEVEL_TRACE" => Some(Self::Trace),
+            "LOG_LEVEL_DEBUG" => Some(Self::Debug),
+            "LOG_LEVEL_INFO" => Some(Self::Info),
+            "LOG_LEVEL_WARN" => Some(Self::Warn),
+            "LOG_LEVEL_ERROR" => Some(Self::Error),
             _ => None,
         }
     }
@@ -351,6 +434,463 @@ pub mod executor_server {
     /// Generated gRPC service name
     pub const SERVICE_NAME: &str = "tether.agent.v1.Executor";
     impl<T> tonic::server::NamedService for ExecutorServer<T> {
+        const NAME: &'static str = SERVICE_NAME;
+    }
+}
+/// Generated client implementations.
+pub mod host_client {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    use tonic::codegen::http::Uri;
+    /// The host's side of the protocol: what a plugin may call back while it executes a step. A
+    /// tether host (`tether run`) serves it to every plugin it launches as a *host service*
+    /// (reached with the broker's host-services id, no id in any message). Every call names the
+    /// step it belongs to; the host knows which plugin is calling from the connection itself.
+    #[derive(Debug, Clone)]
+    pub struct HostClient<T> {
+        inner: tonic::client::Grpc<T>,
+    }
+    impl HostClient<tonic::transport::Channel> {
+        /// Attempt to create a new client by connecting to a given endpoint.
+        pub async fn connect<D>(dst: D) -> Result<Self, tonic::transport::Error>
+        where
+            D: TryInto<tonic::transport::Endpoint>,
+            D::Error: Into<StdError>,
+        {
+            let conn = tonic::transport::Endpoint::new(dst)?.connect().await?;
+            Ok(Self::new(conn))
+        }
+    }
+    impl<T> HostClient<T>
+    where
+        T: tonic::client::GrpcService<tonic::body::Body>,
+        T::Error: Into<StdError>,
+        T::ResponseBody: Body<Data = Bytes> + std::marker::Send + 'static,
+        <T::ResponseBody as Body>::Error: Into<StdError> + std::marker::Send,
+    {
+        pub fn new(inner: T) -> Self {
+            let inner = tonic::client::Grpc::new(inner);
+            Self { inner }
+        }
+        pub fn with_origin(inner: T, origin: Uri) -> Self {
+            let inner = tonic::client::Grpc::with_origin(inner, origin);
+            Self { inner }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> HostClient<InterceptedService<T, F>>
+        where
+            F: tonic::service::Interceptor,
+            T::ResponseBody: Default,
+            T: tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<
+                    <T as tonic::client::GrpcService<tonic::body::Body>>::ResponseBody,
+                >,
+            >,
+            <T as tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+            >>::Error: Into<StdError> + std::marker::Send + std::marker::Sync,
+        {
+            HostClient::new(InterceptedService::new(inner, interceptor))
+        }
+        /// Compress requests with the given encoding.
+        ///
+        /// This requires the server to support it otherwise it might respond with an
+        /// error.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.send_compressed(encoding);
+            self
+        }
+        /// Enable decompressing responses.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.accept_compressed(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_decoding_message_size(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_encoding_message_size(limit);
+            self
+        }
+        /// Reports how far the step has got (shown by the host's progress display and counted).
+        pub async fn report_progress(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ProgressReport>,
+        ) -> std::result::Result<tonic::Response<super::Ack>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/tether.agent.v1.Host/ReportProgress",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("tether.agent.v1.Host", "ReportProgress"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Writes one log line into the host's log, tagged with the plugin's name and the step.
+        pub async fn log(
+            &mut self,
+            request: impl tonic::IntoRequest<super::LogLine>,
+        ) -> std::result::Result<tonic::Response<super::Ack>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/tether.agent.v1.Host/Log");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("tether.agent.v1.Host", "Log"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Fetches a host-side artifact by name, as a stream of chunks. The host serves only the
+        /// artifacts the workflow names in the calling step's `params` (`artifact` or
+        /// `artifacts`); anything else fails with PERMISSION_DENIED.
+        pub async fn fetch_artifact(
+            &mut self,
+            request: impl tonic::IntoRequest<super::FetchArtifactRequest>,
+        ) -> std::result::Result<
+            tonic::Response<tonic::codec::Streaming<super::ArtifactChunk>>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/tether.agent.v1.Host/FetchArtifact",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("tether.agent.v1.Host", "FetchArtifact"));
+            self.inner.server_streaming(req, path, codec).await
+        }
+    }
+}
+/// Generated server implementations.
+pub mod host_server {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    /// Generated trait containing gRPC methods that should be implemented for use with HostServer.
+    #[async_trait]
+    pub trait Host: std::marker::Send + std::marker::Sync + 'static {
+        /// Reports how far the step has got (shown by the host's progress display and counted).
+        async fn report_progress(
+            &self,
+            request: tonic::Request<super::ProgressReport>,
+        ) -> std::result::Result<tonic::Response<super::Ack>, tonic::Status>;
+        /// Writes one log line into the host's log, tagged with the plugin's name and the step.
+        async fn log(
+            &self,
+            request: tonic::Request<super::LogLine>,
+        ) -> std::result::Result<tonic::Response<super::Ack>, tonic::Status>;
+        /// Server streaming response type for the FetchArtifact method.
+        type FetchArtifactStream: tonic::codegen::tokio_stream::Stream<
+                Item = std::result::Result<super::ArtifactChunk, tonic::Status>,
+            >
+            + std::marker::Send
+            + 'static;
+        /// Fetches a host-side artifact by name, as a stream of chunks. The host serves only the
+        /// artifacts the workflow names in the calling step's `params` (`artifact` or
+        /// `artifacts`); anything else fails with PERMISSION_DENIED.
+        async fn fetch_artifact(
+            &self,
+            request: tonic::Request<super::FetchArtifactRequest>,
+        ) -> std::result::Result<
+            tonic::Response<Self::FetchArtifactStream>,
+            tonic::Status,
+        >;
+    }
+    /// The host's side of the protocol: what a plugin may call back while it executes a step. A
+    /// tether host (`tether run`) serves it to every plugin it launches as a *host service*
+    /// (reached with the broker's host-services id, no id in any message). Every call names the
+    /// step it belongs to; the host knows which plugin is calling from the connection itself.
+    #[derive(Debug)]
+    pub struct HostServer<T> {
+        inner: Arc<T>,
+        accept_compression_encodings: EnabledCompressionEncodings,
+        send_compression_encodings: EnabledCompressionEncodings,
+        max_decoding_message_size: Option<usize>,
+        max_encoding_message_size: Option<usize>,
+    }
+    impl<T> HostServer<T> {
+        pub fn new(inner: T) -> Self {
+            Self::from_arc(Arc::new(inner))
+        }
+        pub fn from_arc(inner: Arc<T>) -> Self {
+            Self {
+                inner,
+                accept_compression_encodings: Default::default(),
+                send_compression_encodings: Default::default(),
+                max_decoding_message_size: None,
+                max_encoding_message_size: None,
+            }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> InterceptedService<Self, F>
+        where
+            F: tonic::service::Interceptor,
+        {
+            InterceptedService::new(Self::new(inner), interceptor)
+        }
+        /// Enable decompressing requests with the given encoding.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.accept_compression_encodings.enable(encoding);
+            self
+        }
+        /// Compress responses with the given encoding, if the client supports it.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.send_compression_encodings.enable(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.max_decoding_message_size = Some(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.max_encoding_message_size = Some(limit);
+            self
+        }
+    }
+    impl<T, B> tonic::codegen::Service<http::Request<B>> for HostServer<T>
+    where
+        T: Host,
+        B: Body + std::marker::Send + 'static,
+        B::Error: Into<StdError> + std::marker::Send + 'static,
+    {
+        type Response = http::Response<tonic::body::Body>;
+        type Error = std::convert::Infallible;
+        type Future = BoxFuture<Self::Response, Self::Error>;
+        fn poll_ready(
+            &mut self,
+            _cx: &mut Context<'_>,
+        ) -> Poll<std::result::Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, req: http::Request<B>) -> Self::Future {
+            match req.uri().path() {
+                "/tether.agent.v1.Host/ReportProgress" => {
+                    #[allow(non_camel_case_types)]
+                    struct ReportProgressSvc<T: Host>(pub Arc<T>);
+                    impl<T: Host> tonic::server::UnaryService<super::ProgressReport>
+                    for ReportProgressSvc<T> {
+                        type Response = super::Ack;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ProgressReport>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Host>::report_progress(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ReportProgressSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/tether.agent.v1.Host/Log" => {
+                    #[allow(non_camel_case_types)]
+                    struct LogSvc<T: Host>(pub Arc<T>);
+                    impl<T: Host> tonic::server::UnaryService<super::LogLine>
+                    for LogSvc<T> {
+                        type Response = super::Ack;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::LogLine>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Host>::log(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = LogSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/tether.agent.v1.Host/FetchArtifact" => {
+                    #[allow(non_camel_case_types)]
+                    struct FetchArtifactSvc<T: Host>(pub Arc<T>);
+                    impl<
+                        T: Host,
+                    > tonic::server::ServerStreamingService<super::FetchArtifactRequest>
+                    for FetchArtifactSvc<T> {
+                        type Response = super::ArtifactChunk;
+                        type ResponseStream = T::FetchArtifactStream;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::ResponseStream>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::FetchArtifactRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Host>::fetch_artifact(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = FetchArtifactSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.server_streaming(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                _ => {
+                    Box::pin(async move {
+                        let mut response = http::Response::new(
+                            tonic::body::Body::default(),
+                        );
+                        let headers = response.headers_mut();
+                        headers
+                            .insert(
+                                tonic::Status::GRPC_STATUS,
+                                (tonic::Code::Unimplemented as i32).into(),
+                            );
+                        headers
+                            .insert(
+                                http::header::CONTENT_TYPE,
+                                tonic::metadata::GRPC_CONTENT_TYPE,
+                            );
+                        Ok(response)
+                    })
+                }
+            }
+        }
+    }
+    impl<T> Clone for HostServer<T> {
+        fn clone(&self) -> Self {
+            let inner = self.inner.clone();
+            Self {
+                inner,
+                accept_compression_encodings: self.accept_compression_encodings,
+                send_compression_encodings: self.send_compression_encodings,
+                max_decoding_message_size: self.max_decoding_message_size,
+                max_encoding_message_size: self.max_encoding_message_size,
+            }
+        }
+    }
+    /// Generated gRPC service name
+    pub const SERVICE_NAME: &str = "tether.agent.v1.Host";
+    impl<T> tonic::server::NamedService for HostServer<T> {
         const NAME: &'static str = SERVICE_NAME;
     }
 }

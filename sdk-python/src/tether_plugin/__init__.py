@@ -5,8 +5,9 @@ magic cookie (printing go-plugin's message for humans and exiting 1 when run by 
 negotiates the app protocol version from ``PLUGIN_PROTOCOL_VERSIONS``, listens on a unix
 socket (or loopback TCP), turns on AutoMTLS when the host sends ``PLUGIN_CLIENT_CERT`` (its
 own P-256 certificate; only the host's exact certificate is accepted), serves health
-(``plugin`` = SERVING), ``plugin.GRPCController`` (Shutdown), ``plugin.GRPCStdio`` and server
-reflection, prints the handshake line first on stdout, logs hclog JSON on stderr, and exits
+(``plugin`` = SERVING), ``plugin.GRPCController`` (Shutdown), ``plugin.GRPCStdio``,
+``plugin.GRPCBroker`` (callbacks both ways: :meth:`Plugin.broker`) and server reflection,
+prints the handshake line first on stdout, logs hclog JSON on stderr, and exits
 when the host asks, on SIGTERM, or when the host process dies.
 
 .. code-block:: python
@@ -24,6 +25,7 @@ Secrets and config files a tether host granted: ``tether_plugin.secrets.read("na
 ``tether_plugin.config.read("name")``.
 """
 
+from ._broker import DEFAULT_DIAL_TIMEOUT, DEFAULT_UNCLAIMED_TTL, HOST_SERVICES_ID, GRPCBroker, Served
 from ._files import ENV_CONFIG_DIR, ENV_SECRETS_DIR, GrantedFiles, config, secrets
 from ._handshake import CORE_PROTOCOL_VERSION, Handshake, encode_cert
 from ._host import StopReason
@@ -43,6 +45,7 @@ from ._stdio import STDIO_BUFFER_LIMIT
 from ._tls import CERT_BACKDATE, CERT_VALIDITY, SERVER_NAME, Identity, fingerprint, generate_identity
 from .errors import (
     NOT_LAUNCHED_BY_HOST_MESSAGE,
+    BrokerError,
     ConfigurationError,
     InvalidContentError,
     InvalidNameError,
@@ -60,6 +63,9 @@ __all__ = [
     "CERT_VALIDITY",
     "CORE_PROTOCOL_VERSION",
     "DEFAULT_APP_VERSION",
+    "DEFAULT_DIAL_TIMEOUT",
+    "DEFAULT_UNCLAIMED_TTL",
+    "HOST_SERVICES_ID",
     "DEFAULT_MAX_WORKERS",
     "DEFAULT_SHUTDOWN_GRACE",
     "ENV_CONFIG_DIR",
@@ -69,7 +75,9 @@ __all__ = [
     "NOT_LAUNCHED_BY_HOST_MESSAGE",
     "SERVER_NAME",
     "STDIO_BUFFER_LIMIT",
+    "BrokerError",
     "ConfigurationError",
+    "GRPCBroker",
     "GrantedFiles",
     "Handshake",
     "HclogFormatter",
@@ -85,6 +93,7 @@ __all__ = [
     "Plugin",
     "PluginError",
     "PortRange",
+    "Served",
     "StopReason",
     "TlsError",
     "choose_version",

@@ -16,10 +16,16 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from . import _listen, _log, _stdio, _terminator, _tls
+from ._broker import GRPCBroker, _Setup, _Tls
 from ._handshake import Handshake
 from ._host import HostWatch, StopReason, StopWaiter
 from ._launch import read_launch
-from ._proto.plugin import grpc_controller_pb2, grpc_controller_pb2_grpc, grpc_stdio_pb2_grpc
+from ._proto.plugin import (
+    grpc_broker_pb2_grpc,
+    grpc_controller_pb2,
+    grpc_controller_pb2_grpc,
+    grpc_stdio_pb2_grpc,
+)
 from .errors import ConfigurationError, ListenError, NotLaunchedByHost, PluginError, TlsError
 
 log = logging.getLogger("tether_plugin")
@@ -135,6 +141,20 @@ class Plugin:
         self.reflection = reflection
         self.relay_stdio = relay_stdio
         self._services: list[_Service] = []
+        self._broker = GRPCBroker()
+
+    def broker(self) -> GRPCBroker:
+        """go-plugin's ``GRPCBroker``: dial services the host serves (``dial(id)`` with an id the
+        host sent, ``host_services()`` for a tether host's host services) or serve callbacks to
+        it (``accept_and_serve(next_id(), services)``). It works while the plugin serves, i.e.
+        inside call handlers; hand it to your servicers when you build them.
+
+        .. code-block:: python
+
+            plugin = Plugin("BASIC_PLUGIN", "hello")
+            plugin.add_service(counter_pb2_grpc.add_CounterServicer_to_server, Counter(plugin.broker()))
+        """
+        return self._broker
 
     def add_service(self, add: ServiceAdder, servicer: Any, *, app_version: int | None = None) -> Plugin:
         """Serves ``servicer`` through the generated ``add`` function (e.g.
@@ -269,11 +289,12 @@ class Plugin:
         grpc_controller_pb2_grpc.add_GRPCControllerServicer_to_server(_Controller(waiter), server)
         relay = _stdio.StdioRelay({_stdio.STDOUT: 1, _stdio.STDERR: 2})
         grpc_stdio_pb2_grpc.add_GRPCStdioServicer_to_server(_stdio.StdioServicer(relay), server)
+        grpc_broker_pb2_grpc.add_GRPCBrokerServicer_to_server(self._broker.servicer(), server)
         recorder = self._record(launch.app_version)
         for register in recorder.calls:
             register(server)
         if self.reflection:
-            _enable_reflection(server, [*recorder.names, *sorted(BUILT_IN_SERVICES - {"plugin.GRPCBroker"})])
+            _enable_reflection(server, [*recorder.names, *sorted(BUILT_IN_SERVICES)])
 
         inner = None
         if identity is not None and credentials is None:
@@ -295,6 +316,14 @@ class Plugin:
             if inner is not None:
                 inner.cleanup()
             raise
+        self._broker._connect_setup(
+            _Setup(
+                tls=_Tls(identity, host_cert, credentials is not None) if identity is not None else None,
+                # Brokered sockets go next to the main one (the host's directory or the
+                # plugin's private one); TCP plugins broker over TCP.
+                socket_dir=os.path.dirname(bound.address) if bound.network == "unix" else None,
+            )
+        )
         saved = (sys.stdout, sys.stderr)
         try:
             server.start()
@@ -323,6 +352,7 @@ class Plugin:
             log.debug("stopping: %s", reason.value)
         finally:
             health_servicer.enter_graceful_shutdown()
+            self._broker.close()
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()

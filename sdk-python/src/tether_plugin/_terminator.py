@@ -26,7 +26,7 @@ import threading
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from ._tls import Identity, der_to_pem
+from ._tls import SERVER_NAME, Identity, der_to_pem
 
 log = logging.getLogger("tether_plugin")
 
@@ -58,6 +58,29 @@ def ssl_context(identity: Identity, host_cert_der: bytes) -> ssl.SSLContext:
     context.verify_mode = ssl.CERT_REQUIRED
     context.load_verify_locations(cadata=der_to_pem(host_cert_der).decode("ascii"))
     context.set_alpn_protocols(["h2"])
+    _load_identity(context, identity)
+    return context
+
+
+def client_ssl_context(identity: Identity, host_cert_der: bytes) -> ssl.SSLContext:
+    """A client context for dialling the host's broker: present ``identity``, ALPN ``h2``.
+
+    The host's certificate is not checked by a chain here but pinned: :class:`TlsDialRelay`
+    compares the certificate the server presented with ``host_cert_der`` byte for byte after the
+    handshake, in which the server proved it holds that certificate's key. (go-plugin hosts
+    present CA:TRUE certificates, which chain verification would treat as a root that could
+    sign others; the exact comparison admits that one certificate only.)"""
+    del host_cert_der  # pinned per connection by the relay
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    _load_identity(context, identity)
+    return context
+
+
+def _load_identity(context: ssl.SSLContext, identity: Identity) -> None:
     # load_cert_chain reads files only: write the throw-away key to a private directory and
     # delete it at once.
     with tempfile.TemporaryDirectory(prefix="tether-plugin-key-") as private:
@@ -66,7 +89,6 @@ def ssl_context(identity: Identity, host_cert_der: bytes) -> ssl.SSLContext:
         with os.fdopen(fd, "wb") as f:
             f.write(identity.key_pem + identity.cert_pem)
         context.load_cert_chain(path)
-    return context
 
 
 class TlsTerminator:
@@ -209,3 +231,112 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     while data := await reader.read(RELAY_CHUNK):
         writer.write(data)
         await writer.drain()
+
+
+class TlsDialRelay:
+    """The dialling side of :class:`TlsTerminator`: gRPC connects in plaintext to a unix socket
+    in a private 0700 directory (:attr:`address`); each connection is relayed over mutual TLS,
+    done with Python's :mod:`ssl`, to the host's ``network``/``address``, whose certificate must
+    be exactly ``host_cert_der``."""
+
+    def __init__(self, context: ssl.SSLContext, host_cert_der: bytes, network: str, address: str) -> None:
+        from ._listen import private_socket  # here: _listen does not depend on this module
+
+        self._context = context
+        self._host = host_cert_der
+        self._network = network
+        self._target = address
+        self._bound = private_socket()
+        #: The plaintext socket gRPC dials.
+        self.address = self._bound.address
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="tether-plugin-tls-dial", daemon=True)
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    def start(self) -> None:
+        """Listens on :attr:`address` and relays in a thread of its own."""
+        started = threading.Event()
+        errors: list[BaseException] = []
+
+        async def open_server() -> None:
+            try:
+                self._server = await asyncio.start_unix_server(self._handle, path=self.address)
+            except BaseException as e:  # reported to start()'s caller
+                errors.append(e)
+            finally:
+                started.set()
+
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(open_server(), self._loop)
+        started.wait()
+        if errors:
+            self.stop()
+            raise RuntimeError(f"cannot start the TLS dial relay: {errors[0]}")
+
+    def stop(self) -> None:
+        """Closes the relay and its connections and removes its socket."""
+        if self._thread.is_alive():
+
+            async def close() -> None:
+                if self._server is not None:
+                    self._server.close()
+                for task in list(self._connections):
+                    task.cancel()
+                await asyncio.gather(*self._connections, return_exceptions=True)
+
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(close(), self._loop).result(STOP_TIMEOUT)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(STOP_TIMEOUT)
+        self._bound.cleanup()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
+    async def _open_host(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._network == "unix":
+            return await asyncio.open_unix_connection(
+                self._target,
+                ssl=self._context,
+                server_hostname=SERVER_NAME,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
+            )
+        host, _, port = self._target.rpartition(":")
+        return await asyncio.open_connection(
+            host.strip("[]"),
+            int(port),
+            ssl=self._context,
+            server_hostname=SERVER_NAME,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
+        )
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # a handler always runs in a task
+        self._connections.add(task)
+        try:
+            host_reader, host_writer = await self._open_host()
+            try:
+                ssl_object = host_writer.get_extra_info("ssl_object")
+                peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+                if peer != self._host:
+                    log.warning(
+                        "refused a broker connection: the server's certificate is not the host's "
+                        "certificate from PLUGIN_CLIENT_CERT"
+                    )
+                    return
+                await _relay_both_ways(reader, writer, host_reader, host_writer)
+            finally:
+                host_writer.close()
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError) as e:
+            log.debug("TLS broker connection ended: %s", e)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            writer.close()
+            self._connections.discard(task)

@@ -64,3 +64,9 @@ class InvalidNameError(PluginError, ValueError):
 class InvalidContentError(PluginError, ValueError):
     """A granted file that cannot be read as text in the requested encoding (its content is
     never quoted)."""
+
+
+class BrokerError(PluginError):
+    """A ``GRPCBroker`` operation failed: dialling an id the host never announced (in time), an
+    address the plugin refuses to dial, using the broker before the plugin serves or after it
+    stopped, or a socket that could not be made. The message names the broker id."""

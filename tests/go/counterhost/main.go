@@ -2,6 +2,7 @@
 //
 //	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] put KEY N
 //	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] get KEY
+//	COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] measure callback --calls N [--warmup W]
 //
 // put serves AddHelper on a fresh broker id for the call. AutoMTLS is on unless --plaintext.
 // --multiplex sets GRPCBrokerMultiplex (go-plugin ≥ 1.6 only; the v101 build refuses it): the
@@ -32,6 +33,7 @@ import (
 const usage = `usage:
   COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] put KEY N
   COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] get KEY
+  COUNTER_PLUGIN="<command> [args]" counterhost [--plaintext] [--multiplex] measure callback --calls N [--warmup W]
 `
 
 type usageError struct{ msg string }
@@ -99,6 +101,12 @@ func run(args []string) error {
 			fmt.Println(v)
 			return nil
 		}
+	case "measure":
+		m, err := measureOp(rest[1:])
+		if err != nil {
+			return err
+		}
+		op = m
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", rest[0])}
 	}

@@ -11,7 +11,9 @@
 //! - `Put "write:PATH"`: writes the value to `PATH`;
 //! - `Put "balloon:"`: allocates and touches the value (decimal) MiB of memory;
 //! - `Put "crash:"`: exits with status 3 after printing `crashing on purpose` to stderr;
-//! - `Put "child:"`: starts a `sleep` grandchild in its process group.
+//! - `Put "child:"`: starts a `sleep` grandchild in its process group;
+//! - `Put "forkbomb:"`: starts a fork bomb bounded at the value (decimal) levels of doubling —
+//!   about `2^(levels+2)` processes in its process group, each sleeping — and returns.
 
 use std::io;
 use std::process::ExitCode;
@@ -104,6 +106,21 @@ impl Kv for Probe {
             }
             "child" => {
                 let child = tether_tests::misbehave::spawn_sleeping_grandchild();
+                std::mem::forget(child);
+            }
+            "forkbomb" => {
+                let levels: u32 = String::from_utf8_lossy(&value)
+                    .parse()
+                    .map_err(|_| Status::invalid_argument("forkbomb: value must be levels"))?;
+                // Each `bomb` forks two more until the level runs out; every shell also leaves
+                // a `sleep`. Bounded so that the test cannot take the machine down.
+                let script = "bomb() { if [ \"$1\" -gt 0 ]; then bomb $(($1 - 1)) & bomb $(($1 - 1)) & fi; sleep 3600; }; bomb \"$0\"";
+                let child = std::process::Command::new("/bin/sh")
+                    .args(["-c", script, &levels.to_string()])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .map_err(|e| Status::internal(format!("forkbomb: {e}")))?;
                 std::mem::forget(child);
             }
             _ => return Err(Status::invalid_argument(format!("unknown probe {key:?}"))),

@@ -7,6 +7,9 @@
 //! KV_PLUGIN="<command> [args]" kv-host [--plaintext] [--multiplex] measure METRIC [options]
 //! ```
 //!
+//! Global options: `--plaintext`, `--multiplex`, `--sandbox enforce|best-effort|off` (default
+//! `enforce`), `--allow-exec DIR`, `--allow-read DIR`.
+//!
 //! `KV_PLUGIN` is split like a shell would (`shell-words`); the plugin runs in the current
 //! directory (tether's and go-plugin's KV plugins store `kv_<KEY>` files there). Handshake: app
 //! version 1, cookie `BASIC_PLUGIN=hello`; AutoMTLS unless `--plaintext`; `--multiplex` offers
@@ -44,6 +47,7 @@ use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 use tonic::transport::Channel;
 
+mod catalog;
 mod measure;
 
 /// The 64-byte value `bench` reads.
@@ -72,8 +76,33 @@ struct Cli {
     /// Let the confined plugin read below DIR too, e.g. a script plugin's sources (repeatable).
     #[arg(long = "allow-read", value_name = "DIR", global = true)]
     allow_read: Vec<std::path::PathBuf>,
+    /// Confinement of the plugin: `enforce` (the default), `best-effort`, or `off` (an explicit
+    /// opt-out, e.g. to measure what confinement costs at launch).
+    #[arg(long, value_enum, default_value_t = Confinement::Enforce, global = true)]
+    sandbox: Confinement,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--sandbox`: tether's [`SandboxMode`](tether_broker::SandboxMode) on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Confinement {
+    /// Landlock required (tether's default).
+    Enforce,
+    /// Landlock when the kernel has it.
+    BestEffort,
+    /// No Landlock, no `no_new_privs`.
+    Off,
+}
+
+impl From<Confinement> for tether_broker::SandboxMode {
+    fn from(c: Confinement) -> Self {
+        match c {
+            Confinement::Enforce => Self::Enforce,
+            Confinement::BestEffort => Self::BestEffort,
+            Confinement::Off => Self::Off,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,6 +154,8 @@ impl<E: Into<Box<dyn Error + Send + Sync>>> From<E> for Failure {
 }
 
 fn main() -> ExitCode {
+    // Up to 64 MiB values: reuse heap pages rather than fault in fresh ones per buffer.
+    tether_examples::keep_large_allocations();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -170,6 +201,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         multiplex: cli.multiplex,
         allow_exec: cli.allow_exec,
         allow_read: cli.allow_read,
+        sandbox: cli.sandbox.into(),
     };
     match cli.command {
         Command::Put { key, value } => {
@@ -292,6 +324,7 @@ pub(crate) struct Launcher {
     multiplex: bool,
     allow_exec: Vec<std::path::PathBuf>,
     allow_read: Vec<std::path::PathBuf>,
+    sandbox: tether_broker::SandboxMode,
 }
 
 impl Launcher {
@@ -299,7 +332,8 @@ impl Launcher {
         let mut builder = PluginClient::builder(&self.program)
             .args(&self.args)
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-            .multiplex(self.multiplex);
+            .multiplex(self.multiplex)
+            .sandbox(self.sandbox);
         if self.plaintext {
             builder = builder.plaintext();
         }

@@ -13,6 +13,9 @@
 //! | `payload --size B --rounds K` | K × (`Put` of B bytes, `Get` of them back) after one unmeasured round | `bytes=… elapsed_ns=…` or `failed=CODE` |
 //! | `plugin-rss` | VmRSS of the plugin process after one `Put` and one `Get` | `rss_kb=…` |
 //! | `host-rss --plugins P` | this host's VmRSS with 1 and then P live plugins, each called once | `first_kb=… last_kb=… plugins=P` |
+//! | `catalog --manifests M --use U --repeat R` | tether only: load a catalog of M manifests, then one `Put` on U of them through a lazy [`Broker`](tether_broker::Broker) (see `catalog.rs`) | `load_ns=… use_ns=… started=…` |
+//!
+//! `launch` honours the global `--sandbox` option (tether's confinement; go-plugin has none).
 //!
 //! `bytes` counts request and response payload (2 × B × K). A failed `payload` call (e.g. a
 //! plugin's 4 MiB receive limit) prints `failed=` and the gRPC code name, and the status message
@@ -79,6 +82,19 @@ pub(crate) enum Metric {
         /// Live plugins at the second reading (at least 2).
         #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
         plugins: u64,
+    },
+    /// Load a catalog of MANIFESTS plugins and use USE of them, REPEAT times:
+    /// `load_ns=… use_ns=… started=…`.
+    Catalog {
+        /// Manifests in the catalog.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        manifests: u64,
+        /// Plugins used (started and called once) per repeat.
+        #[arg(long = "use", value_parser = clap::value_parser!(u64).range(1..))]
+        used: u64,
+        /// Repeats.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        repeat: u64,
     },
 }
 
@@ -153,6 +169,21 @@ pub(crate) async fn run(launcher: &Launcher, metric: Metric) -> Result<(), Failu
             .await?
         }
         Metric::HostRss { plugins } => host_rss(launcher, plugins).await?,
+        Metric::Catalog {
+            manifests,
+            used,
+            repeat,
+        } => {
+            crate::catalog::run(
+                launcher,
+                crate::catalog::CatalogRun {
+                    manifests,
+                    used,
+                    repeat,
+                },
+            )
+            .await?
+        }
     };
     println!("{line}");
     Ok(())
