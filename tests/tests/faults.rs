@@ -500,6 +500,7 @@ fn broker_pair(dir: &Path) -> (tether_broker::GrpcBroker, tether_broker::GrpcBro
                     _ => Err(format!("not inside {}", allowed.display())),
                 },
             ),
+            mux: None,
         });
     }
     let to_plugin = host.take_outbound().unwrap().map(Ok);
