@@ -2,7 +2,7 @@
 //! yield, and how many calls each takes.
 //!
 //! A new metric is a new [`Measurement`] variant with its arguments and evaluation, plus its
-//! [`MetricSpec`] rows. A new callback mode (the multiplexed broker) is a new [`CallbackMode`]
+//! [`MetricSpec`] rows. A new callback mode is a new [`CallbackMode`]
 //! variant: its host flag in [`CallbackMode::host_args`], its metric ids in
 //! [`CallbackMode::ids`], its rows in [`METRICS`] and its entry in [`CallbackMode::ALL`].
 
@@ -56,6 +56,9 @@ pub struct CounterPrograms {
     /// Host options before `measure`, e.g. `--plaintext` for go-plugin 1.0.1, whose broker
     /// dial-backs fail under AutoMTLS.
     pub host_args: Vec<String>,
+    /// Whether the host takes `--multiplex` (go-plugin's multiplexed broker: tether and
+    /// go-plugin ≥ 1.6, not 1.0.1).
+    pub multiplex: bool,
 }
 
 /// How many calls, launches and rounds each measurement takes.
@@ -174,17 +177,21 @@ pub enum Measurement {
 pub enum CallbackMode {
     /// go-plugin's default: a listener and a connection per brokered service.
     Default,
+    /// go-plugin's multiplexed broker (`PLUGIN_MULTIPLEX_GRPC`): every callback is a yamux
+    /// stream on the one connection to the plugin.
+    Multiplexed,
 }
 
 impl CallbackMode {
     /// Every mode, in report order.
-    pub const ALL: &[Self] = &[Self::Default];
+    pub const ALL: &[Self] = &[Self::Default, Self::Multiplexed];
 
     /// Host options selecting the mode (before `measure`).
     #[must_use]
     pub fn host_args(self) -> &'static [&'static str] {
         match self {
             Self::Default => &[],
+            Self::Multiplexed => &["--multiplex"],
         }
     }
 
@@ -198,12 +205,19 @@ impl CallbackMode {
                 "callback_p99",
                 "callback_over_plain",
             ],
+            Self::Multiplexed => [
+                "callback_mux_plain_p50",
+                "callback_mux_p50",
+                "callback_mux_p99",
+                "callback_mux_over_plain",
+            ],
         }
     }
 
     fn name(self) -> &'static str {
         match self {
             Self::Default => "default",
+            Self::Multiplexed => "multiplexed",
         }
     }
 }
@@ -266,7 +280,9 @@ impl Measurement {
             SystemKind::KvHost {
                 counter, tether, ..
             } => match self {
-                Self::Callback { .. } => counter.is_some(),
+                Self::Callback { mode } => counter
+                    .as_ref()
+                    .is_some_and(|c| *mode == CallbackMode::Default || c.multiplex),
                 Self::LaunchConfinementOff | Self::Catalog => *tether,
                 _ => true,
             },
@@ -602,6 +618,30 @@ pub const METRICS: &[MetricSpec] = &[
         better: Better::Lower,
     },
     MetricSpec {
+        id: "callback_mux_plain_p50",
+        label: "plain call (counter `Get`), multiplexed broker, interleaved with its callback calls, p50",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "callback_mux_p50",
+        label: "call carrying one callback via the broker (multiplexed mode), p50",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "callback_mux_p99",
+        label: "call carrying one callback via the broker (multiplexed mode), p99",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "callback_mux_over_plain",
+        label: "callback call ÷ plain call (multiplexed mode), p50s",
+        unit: "×",
+        better: Better::Lower,
+    },
+    MetricSpec {
         id: "launch_off_p50",
         label: "launch → first call done, confinement `off`, p50 (the launch rows are `enforce`)",
         unit: "ms",
@@ -753,6 +793,32 @@ mod tests {
         };
         assert!(!callback.applies_to(&go));
         assert!(Measurement::Launch.applies_to(&go));
+    }
+
+    #[test]
+    fn the_multiplexed_callback_runs_only_on_hosts_that_take_multiplex() {
+        let with = |multiplex| SystemKind::KvHost {
+            host: "kvhost".into(),
+            plugin: "kvplugin".into(),
+            counter: Some(CounterPrograms {
+                host: "counterhost".into(),
+                plugin: "counterplugin".into(),
+                host_args: Vec::new(),
+                multiplex,
+            }),
+            tether: false,
+        };
+        let muxed = Measurement::Callback {
+            mode: CallbackMode::Multiplexed,
+        };
+        let default = Measurement::Callback {
+            mode: CallbackMode::Default,
+        };
+        assert!(muxed.applies_to(&with(true)));
+        assert!(!muxed.applies_to(&with(false)));
+        assert!(default.applies_to(&with(false)));
+        assert_eq!(muxed.host_args(), ["--multiplex"]);
+        assert!(default.host_args().is_empty());
     }
 
     #[test]

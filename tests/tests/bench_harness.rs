@@ -57,11 +57,17 @@ fn kv(
     }
 }
 
-fn counter(host: &Path, plugin: &Path, host_args: &[&str]) -> Option<CounterPrograms> {
+fn counter(
+    host: &Path,
+    plugin: &Path,
+    host_args: &[&str],
+    multiplex: bool,
+) -> Option<CounterPrograms> {
     Some(CounterPrograms {
         host: host.into(),
         plugin: plugin.into(),
         host_args: host_args.iter().map(|&a| a.to_owned()).collect(),
+        multiplex,
     })
 }
 
@@ -108,6 +114,7 @@ fn every_measurement_of_the_tether_host_yields_numbers_including_64_mib_messages
             Path::new(RUST_COUNTER_HOST),
             Path::new(RUST_COUNTER_PLUGIN),
             &[],
+            true,
         ),
         true,
     );
@@ -123,6 +130,8 @@ fn every_measurement_of_the_tether_host_yields_numbers_including_64_mib_messages
         "host_rss_per_plugin",
         "callback_p50",
         "callback_over_plain",
+        "callback_mux_p50",
+        "callback_mux_over_plain",
         "launch_off_p50",
         "catalog_load",
     ] {
@@ -153,12 +162,13 @@ fn go_plugin_refuses_64_mib_messages_and_yields_every_other_measurement() {
         "go18",
         &go.host,
         &go.plugin,
-        counter(&go.counter_host, &go.counter_plugin, &[]),
+        counter(&go.counter_host, &go.counter_plugin, &[], true),
         false,
     );
     let values = measure_all(&system, work.path());
     assert_positive_except(&values, &["payload_64mib"]);
     assert!(values.iter().any(|(_, id, _)| *id == "callback_p50"));
+    assert!(values.iter().any(|(_, id, _)| *id == "callback_mux_p50"));
     assert!(
         !values.iter().any(|(_, id, _)| *id == "catalog_load"),
         "go-plugin has no catalog"
@@ -187,7 +197,12 @@ fn go_plugin_1_0_1_measures_a_callback_in_plaintext() {
         "go101",
         &go.host,
         &go.plugin,
-        counter(&go.counter_host, &go.counter_plugin, &["--plaintext"]),
+        counter(
+            &go.counter_host,
+            &go.counter_plugin,
+            &["--plaintext"],
+            false,
+        ),
         false,
     );
     let m = Measurement::Callback {
