@@ -14,79 +14,30 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
+use tether_tests::example_host::{ExampleHost, describe};
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 
 const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-counter-host");
 const RUST_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-counter-plugin");
 
-fn run_host(host: &Path, plugin: &Path, work: &Path, tls: bool, args: &[&str]) -> Output {
-    let mut cmd = Command::new(host);
-    if !tls {
-        cmd.arg("--plaintext");
-    }
-    cmd.args(args)
-        .env("COUNTER_PLUGIN", plugin)
-        .current_dir(work)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", host.display()))
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "{}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// `put c 5`, `put c 7`, `get c` → `12`, each in a launch of its own; nothing left running.
-fn counter_round_trip(host: &Path, plugin: &Path, tls: bool) {
-    counter_round_trip_with(host, plugin, tls, &[]);
-}
-
-/// [`counter_round_trip`] with extra host flags before the command.
-fn counter_round_trip_with(host: &Path, plugin: &Path, tls: bool, flags: &[&str]) {
-    let work = tempfile::tempdir().unwrap();
-    let args = |command: &[&'static str]| [flags, command].concat();
-    for n in ["5", "7"] {
-        let put = run_host(host, plugin, work.path(), tls, &args(&["put", "c", n]));
-        assert!(put.status.success(), "put c {n} failed: {}", describe(&put));
-    }
-    assert_eq!(
-        std::fs::read_to_string(work.path().join("kv_c")).unwrap(),
-        r#"{"Value":12}"#,
-        "the plugin stores go-plugin's JSON in kv_<key>"
-    );
-    let get = run_host(host, plugin, work.path(), tls, &args(&["get", "c"]));
-    assert!(get.status.success(), "get failed: {}", describe(&get));
-    assert_eq!(String::from_utf8_lossy(&get.stdout), "12\n");
-    let left = procs::in_dir(work.path());
-    assert!(left.is_empty(), "processes left behind: {left:?}");
-}
-
 #[test]
 fn tether_host_and_tether_plugin_add_through_a_callback_with_automtls() {
-    counter_round_trip(Path::new(RUST_HOST), Path::new(RUST_PLUGIN), true);
+    ExampleHost::counter(RUST_HOST, RUST_PLUGIN).counter_round_trip();
 }
 
 #[test]
 fn tether_host_and_tether_plugin_add_through_a_callback_in_plaintext() {
-    counter_round_trip(Path::new(RUST_HOST), Path::new(RUST_PLUGIN), false);
+    ExampleHost::counter(RUST_HOST, RUST_PLUGIN)
+        .tls(false)
+        .counter_round_trip();
 }
 
 #[test]
 fn tether_host_and_tether_plugin_add_through_a_multiplexed_callback() {
-    counter_round_trip_with(
-        Path::new(RUST_HOST),
-        Path::new(RUST_PLUGIN),
-        true,
-        &["--multiplex"],
-    );
+    ExampleHost::counter(RUST_HOST, RUST_PLUGIN)
+        .options(["--multiplex"])
+        .counter_round_trip();
 }
 
 #[test]
@@ -97,12 +48,9 @@ fn tether_host_multiplexes_callbacks_to_a_go_plugin_v1_8() {
     ) else {
         return;
     };
-    counter_round_trip_with(
-        Path::new(RUST_HOST),
-        &go.counter_plugin,
-        true,
-        &["--multiplex"],
-    );
+    ExampleHost::counter(RUST_HOST, &go.counter_plugin)
+        .options(["--multiplex"])
+        .counter_round_trip();
 }
 
 #[test]
@@ -113,12 +61,9 @@ fn go_host_v1_8_multiplexes_callbacks_to_a_tether_plugin() {
     ) else {
         return;
     };
-    counter_round_trip_with(
-        &go.counter_host,
-        Path::new(RUST_PLUGIN),
-        true,
-        &["--multiplex"],
-    );
+    ExampleHost::counter(&go.counter_host, RUST_PLUGIN)
+        .options(["--multiplex"])
+        .counter_round_trip();
 }
 
 macro_rules! interop_tests {
@@ -132,10 +77,10 @@ macro_rules! interop_tests {
         }
     )*};
     (@run rust_host, $go:ident, $tls:expr) => {
-        counter_round_trip(Path::new(RUST_HOST), &$go.counter_plugin, $tls)
+        ExampleHost::counter(RUST_HOST, &$go.counter_plugin).tls($tls).counter_round_trip()
     };
     (@run go_host, $go:ident, $tls:expr) => {
-        counter_round_trip(&$go.counter_host, Path::new(RUST_PLUGIN), $tls)
+        ExampleHost::counter(&$go.counter_host, RUST_PLUGIN).tls($tls).counter_round_trip()
     };
 }
 
@@ -159,13 +104,8 @@ fn a_go_plugin_v1_0_1_cannot_call_back_under_automtls_and_the_host_reports_why()
         return;
     };
     let work = tempfile::tempdir().unwrap();
-    let put = run_host(
-        Path::new(RUST_HOST),
-        &go.counter_plugin,
-        work.path(),
-        true,
-        &["put", "c", "5"],
-    );
+    let put =
+        ExampleHost::counter(RUST_HOST, &go.counter_plugin).run(work.path(), &["put", "c", "5"]);
     assert_eq!(put.status.code(), Some(1), "{}", describe(&put));
     let stderr = String::from_utf8_lossy(&put.stderr);
     assert!(
@@ -182,15 +122,15 @@ fn a_go_plugin_v1_0_1_cannot_call_back_under_automtls_and_the_host_reports_why()
 #[test]
 fn a_tether_plugin_reaches_a_host_service_without_an_id_next_to_per_call_callbacks() {
     let work = tempfile::tempdir().unwrap();
-    let (host, plugin) = (Path::new(RUST_HOST), Path::new(RUST_PLUGIN));
+    let host = ExampleHost::counter(RUST_HOST, RUST_PLUGIN);
     let put = |args: &[&str]| {
-        let out = run_host(host, plugin, work.path(), true, args);
+        let out = host.run(work.path(), args);
         assert!(out.status.success(), "{args:?}: {}", describe(&out));
     };
     put(&["--host-service", "put", "c", "5"]);
     put(&["put", "c", "7"]);
     put(&["--host-service", "put", "c", "30"]);
-    let get = run_host(host, plugin, work.path(), true, &["get", "c"]);
+    let get = host.run(work.path(), &["get", "c"]);
     assert_eq!(
         String::from_utf8_lossy(&get.stdout),
         "42\n",

@@ -11,78 +11,13 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use tether_broker::{HandshakeConfig, PluginClient, ShutdownOutcome};
+use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 
 const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-kv-host");
 const RUST_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
-
-/// Both hosts exit with this status for `get` of a missing key.
-const EXIT_NOT_FOUND: i32 = 3;
-
-fn run_host(host: &Path, plugin: &Path, work: &Path, tls: bool, args: &[&str]) -> Output {
-    let mut cmd = Command::new(host);
-    if !tls {
-        cmd.arg("--plaintext");
-    }
-    cmd.args(args)
-        .env("KV_PLUGIN", plugin)
-        .current_dir(work)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", host.display()))
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "{}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// `put` in one launch, `get` in another, then `get` of a missing key; nothing may be left
-/// running.
-fn kv_round_trip(host: &Path, plugin: &Path, tls: bool) {
-    let work = tempfile::tempdir().unwrap();
-    // A value no earlier run can have left behind.
-    let value = format!("value-{}-{}", std::process::id(), rand_suffix());
-
-    let put = run_host(host, plugin, work.path(), tls, &["put", "greeting", &value]);
-    assert!(put.status.success(), "put failed: {}", describe(&put));
-    assert_eq!(
-        std::fs::read_to_string(work.path().join("kv_greeting")).unwrap(),
-        value,
-        "the plugin stores the value in kv_<key> in its working directory"
-    );
-
-    let get = run_host(host, plugin, work.path(), tls, &["get", "greeting"]);
-    assert!(get.status.success(), "get failed: {}", describe(&get));
-    assert_eq!(String::from_utf8_lossy(&get.stdout), format!("{value}\n"));
-
-    let missing = run_host(host, plugin, work.path(), tls, &["get", "no-such-key"]);
-    assert_eq!(
-        missing.status.code(),
-        Some(EXIT_NOT_FOUND),
-        "a missing key is NotFound: {}",
-        describe(&missing)
-    );
-    assert!(missing.stdout.is_empty(), "{}", describe(&missing));
-
-    let left = procs::in_dir(work.path());
-    assert!(left.is_empty(), "processes left behind: {left:?}");
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
 
 macro_rules! interop_tests {
     ($($name:ident: $variant:expr, $direction:ident, $tls:expr;)*) => {$(
@@ -95,10 +30,10 @@ macro_rules! interop_tests {
         }
     )*};
     (@run rust_host, $go:ident, $tls:expr) => {
-        kv_round_trip(Path::new(RUST_HOST), &$go.plugin, $tls)
+        ExampleHost::kv(RUST_HOST, &$go.plugin).tls($tls).kv_round_trip()
     };
     (@run go_host, $go:ident, $tls:expr) => {
-        kv_round_trip(&$go.host, Path::new(RUST_PLUGIN), $tls)
+        ExampleHost::kv(&$go.host, RUST_PLUGIN).tls($tls).kv_round_trip()
     };
 }
 
@@ -115,12 +50,14 @@ interop_tests! {
 
 #[test]
 fn tether_host_runs_a_tether_plugin_with_automtls() {
-    kv_round_trip(Path::new(RUST_HOST), Path::new(RUST_PLUGIN), true);
+    ExampleHost::kv(RUST_HOST, RUST_PLUGIN).kv_round_trip();
 }
 
 #[test]
 fn tether_host_runs_a_tether_plugin_in_plaintext() {
-    kv_round_trip(Path::new(RUST_HOST), Path::new(RUST_PLUGIN), false);
+    ExampleHost::kv(RUST_HOST, RUST_PLUGIN)
+        .tls(false)
+        .kv_round_trip();
 }
 
 /// go-plugin's own certificates (P-521, ECDSA-SHA512, CA:TRUE) are accepted by pinning: the

@@ -11,111 +11,29 @@
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use tether_broker::{HandshakeConfig, PluginClient, ShutdownOutcome};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 use tether_tests::python::{self, PYTHON};
 
 const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-kv-host");
 
-/// Both hosts exit with this status for `get` of a missing key.
-const EXIT_NOT_FOUND: i32 = 3;
-
 /// How long a test waits for a plugin to exit after its host died.
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 
-fn run_host(
-    host: &Path,
-    plugin_command: &str,
-    host_args: &[String],
-    work: &Path,
-    tls: bool,
-    args: &[&str],
-) -> Output {
-    let mut cmd = Command::new(host);
-    if !tls {
-        cmd.arg("--plaintext");
-    }
-    cmd.args(host_args)
-        .args(args)
-        .env("KV_PLUGIN", plugin_command)
-        .current_dir(work)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", host.display()))
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "{}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// `put` in one launch, `get` in another, then `get` of a missing key; nothing may be left
-/// running.
-/// `host_args` go before the subcommand (the sandbox allowances `kv-host` needs).
+/// [`ExampleHost::kv_round_trip`] with the Python plugin's command line; `host_args` go
+/// before the subcommand (the sandbox allowances `kv-host` needs).
 fn kv_round_trip(host: &Path, plugin_command: &str, host_args: &[String], tls: bool) {
-    let work = tempfile::tempdir().unwrap();
-    let value = format!("value-{}-{}", std::process::id(), nanos());
-
-    let put = run_host(
-        host,
-        plugin_command,
-        host_args,
-        work.path(),
-        tls,
-        &["put", "a", &value],
-    );
-    assert!(put.status.success(), "put failed: {}", describe(&put));
-    assert_eq!(
-        std::fs::read_to_string(work.path().join("kv_a")).unwrap(),
-        value,
-        "the plugin stores the value in kv_<key> in its working directory"
-    );
-
-    let get = run_host(
-        host,
-        plugin_command,
-        host_args,
-        work.path(),
-        tls,
-        &["get", "a"],
-    );
-    assert!(get.status.success(), "get failed: {}", describe(&get));
-    assert_eq!(String::from_utf8_lossy(&get.stdout), format!("{value}\n"));
-
-    let missing = run_host(
-        host,
-        plugin_command,
-        host_args,
-        work.path(),
-        tls,
-        &["get", "no-such-key"],
-    );
-    assert_eq!(
-        missing.status.code(),
-        Some(EXIT_NOT_FOUND),
-        "a missing key is NotFound: {}",
-        describe(&missing)
-    );
-    assert!(missing.stdout.is_empty(), "{}", describe(&missing));
-
-    let left = procs::in_dir(work.path());
-    assert!(left.is_empty(), "processes left behind: {left:?}");
-}
-
-fn nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
+    ExampleHost::kv(host, plugin_command)
+        .options(host_args.iter().cloned())
+        .tls(tls)
+        .kv_round_trip();
 }
 
 #[test]
@@ -286,38 +204,15 @@ async fn a_python_plugin_exits_when_its_host_dies() {
 
 const COUNTER_HOST: &str = env!("CARGO_BIN_EXE_tests-counter-host");
 
-/// `put c 5`, `put c 7` (each in a launch of its own: the Python counter plugin dials the
-/// host's `AddHelper` through `plugin.GRPCBroker` and stores the sum it returns), then `get c`
-/// prints `12`; nothing is left running. `host_args` go before the subcommand.
+/// [`ExampleHost::counter_round_trip`] with the Python counter plugin, which dials the host's
+/// `AddHelper` through `plugin.GRPCBroker`. `host_args` go before the subcommand.
 fn counter_round_trip(host: &Path, py: &python::PythonPeer, host_args: &[String], tls: bool) {
-    let work = tempfile::tempdir().unwrap();
     let plugin = py.sdk.join("examples/counter_plugin.py");
     let command = shell_words::join([py.interpreter.to_string_lossy(), plugin.to_string_lossy()]);
-    let run = |args: &[&str]| {
-        let mut cmd = Command::new(host);
-        if !tls {
-            cmd.arg("--plaintext");
-        }
-        cmd.args(host_args)
-            .args(args)
-            .env("COUNTER_PLUGIN", &command)
-            .current_dir(work.path())
-            .output()
-            .unwrap()
-    };
-    for n in ["5", "7"] {
-        let put = run(&["put", "c", n]);
-        assert!(put.status.success(), "put c {n}: {}", describe(&put));
-    }
-    assert_eq!(
-        std::fs::read_to_string(work.path().join("kv_c")).unwrap(),
-        r#"{"Value":12}"#
-    );
-    let get = run(&["get", "c"]);
-    assert!(get.status.success(), "get c: {}", describe(&get));
-    assert_eq!(String::from_utf8_lossy(&get.stdout), "12\n");
-    let left = procs::in_dir(work.path());
-    assert!(left.is_empty(), "processes left behind: {left:?}");
+    ExampleHost::counter(host, command)
+        .options(host_args.iter().cloned())
+        .tls(tls)
+        .counter_round_trip();
 }
 
 #[test]
