@@ -421,17 +421,22 @@ pub fn markdown(results: &Results, ctx: &Context) -> String {
          serves on a fresh broker id for that call (host → plugin → host → plugin → host, \
          listener, dial and TLS handshake included) against a plain `Get`, interleaved; \
          go-plugin 1.0.1 runs it in plaintext (its broker dial-backs fail under AutoMTLS). \
+         In the multiplexed mode (`--multiplex`, go-plugin ≥ 1.6 and tether) the same callback \
+         is a knock/ack on the broker stream and a new yamux stream with its own TLS handshake \
+         on the plugin's one connection. \
          Confinement and the lazy catalog are tether's alone (go-plugin has neither)."
     );
     let _ = writeln!(md);
-    let _ = writeln!(
-        md,
-        "Not measured yet (no numbers until the feature exists):"
-    );
-    for p in PENDING {
-        let _ = writeln!(md, "- {p}");
+    if !PENDING.is_empty() {
+        let _ = writeln!(
+            md,
+            "Not measured yet (no numbers until the feature exists):"
+        );
+        for p in PENDING {
+            let _ = writeln!(md, "- {p}");
+        }
+        let _ = writeln!(md);
     }
-    let _ = writeln!(md);
 
     let _ = writeln!(md, "### Goals (ratios from this run)");
     let _ = writeln!(md);
