@@ -14,13 +14,14 @@ use tonic::transport::Channel;
 
 use crate::config::{HandshakeConfig, PluginClientBuilder, Settings};
 use crate::connect;
-use crate::delivery::{DeliveredDir, Janitor};
+use crate::delivery::DeliveredDir;
 use crate::error::{
     Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError, ShutdownOutcome, StartError,
 };
 use crate::handshake_reader::{self, LineReader, ReadFailure, StrayLimit, StrayOutput};
 use crate::health::{self, HealthFailure};
 use crate::integrity::VerifiedBinary;
+use crate::janitor::Janitor;
 use crate::launch::{self, PrivateDir};
 use crate::output::{self, SharedTail, StderrTail};
 use crate::process::{ExitHook, ProcessGroup};
@@ -369,10 +370,10 @@ pub(crate) async fn start(
     if let Some(d) = &delivered {
         janitor_dirs.push(d.path());
     }
-    let janitor = match Janitor::spawn(group.pid(), &janitor_dirs) {
-        Ok(janitor) => Some(janitor),
+    let janitor = match Janitor::shared().register(group.pid(), &janitor_dirs) {
+        Ok(registration) => Some(registration),
         Err(e) => {
-            tracing::warn!(plugin, error = %e, "cannot start the janitor: if the host is killed, this plugin's directories stay behind");
+            tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
             None
         }
     };

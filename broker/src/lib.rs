@@ -95,9 +95,10 @@
 //! stderr closed at exec; an empty capability bounding set; `no_new_privs`; a Landlock domain
 //! allowing only [`SYSTEM_EXEC_PATHS`], [`SYSTEM_READ_PATHS`], [`DEVICE_RW_PATHS`], the
 //! binary's directory (read/execute), its secrets/config (read), its private and working
-//! directories (read/write); [`Limits`] as rlimits and core dumps off; `PR_SET_PDEATHSIG` and a
-//! janitor process on a lifeline pipe that kills the plugin's process group and removes its
-//! directories if the host dies, even by `SIGKILL`. With
+//! directories (read/write); [`Limits`] as rlimits and core dumps off; `PR_SET_PDEATHSIG` and
+//! one janitor process per host (a `sh` started on the first launch, watching a lifeline
+//! socket) that, if the host dies, even by `SIGKILL`, kills the process group and removes the
+//! directories of every plugin the host had not yet ended. With
 //! [`sha256`](PluginClientBuilder::sha256) the binary is verified through an open descriptor
 //! and that same file executed ([`IntegrityError`]).
 //!
@@ -202,6 +203,7 @@ mod grants;
 mod handshake_reader;
 mod health;
 mod integrity;
+mod janitor;
 mod launch;
 mod manifest;
 mod output;

@@ -11,8 +11,8 @@ use tether_proto::plugin::grpc_controller_client::GrpcControllerClient;
 use tonic::transport::Channel;
 
 use crate::config::KILL_REAP_TIMEOUT;
-use crate::delivery::Janitor;
 use crate::error::{ShutdownError, ShutdownOutcome};
+use crate::janitor::Registration;
 use crate::launch::PrivateDir;
 use crate::process::ProcessGroup;
 
@@ -32,8 +32,9 @@ pub(crate) struct Launched {
     pub(crate) dir: Option<PrivateDir>,
     pub(crate) plugin: Arc<str>,
     pub(crate) terminate_grace: Duration,
-    /// Cleans up if the host dies; disarmed once the plugin is ended and `dir` removed.
-    pub(crate) janitor: Option<Janitor>,
+    /// Has the janitor clean up if the host dies; unregistered once the plugin is ended and
+    /// `dir` removed.
+    pub(crate) janitor: Option<Registration>,
 }
 
 /// The graceful part of a shutdown.
@@ -65,7 +66,7 @@ impl Launched {
             })?;
         }
         if let Some(janitor) = self.janitor.take() {
-            janitor.disarm();
+            janitor.unregister();
         }
         tracing::debug!(plugin = &*self.plugin, %outcome, "plugin shut down");
         Ok(outcome)
@@ -100,7 +101,7 @@ impl Launched {
             })?;
         }
         if let Some(janitor) = self.janitor.take() {
-            janitor.disarm();
+            janitor.unregister();
         }
         Ok(outcome)
     }
@@ -199,7 +200,7 @@ impl Drop for Launched {
                                 if stop_blocking(&group, &name, grace)
                                     && let Some(janitor) = janitor
                                 {
-                                    janitor.disarm();
+                                    janitor.unregister();
                                 }
                             });
                     if let Err(e) = spawned {
@@ -230,7 +231,7 @@ impl Drop for Launched {
         if self.group.exit_status().is_some()
             && let Some(janitor) = self.janitor.take()
         {
-            janitor.disarm();
+            janitor.unregister();
         }
     }
 }

@@ -189,3 +189,48 @@ async fn the_enforced_landlock_abi_is_reported_and_off_means_none() {
     assert_eq!(plugin.landlock_abi(), None);
     plugin.shutdown().await.unwrap();
 }
+
+/// This process's children running the janitor (`sh -c … tether-janitor …`).
+fn janitors() -> Vec<u32> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // The parent is the second field after the parenthesised command name.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(me.as_str())
+                && cmdline
+                    .split(|&b| b == 0)
+                    .any(|arg| arg == b"tether-janitor")
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn plugins_started_concurrently_share_one_janitor_that_outlives_them() {
+    let work = tempfile::tempdir().unwrap();
+    let starts: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(kv_plugin(work.path()).start()))
+        .collect();
+    let mut plugins = Vec::new();
+    for start in starts {
+        plugins.push(start.await.unwrap().unwrap());
+    }
+    let during = janitors();
+    assert_eq!(during.len(), 1, "janitors: {during:?}");
+    for plugin in plugins {
+        plugin.shutdown().await.unwrap();
+    }
+    assert_eq!(
+        janitors(),
+        during,
+        "the same janitor stays for the host's lifetime"
+    );
+}

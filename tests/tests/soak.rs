@@ -161,8 +161,8 @@ async fn soak_100_plugins_cycled_through_start_call_stop_keep_the_host_flat() {
             now_rss <= rss + RSS_TOLERANCE_KIB,
             "resident memory grew from {rss} KiB to {now_rss} KiB by round {rounds}"
         );
-        // The last janitors exit just after the shutdown and tokio reaps them in the
-        // background (on the next SIGCHLD): zombies may appear briefly, but none may stay.
+        // Children exiting around the shutdown are reaped in the background (tokio, on the
+        // next SIGCHLD): zombies may appear briefly, but none may stay.
         let reaped_by = Instant::now() + ZOMBIE_REAP_LIMIT;
         let mut seen_zombies = 0;
         loop {
