@@ -193,6 +193,7 @@
 
 mod broker;
 mod catalog;
+mod cgroup_text;
 mod client;
 mod config;
 mod connect;
@@ -205,6 +206,7 @@ mod integrity;
 mod launch;
 mod manifest;
 mod output;
+mod pids;
 mod plugin_log;
 mod process;
 mod reattach;
@@ -242,6 +244,7 @@ pub use manifest::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
     DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
 };
+pub use pids::{DEFAULT_MAX_PROCESSES, MAX_KILL_ROUNDS, ProcessLimit};
 pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
 };

@@ -1,11 +1,13 @@
 //! Support code for tether's integration tests and the misbehaving plugins in `src/bin/`.
 //!
 //! - [`procs`]: find processes a test left behind.
+//! - [`cgroups`]: whether plugins must get pids cgroups here, and reading one.
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
 
+pub mod cgroups;
 pub mod misbehave;
 pub mod peers;
 pub mod procs;
