@@ -2,8 +2,9 @@
 //! AutoMTLS.
 //!
 //! A [`PluginClient`] is one running plugin. [`PluginClient::builder`] configures the launch;
-//! [`start`](PluginClientBuilder::start) spawns the plugin in its own process group with an
-//! almost empty environment, reads its handshake line, connects to the announced unix socket
+//! [`start`](PluginClientBuilder::start) spawns the plugin in its own process group (and, where
+//! the host can make one, its own pids cgroup: see [`ProcessLimit`]) with an almost empty
+//! environment, reads its handshake line, connects to the announced unix socket
 //! (or loopback TCP address) with mutual TLS pinned to throw-away certificates, checks its gRPC
 //! health and hands out a [`tonic::transport::Channel`] for any generated client.
 //! [`shutdown`](PluginClient::shutdown) ends it gracefully and cleans up; dropping it ends it
