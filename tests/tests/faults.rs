@@ -540,6 +540,58 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
     }
 }
 
+/// A grandchild in a process group of its own escapes the plugin's group kill, but not its
+/// pids cgroup.
+#[tokio::test]
+async fn a_grandchild_that_left_the_plugins_process_group_still_ends_with_the_plugin() {
+    let world = World::new();
+    world.add_plugin(&PluginSpec::new("escape", PROBE));
+    let broker = broker(&world).build();
+    let plugin = broker.acquire("escape").await.unwrap();
+    let dir = world.state().join("escape");
+    let cgroup = match plugin.process_limit().clone() {
+        ProcessLimit::Cgroup { dir, .. } => Some(dir),
+        ProcessLimit::Rlimit { .. } => {
+            assert!(
+                !cgroups::pids_controller_expected(),
+                "this host has a writable pids controller, yet the plugin got RLIMIT_NPROC only"
+            );
+            None
+        }
+        other => panic!("unexpected process limit {other:?}"),
+    };
+    plugin
+        .call(|channel| async move {
+            KvClient::new(channel)
+                .put(PutRequest {
+                    key: "escape:".into(),
+                    value: Vec::new(),
+                })
+                .await
+        })
+        .await
+        .unwrap();
+    let escaped: Vec<_> = procs::in_dir(&dir)
+        .into_iter()
+        .filter(|p| p.pid != plugin.pid())
+        .collect();
+    assert_eq!(escaped.len(), 1, "{escaped:?}");
+    drop(plugin);
+    broker.shutdown().await;
+    let left = procs::in_dir(&dir);
+    if cgroup.is_none() {
+        // Without a pids cgroup nothing reaches it: end it here.
+        for p in &left {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &p.pid.to_string()])
+                .status();
+        }
+        return;
+    }
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(!cgroup.unwrap().exists());
+}
+
 // Case 17: a broker stream whose peer goes away.
 
 /// A host-side and a plugin-side `GRPCBroker`, connected in memory over mutual TLS.
