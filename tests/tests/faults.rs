@@ -576,6 +576,26 @@ async fn a_grandchild_that_left_the_plugins_process_group_still_ends_with_the_pl
         .filter(|p| p.pid != plugin.pid())
         .collect();
     assert_eq!(escaped.len(), 1, "{escaped:?}");
+    if let Some(group) = &cgroup {
+        // Nor can the plugin (uid 0 on a root host) move itself out of its group: Landlock
+        // keeps the cgroup file system read-only.
+        let parent_procs = group.parent().unwrap().join("cgroup.procs");
+        let moved = plugin
+            .call(|channel| async move {
+                KvClient::new(channel)
+                    .put(PutRequest {
+                        key: format!("write:{}", parent_procs.display()),
+                        value: b"0".to_vec(),
+                    })
+                    .await
+            })
+            .await;
+        assert!(
+            matches!(&moved, Err(UseError::Call { status, .. }) if status.code() == tonic::Code::PermissionDenied),
+            "{moved:?}"
+        );
+        assert!(cgroups::procs(group).contains(&plugin.pid()));
+    }
     drop(plugin);
     broker.shutdown().await;
     let left = procs::in_dir(&dir);
