@@ -383,6 +383,7 @@ struct Running {
     client: StdMutex<Option<PluginClient>>,
     channel: Channel,
     pid: u32,
+    process_limit: crate::ProcessLimit,
     leases: watch::Sender<usize>,
     last_release: StdMutex<Instant>,
     ended: watch::Sender<Option<Ended>>,
@@ -461,6 +462,7 @@ impl Broker {
         slot.starts.fetch_add(1, Ordering::Relaxed);
         let running = Arc::new(Running {
             pid: client.pid(),
+            process_limit: client.process_limit().clone(),
             channel: client.channel(),
             client: StdMutex::new(Some(client)),
             leases: watch::Sender::new(0),
@@ -648,6 +650,13 @@ impl Lease {
     #[must_use]
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// What limits the number of the plugin's processes (see
+    /// [`PluginClient::process_limit`](crate::PluginClient::process_limit)).
+    #[must_use]
+    pub fn process_limit(&self) -> &crate::ProcessLimit {
+        &self.running.process_limit
     }
 
     /// Runs one call (`f` gets the channel); if the plugin crashes or hangs meanwhile the call

@@ -24,6 +24,7 @@ use crate::integrity::VerifiedBinary;
 use crate::janitor::Janitor;
 use crate::launch::{self, PrivateDir};
 use crate::output::{self, SharedTail, StderrTail};
+use crate::pids::{self, ProcessLimit};
 use crate::process::{ExitHook, ProcessGroup};
 use crate::sandbox;
 use crate::shutdown::{Graceful, Launched};
@@ -71,6 +72,7 @@ pub struct PluginClient {
     stderr_tail: SharedTail,
     stderr_done: tokio::sync::watch::Receiver<bool>,
     landlock_abi: Option<u32>,
+    process_limit: ProcessLimit,
     shutdown_rpc_timeout: Duration,
     shutdown_grace: Duration,
 }
@@ -169,6 +171,14 @@ impl PluginClient {
     #[must_use]
     pub fn landlock_abi(&self) -> Option<u32> {
         self.landlock_abi
+    }
+
+    /// What limits the number of the plugin's processes: its own pids cgroup (a fork bomb
+    /// stops at `pids.max`, root or not), or — on a host without a writable pids controller —
+    /// `RLIMIT_NPROC`, which the kernel does not apply to root.
+    #[must_use]
+    pub fn process_limit(&self) -> &ProcessLimit {
+        &self.process_limit
     }
 
     /// The last bytes the plugin wrote to stderr (see
@@ -338,12 +348,31 @@ pub(crate) async fn start(
     {
         paths.read_write.push(cwd);
     }
-    let confinement = sandbox::Prepared::new(settings.sandbox, &settings.limits, &paths, plugin)
+    // Processes: a pids cgroup of the plugin's own when the host can make one (then
+    // RLIMIT_NPROC, per user and not applied to root, is left alone), else RLIMIT_NPROC.
+    let mut limits = settings.limits;
+    let mut pids_group = pids::PidsGroup::create(
+        limits.processes.unwrap_or(pids::DEFAULT_MAX_PROCESSES),
+        plugin,
+    );
+    let process_limit = match &pids_group {
+        Some(group) => {
+            limits.processes = None;
+            group.limit()
+        }
+        None => ProcessLimit::Rlimit {
+            max: limits.processes,
+        },
+    };
+    let mut confinement = sandbox::Prepared::new(settings.sandbox, &limits, &paths, plugin)
         .map_err(|e| StartError::Sandbox {
             plugin: plugin.to_owned(),
             mode: settings.sandbox,
             source: Box::new(e),
         })?;
+    if let Some(fd) = pids_group.as_ref().and_then(pids::PidsGroup::procs_fd) {
+        confinement.enter_cgroup(fd);
+    }
     for variable in &env.ignored {
         tracing::warn!(
             plugin,
@@ -365,6 +394,12 @@ pub(crate) async fn start(
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(&name)).map_err(spawn_error)?;
+    if let Some(mut pids_group) = pids_group.take() {
+        // The group lives as long as the plugin: once it has exited, whatever is left in the
+        // group is killed and the group removed.
+        pids_group.spawned();
+        group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
+    }
     let private_dir = dir.path().to_owned();
     let mut janitor_dirs = vec![dir.path()];
     if let Some(d) = &delivered {
@@ -427,6 +462,7 @@ pub(crate) async fn start(
                 broker = %connected.broker.mode(),
                 sandbox = %settings.sandbox,
                 landlock_abi = confinement.landlock_abi,
+                process_limit = ?process_limit,
                 elapsed = ?started.elapsed(),
                 "plugin started"
             );
@@ -441,6 +477,7 @@ pub(crate) async fn start(
                 stderr_tail: tail,
                 stderr_done,
                 landlock_abi: confinement.landlock_abi,
+                process_limit,
                 shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
                 shutdown_grace: settings.shutdown_grace,
             })

@@ -535,6 +535,21 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
+    /// At most `max` tasks (processes and threads) for the plugin and everything it starts
+    /// (default [`DEFAULT_MAX_PROCESSES`](crate::DEFAULT_MAX_PROCESSES)): the `pids.max` of
+    /// the plugin's own pids cgroup, so a fork bomb stops there — or `RLIMIT_NPROC` on a host
+    /// without a writable pids controller (see [`ProcessLimit`](crate::ProcessLimit)). The
+    /// same as [`Limits::processes`]; a later [`limits`](Self::limits) replaces it.
+    ///
+    /// ```
+    /// use tether_broker::PluginClient;
+    /// let b = PluginClient::builder("/bin/plugin").max_processes(64);
+    /// ```
+    pub fn max_processes(mut self, max: u64) -> Self {
+        self.settings.limits.processes = Some(max);
+        self
+    }
+
     /// The binary's expected SHA-256 (hex). The binary is then opened without following a
     /// symbolic link, refused if group/world-writable or owned by another user than the host's
     /// or root, hashed through the open descriptor and that same file executed. It must be a

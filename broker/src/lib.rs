@@ -2,8 +2,9 @@
 //! AutoMTLS.
 //!
 //! A [`PluginClient`] is one running plugin. [`PluginClient::builder`] configures the launch;
-//! [`start`](PluginClientBuilder::start) spawns the plugin in its own process group with an
-//! almost empty environment, reads its handshake line, connects to the announced unix socket
+//! [`start`](PluginClientBuilder::start) spawns the plugin in its own process group (and, where
+//! the host can make one, its own pids cgroup: see [`ProcessLimit`]) with an almost empty
+//! environment, reads its handshake line, connects to the announced unix socket
 //! (or loopback TCP address) with mutual TLS pinned to throw-away certificates, checks its gRPC
 //! health and hands out a [`tonic::transport::Channel`] for any generated client.
 //! [`shutdown`](PluginClient::shutdown) ends it gracefully and cleans up; dropping it ends it
@@ -194,6 +195,7 @@
 
 mod broker;
 mod catalog;
+mod cgroup_text;
 mod client;
 mod config;
 mod connect;
@@ -207,6 +209,7 @@ mod janitor;
 mod launch;
 mod manifest;
 mod output;
+mod pids;
 mod plugin_log;
 mod process;
 mod reattach;
@@ -244,6 +247,7 @@ pub use manifest::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
     DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
 };
+pub use pids::{DEFAULT_MAX_PROCESSES, MAX_KILL_ROUNDS, ProcessLimit};
 pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
 };

@@ -3,11 +3,13 @@
 //! above 2 closed at exec, an empty capability bounding set (so a plugin of a root host has no
 //! capabilities), `no_new_privs` and a Landlock file-system domain.
 //!
+//! When the host made the plugin a pids cgroup (`crate::pids`), the child enters it first.
+//!
 //! The Landlock ruleset is built in the parent ([`Prepared::new`]); the child only makes raw,
 //! async-signal-safe system calls ([`Prepared::pre_exec`]).
 
 use std::io;
-use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use landlock::{
@@ -94,8 +96,9 @@ impl std::fmt::Display for SandboxMode {
 
 /// Resource limits (`setrlimit`) applied to the plugin; `None` leaves the host's limit.
 ///
-/// Limits are per process (memory, CPU time, open files) except `processes`, which counts all
-/// processes of the user and which the kernel does not apply to root.
+/// Limits are per process (memory, CPU time, open files) except `processes`, which caps the
+/// plugin and everything it starts: through a pids cgroup of the plugin's own when the host
+/// can create one (see [`ProcessLimit`](crate::ProcessLimit)), else through `RLIMIT_NPROC`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
@@ -107,7 +110,10 @@ pub struct Limits {
     pub cpu_seconds: Option<u64>,
     /// Open file descriptors (`RLIMIT_NOFILE`).
     pub open_files: Option<u64>,
-    /// Processes of the user (`RLIMIT_NPROC`).
+    /// Tasks (processes and threads) of the plugin and its descendants: the `pids.max` of its
+    /// own pids cgroup (`None`: [`DEFAULT_MAX_PROCESSES`](crate::DEFAULT_MAX_PROCESSES)). On a
+    /// host without a writable pids controller, `RLIMIT_NPROC` instead — which counts every
+    /// process of the plugin's user, is not applied to root, and is only set when given here.
     pub processes: Option<u64>,
 }
 
@@ -212,6 +218,8 @@ pub(crate) struct Prepared {
     no_new_privs: bool,
     rlimits: [(libc::__rlimit_resource_t, Option<u64>); 5],
     parent: libc::pid_t,
+    /// A pids cgroup's `cgroup.procs`, open for writing: the child enters the group.
+    cgroup_procs: Option<RawFd>,
     /// The Landlock ABI enforced (`min(kernel, TARGET_LANDLOCK_ABI)`), `None` when Landlock is
     /// not applied.
     pub(crate) landlock_abi: Option<u32>,
@@ -260,8 +268,15 @@ impl Prepared {
             rlimits: limits.rlimits(),
             // SAFETY: getpid has no preconditions.
             parent: unsafe { libc::getpid() },
+            cgroup_procs: None,
             landlock_abi,
         })
+    }
+
+    /// Makes the child enter a cgroup, first thing, by writing `0` (itself) to `procs`: the
+    /// group's `cgroup.procs`, open for writing, which must stay open until the spawn is done.
+    pub(crate) fn enter_cgroup(&mut self, procs: RawFd) {
+        self.cgroup_procs = Some(procs);
     }
 
     /// The function to run in the child between fork and exec. It makes only raw system calls
@@ -271,6 +286,7 @@ impl Prepared {
         let no_new_privs = self.no_new_privs;
         let rlimits = self.rlimits;
         let parent = self.parent;
+        let cgroup_procs = self.cgroup_procs;
         move || {
             // SAFETY (whole block): raw system calls with valid arguments; nothing allocates.
             unsafe {
@@ -283,6 +299,12 @@ impl Prepared {
                 ))?;
                 if libc::getppid() != parent {
                     return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                // Into the plugin's pids cgroup before anything else can fork.
+                if let Some(fd) = cgroup_procs
+                    && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
+                {
+                    return Err(io::Error::last_os_error());
                 }
                 for (resource, value) in rlimits {
                     if let Some(value) = value {

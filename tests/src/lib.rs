@@ -2,11 +2,13 @@
 //!
 //! - [`example_host`]: drive the example hosts (KV, counter) as a user would.
 //! - [`procs`]: find processes a test left behind.
+//! - [`cgroups`]: whether plugins must get pids cgroups here, and reading one.
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
 
+pub mod cgroups;
 pub mod example_host;
 pub mod misbehave;
 pub mod peers;

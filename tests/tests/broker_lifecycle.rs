@@ -323,15 +323,25 @@ fn host_sigkill_leaves_nothing(binary: &std::path::Path, processes_per_plugin: u
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut pids = Vec::new();
+    let (mut pids, mut cgroups) = (Vec::new(), Vec::new());
     for line in BufReader::new(host.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
         if line == "ready" {
             break;
         }
+        if let Some(dir) = line.strip_prefix("cgroup ") {
+            cgroups.push(std::path::PathBuf::from(dir.split_once(' ').unwrap().1));
+            continue;
+        }
         pids.push(line.rsplit(' ').next().unwrap().parse::<u32>().unwrap());
     }
     assert_eq!(pids.len(), 2);
+    let expected_cgroups = if tether_tests::cgroups::pids_controller_expected() {
+        2
+    } else {
+        0
+    };
+    assert_eq!(cgroups.len(), expected_cgroups, "{cgroups:?}");
     assert_eq!(World::leftovers(&world.delivery()).len(), 2);
     assert_eq!(plugin_processes(&world), 2 * processes_per_plugin);
     let fds: Vec<OwnedFd> = pids.iter().map(|&p| pidfd(p)).collect();
@@ -368,6 +378,19 @@ fn host_sigkill_leaves_nothing(binary: &std::path::Path, processes_per_plugin: u
         processes_gone <= PROCESSES_GONE_AFTER_HOST_DEATH,
         "plugin processes outlived their killed host by {processes_gone:?}"
     );
+
+    // Its plugins' pids cgroups: the killed host could not remove them, but they are empty
+    // now, and the next launch on this machine removes the groups of hosts that are gone.
+    if !cgroups.is_empty() {
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            let broker = broker(&world, Grants::new().secret("a", "a")).build();
+            drop(broker.acquire("a").await.unwrap());
+            broker.shutdown().await;
+        });
+        for dir in &cgroups {
+            assert!(!dir.exists(), "{} left behind", dir.display());
+        }
+    }
 }
 
 /// How soon after the host's SIGKILL its plugins (and their grandchildren) must be gone.

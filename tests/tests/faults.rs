@@ -1,6 +1,6 @@
 //! Fault injection beyond start-up: plugins that crash in the middle of a stream, handlers that
 //! hang, foreign processes and other plugins' certificates at a plugin's socket, plugins that
-//! ignore every request to stop, a (bounded) fork bomb, and broker streams whose peer goes away.
+//! ignore every request to stop, a fork bomb (stopped at the plugin's process limit), and broker streams whose peer goes away.
 //! Each test asserts the error the host sees, that the host keeps serving, and that no process
 //! remains.
 
@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tether_broker::{
-    Broker, Catalog, HandshakeConfig, Lease, PluginClient, ReattachConfig, ReattachTls,
-    ReattachedPlugin, ShutdownOutcome, UseError,
+    Broker, Catalog, HandshakeConfig, Lease, PluginClient, ProcessLimit, ReattachConfig,
+    ReattachTls, ReattachedPlugin, ShutdownOutcome, UseError,
 };
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
@@ -21,14 +21,18 @@ use tether_examples::streams_proto::streams_client::StreamsClient;
 use tether_examples::streams_proto::streams_server::StreamsServer;
 use tether_examples::streams_proto::{CountRequest, Number, SleepRequest};
 use tether_proto::tls::Identity;
-use tether_tests::procs;
 use tether_tests::world::{PluginSpec, World};
+use tether_tests::{cgroups, procs};
 use tokio_stream::StreamExt as _;
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
 const KV_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 const STREAMS_PLUGIN: &str = env!("CARGO_BIN_EXE_streams-plugin");
 const STUBBORN_PLUGIN: &str = env!("CARGO_BIN_EXE_stubborn-plugin");
+
+/// The fork bomb's process limit: small, so that even a failing test cannot hurt the shared
+/// machine.
+const BOMB_MAX_PROCESSES: u64 = 64;
 
 /// How long a test waits for something the host does in the background.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -423,15 +427,38 @@ async fn a_plugin_ignoring_shutdown_and_sigterm_is_killed_with_its_grandchild_af
 
 // Case 16: fork bomb.
 
-#[tokio::test]
-async fn a_fork_bomb_does_not_stop_the_host_and_every_process_of_it_ends_with_the_plugin() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_of_it_ends_with_the_plugin()
+ {
     let world = World::new();
-    world.add_plugin(&PluginSpec::new("bomb", PROBE));
+    world.add_plugin(
+        &PluginSpec::new("bomb", PROBE)
+            .tables(&format!("[limits]\nprocesses = {BOMB_MAX_PROCESSES}")),
+    );
     world.add_plugin(&PluginSpec::new("kv", KV_PLUGIN));
     let broker = broker(&world).build();
     let bomb = broker.acquire("bomb").await.unwrap();
     let bomb_dir = world.state().join("bomb");
-    let levels = 6; // 2^7 - 1 shells, each with a `sleep`: about 250 processes.
+    let cgroup = match bomb.process_limit().clone() {
+        ProcessLimit::Cgroup { max, dir } => {
+            assert_eq!(max, BOMB_MAX_PROCESSES);
+            Some(dir)
+        }
+        ProcessLimit::Rlimit { max } => {
+            // Only where the host cannot make pids cgroups (RLIMIT_NPROC, non-root).
+            assert!(
+                !cgroups::pids_controller_expected(),
+                "this host has a writable pids controller, yet the plugin got RLIMIT_NPROC only"
+            );
+            assert_eq!(max, Some(BOMB_MAX_PROCESSES));
+            None
+        }
+        other => panic!("unexpected process limit {other:?}"),
+    };
+    // With the cgroup, a bomb of 2^13 - 1 shells and as many `sleep`s (about 16 000
+    // processes unstopped); without it (a host that cannot make pids cgroups, where root would
+    // not be stopped) one of about 250.
+    let levels = if cgroup.is_some() { 12 } else { 6 };
     bomb.call(|channel| async move {
         KvClient::new(channel)
             .put(PutRequest {
@@ -442,10 +469,42 @@ async fn a_fork_bomb_does_not_stop_the_host_and_every_process_of_it_ends_with_th
     })
     .await
     .unwrap();
-    eventually("the bomb has spread", || {
-        procs::in_dir(&bomb_dir).len() > 200
-    })
-    .await;
+    if let Some(dir) = &cgroup {
+        // Forks past the limit fail: the bomb is stopped there.
+        eventually("forks are refused at the limit", || {
+            cgroups::counter(dir, "pids.events", Some("max")).unwrap() > 0
+        })
+        .await;
+        let current = cgroups::counter(dir, "pids.current", None).unwrap();
+        assert!(current <= BOMB_MAX_PROCESSES, "{current} tasks");
+        let in_group = cgroups::procs(dir);
+        assert!(in_group.len() <= usize::try_from(BOMB_MAX_PROCESSES).unwrap());
+        // Every process of the bomb is in the plugin's group. Asked of each process, and only
+        // of live ones: the bomb keeps replacing shells that failed to fork, and an exiting
+        // process already shows the root group.
+        let bomb_procs = procs::in_dir(&bomb_dir);
+        assert!(bomb_procs.len() > 1, "the bomb did not start");
+        let name = dir.file_name().unwrap().to_str().unwrap();
+        for p in &bomb_procs {
+            let Ok(groups) = std::fs::read_to_string(format!("/proc/{}/cgroup", p.pid)) else {
+                continue;
+            };
+            let still_live =
+                std::fs::read_to_string(format!("/proc/{}/status", p.pid)).is_ok_and(|s| {
+                    s.lines()
+                        .any(|l| l.starts_with("State:") && !l.contains('Z'))
+                }) && std::fs::read_link(format!("/proc/{}/cwd", p.pid)).is_ok();
+            assert!(
+                groups.contains(name) || !still_live,
+                "{p:?} escaped the group: {groups}"
+            );
+        }
+    } else {
+        eventually("the bomb has spread", || {
+            procs::in_dir(&bomb_dir).len() > 200
+        })
+        .await;
+    }
 
     // The host, another plugin and the bombing plugin itself keep answering.
     let kv = broker.acquire("kv").await.unwrap();
@@ -471,11 +530,86 @@ async fn a_fork_bomb_does_not_stop_the_host_and_every_process_of_it_ends_with_th
     assert_eq!(pid, bomb.pid().to_string().into_bytes());
     drop((bomb, kv));
 
-    // Stopping the plugin ends every process of the bomb.
+    // Stopping the plugin ends every process of the bomb and removes its group.
     broker.shutdown().await;
     let left = procs::in_dir(&bomb_dir);
     assert!(left.is_empty(), "{} processes left behind", left.len());
     assert!(World::leftovers(&world.run()).is_empty());
+    if let Some(dir) = cgroup {
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
+}
+
+/// A grandchild in a process group of its own escapes the plugin's group kill, but not its
+/// pids cgroup.
+#[tokio::test]
+async fn a_grandchild_that_left_the_plugins_process_group_still_ends_with_the_plugin() {
+    let world = World::new();
+    world.add_plugin(&PluginSpec::new("escape", PROBE));
+    let broker = broker(&world).build();
+    let plugin = broker.acquire("escape").await.unwrap();
+    let dir = world.state().join("escape");
+    let cgroup = match plugin.process_limit().clone() {
+        ProcessLimit::Cgroup { dir, .. } => Some(dir),
+        ProcessLimit::Rlimit { .. } => {
+            assert!(
+                !cgroups::pids_controller_expected(),
+                "this host has a writable pids controller, yet the plugin got RLIMIT_NPROC only"
+            );
+            None
+        }
+        other => panic!("unexpected process limit {other:?}"),
+    };
+    plugin
+        .call(|channel| async move {
+            KvClient::new(channel)
+                .put(PutRequest {
+                    key: "escape:".into(),
+                    value: Vec::new(),
+                })
+                .await
+        })
+        .await
+        .unwrap();
+    let escaped: Vec<_> = procs::in_dir(&dir)
+        .into_iter()
+        .filter(|p| p.pid != plugin.pid())
+        .collect();
+    assert_eq!(escaped.len(), 1, "{escaped:?}");
+    if let Some(group) = &cgroup {
+        // Nor can the plugin (uid 0 on a root host) move itself out of its group: Landlock
+        // keeps the cgroup file system read-only.
+        let parent_procs = group.parent().unwrap().join("cgroup.procs");
+        let moved = plugin
+            .call(|channel| async move {
+                KvClient::new(channel)
+                    .put(PutRequest {
+                        key: format!("write:{}", parent_procs.display()),
+                        value: b"0".to_vec(),
+                    })
+                    .await
+            })
+            .await;
+        assert!(
+            matches!(&moved, Err(UseError::Call { status, .. }) if status.code() == tonic::Code::PermissionDenied),
+            "{moved:?}"
+        );
+        assert!(cgroups::procs(group).contains(&plugin.pid()));
+    }
+    drop(plugin);
+    broker.shutdown().await;
+    let left = procs::in_dir(&dir);
+    if cgroup.is_none() {
+        // Without a pids cgroup nothing reaches it: end it here.
+        for p in &left {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &p.pid.to_string()])
+                .status();
+        }
+        return;
+    }
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(!cgroup.unwrap().exists());
 }
 
 // Case 17: a broker stream whose peer goes away.

@@ -234,3 +234,58 @@ async fn plugins_started_concurrently_share_one_janitor_that_outlives_them() {
         "the same janitor stays for the host's lifetime"
     );
 }
+
+/// Issue 7, case 16: a plugin's processes are counted in a pids cgroup of its own (where the
+/// host can make one), which goes when the plugin stops.
+#[tokio::test]
+async fn a_plugin_runs_in_a_pids_cgroup_of_its_own_that_is_removed_when_it_stops() {
+    use tether_broker::{DEFAULT_MAX_PROCESSES, ProcessLimit};
+    use tether_tests::cgroups;
+
+    let work = tempfile::tempdir().unwrap();
+    let plugin = kv_plugin(work.path()).start().await.unwrap();
+    let expected = cgroups::pids_controller_expected();
+    let dir = match plugin.process_limit().clone() {
+        ProcessLimit::Cgroup { max, dir } => {
+            assert_eq!(max, DEFAULT_MAX_PROCESSES);
+            dir
+        }
+        ProcessLimit::Rlimit { max } => {
+            assert!(
+                !expected,
+                "this host has a writable pids controller, yet the plugin got RLIMIT_NPROC only"
+            );
+            assert_eq!(max, None);
+            plugin.shutdown().await.unwrap();
+            return;
+        }
+        other => panic!("unexpected process limit {other:?}"),
+    };
+    assert_eq!(cgroups::procs(&dir), vec![plugin.pid()]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pids.max"))
+            .unwrap()
+            .trim(),
+        DEFAULT_MAX_PROCESSES.to_string()
+    );
+    plugin.shutdown().await.unwrap();
+    assert!(!dir.exists(), "{} left behind", dir.display());
+
+    // The builder's override.
+    let plugin = kv_plugin(work.path())
+        .max_processes(32)
+        .start()
+        .await
+        .unwrap();
+    let ProcessLimit::Cgroup { max: 32, dir } = plugin.process_limit().clone() else {
+        panic!("{:?}", plugin.process_limit());
+    };
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pids.max"))
+            .unwrap()
+            .trim(),
+        "32"
+    );
+    plugin.shutdown().await.unwrap();
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}

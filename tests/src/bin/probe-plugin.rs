@@ -12,6 +12,8 @@
 //! - `Put "balloon:"`: allocates and touches the value (decimal) MiB of memory;
 //! - `Put "crash:"`: exits with status 3 after printing `crashing on purpose` to stderr;
 //! - `Put "child:"`: starts a `sleep` grandchild in its process group;
+//! - `Put "escape:"`: starts a `sleep` grandchild in a process group of its own (which the
+//!   plugin's group kill does not reach);
 //! - `Put "forkbomb:"`: starts a fork bomb bounded at the value (decimal) levels of doubling —
 //!   about `2^(levels+2)` processes in its process group, each sleeping — and returns.
 
@@ -106,6 +108,17 @@ impl Kv for Probe {
             }
             "child" => {
                 let child = tether_tests::misbehave::spawn_sleeping_grandchild();
+                std::mem::forget(child);
+            }
+            "escape" => {
+                use std::os::unix::process::CommandExt as _;
+                let child = std::process::Command::new("sleep")
+                    .arg("3600")
+                    .process_group(0)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .map_err(|e| Status::internal(format!("escape: {e}")))?;
                 std::mem::forget(child);
             }
             "forkbomb" => {
