@@ -17,7 +17,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::pin::pin;
 use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tempfile::TempPath;
@@ -44,6 +44,7 @@ use crate::accept::{self, AcceptOptions, DEFAULT_ACCEPT_ERROR_BACKOFF, Listener}
 use crate::conn::Target;
 use crate::dial::{self, Alive};
 use crate::error::BrokerError;
+use crate::lock;
 use crate::mux::{BrokerMode, Mux, Route, StreamOpener};
 
 /// How long [`GrpcBroker::dial`] waits for the peer's `ConnInfo` for an id (go-plugin: 5 s),
@@ -315,11 +316,6 @@ impl fmt::Debug for GrpcBroker {
             .field("closed", &*self.inner.closed.borrow())
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Nothing panics while holding these locks; a poisoned one still holds consistent data.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl GrpcBroker {
@@ -607,17 +603,7 @@ impl GrpcBroker {
         use std::io::{Error, ErrorKind};
         let (tx, rx) = oneshot::channel();
         lock(&self.inner.acks).insert(id, tx);
-        let knock = ConnInfo {
-            service_id: id,
-            network: String::new(),
-            address: String::new(),
-            knock: Some(Knock {
-                knock: true,
-                ack: false,
-                error: String::new(),
-            }),
-        };
-        self.send(knock)
+        self.send(knock_message(id, false))
             .map_err(|e| Error::new(ErrorKind::NotConnected, e.to_string()))?;
         let timeout = self.inner.config.dial_timeout;
         let answer = tokio::time::timeout(timeout, rx).await;
@@ -646,17 +632,7 @@ impl GrpcBroker {
     /// Multiplexed mode: the next stream the peer opens is for `id`; tells the peer so.
     fn acknowledge(&self, mux: &Mux, id: u32) {
         mux.expect(id);
-        let ack = ConnInfo {
-            service_id: id,
-            network: String::new(),
-            address: String::new(),
-            knock: Some(Knock {
-                knock: true,
-                ack: true,
-                error: String::new(),
-            }),
-        };
-        if let Err(error) = self.send(ack) {
+        if let Err(error) = self.send(knock_message(id, true)) {
             tracing::debug!(peer = self.inner.peer, id, %error, "cannot acknowledge a knock");
         }
     }
@@ -1035,6 +1011,20 @@ impl grpc_broker_server::GrpcBroker for BrokerService {
         let inbound = request.into_inner();
         tokio::spawn(async move { broker.run_inbound(inbound).await });
         Ok(tonic::Response::new(Box::pin(outbound.map(Ok))))
+    }
+}
+
+/// Multiplexed mode: a knock for `id` (`ack` false) or its acknowledgement (`ack` true).
+fn knock_message(id: u32, ack: bool) -> ConnInfo {
+    ConnInfo {
+        service_id: id,
+        network: String::new(),
+        address: String::new(),
+        knock: Some(Knock {
+            knock: true,
+            ack,
+            error: String::new(),
+        }),
     }
 }
 

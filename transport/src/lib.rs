@@ -135,3 +135,9 @@ pub use grpc_broker::{
     ListenOn, MAX_UNCLAIMED, Served,
 };
 pub use mux::{BrokerMode, Mux, StreamListener, StreamOpener};
+
+/// Locks `m`. Nothing panics while holding the crate's locks, so a poisoned one still holds
+/// consistent data.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

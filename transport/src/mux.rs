@@ -19,7 +19,7 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
@@ -28,6 +28,7 @@ use tokio_yamux::{Config, Control, Session};
 
 use crate::accept::{self, AcceptOptions, Incoming, Listener};
 use crate::conn::Io;
+use crate::lock;
 
 /// Opens one byte stream for a gRPC connection (a yamux stream, after a knock when it is a
 /// brokered one). Called again whenever the channel reconnects.
@@ -52,11 +53,6 @@ impl fmt::Display for BrokerMode {
             Self::Multiplexed => "multiplexed",
         })
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Nothing panics while holding these locks; a poisoned one still holds consistent data.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 type StreamSender = mpsc::UnboundedSender<Box<dyn Io>>;
@@ -152,10 +148,10 @@ impl Mux {
                     drop(listener);
                     mux.start(Session::new_server(io, Config::default()));
                 }
-                Ok(None) => mux.end(),
+                Ok(None) => end(&mux.inner),
                 Err(error) => {
                     tracing::warn!(%error, "accepting the host's multiplexed connection failed");
-                    mux.end();
+                    end(&mux.inner);
                 }
             }
         });
@@ -222,18 +218,13 @@ impl Mux {
 
     /// Ends the session: the connection is closed, every stream and route ends.
     pub fn close(&self) {
-        self.inner.ended.send_replace(true);
-        self.end();
+        end(&self.inner);
     }
 
     /// Whether the session has ended (closed, or the peer went away).
     #[must_use]
     pub fn is_ended(&self) -> bool {
         *self.inner.ended.borrow()
-    }
-
-    fn end(&self) {
-        end(&self.inner);
     }
 }
 
