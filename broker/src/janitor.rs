@@ -170,7 +170,7 @@ impl Janitor {
         let mut state = self.lock();
         let id = state.next_id;
         state.next_id += 1;
-        state.send(&format!("r {id} {pgid} {encoded}\n"))?;
+        state.send(&register_line(id, pgid, &encoded))?;
         state.registered.insert(id, (pgid, encoded));
         Ok(Registration {
             janitor: self,
@@ -249,7 +249,7 @@ impl State {
         if self.running.is_none() {
             let mut running = Running::spawn()?;
             for (id, (pgid, dirs)) in &self.registered {
-                if let Err(e) = running.write(&format!("r {id} {pgid} {dirs}\n")) {
+                if let Err(e) = running.write(&register_line(*id, *pgid, dirs)) {
                     running.abandon();
                     return Err(e);
                 }
@@ -380,6 +380,12 @@ fn checked(dir: &Path) -> io::Result<PathBuf> {
 }
 
 /// Appends `path` with every byte outside `[A-Za-z0-9/._-]` as an octal escape `\ooo`.
+/// The protocol line registering plugin `id`: process group `pgid` and its `dirs` (encoded,
+/// space-separated), as `SCRIPT` parses it.
+fn register_line(id: u64, pgid: u32, dirs: &str) -> String {
+    format!("r {id} {pgid} {dirs}\n")
+}
+
 fn encode(path: &Path, out: &mut String) {
     for &b in path.as_os_str().as_bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-') {

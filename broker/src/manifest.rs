@@ -437,12 +437,8 @@ impl Checker<'_> {
             if expanded.is_empty() {
                 return Err(self.error(value, key, "is empty"));
             }
-            let path = Path::new(&expanded);
-            paths.push(if path.is_absolute() {
-                path.to_owned()
-            } else {
-                dir.join(path)
-            });
+            // An absolute entry replaces `dir` in the join.
+            paths.push(dir.join(&expanded));
         }
         Ok(paths)
     }

@@ -65,6 +65,8 @@ pub enum ProcessLimit {
 struct Base {
     version: Version,
     dir: PathBuf,
+    /// This process's pid namespace (part of every group name; it never changes).
+    pid_namespace: u64,
 }
 
 /// A plugin's pids cgroup. Dropping it kills whatever is left in it and removes it.
@@ -104,7 +106,7 @@ impl PidsGroup {
 
     fn create_in(base: &Base, max: u64) -> io::Result<Self> {
         static LAUNCHES: AtomicU64 = AtomicU64::new(0);
-        let pid_namespace = pid_namespace()?;
+        let pid_namespace = base.pid_namespace;
         remove_stale(&base.dir, pid_namespace);
         let name = GroupName {
             pid_namespace,
@@ -245,6 +247,7 @@ fn base() -> Option<&'static Base> {
 }
 
 fn find_base() -> Option<Base> {
+    let pid_namespace = pid_namespace().ok()?;
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
     let cgroup = fs::read_to_string("/proc/self/cgroup").ok()?;
     let mounts = cgroup_text::pids_mounts(&mountinfo);
@@ -259,11 +262,13 @@ fn find_base() -> Option<Base> {
         return Some(Base {
             version: Version::V2,
             dir,
+            pid_namespace,
         });
     }
     dir_of(Version::V1).map(|dir| Base {
         version: Version::V1,
         dir,
+        pid_namespace,
     })
 }
 

@@ -33,10 +33,11 @@ pub async fn step(
         ),
     )
     .await?;
-    let mut outputs = json!({ "artifact": name, "bytes": bytes.len(), "sha256": sha256 });
-    if let Ok(text) = String::from_utf8(bytes.clone()) {
+    let len = bytes.len();
+    let mut outputs = json!({ "artifact": name, "bytes": len, "sha256": sha256 });
+    if let Ok(text) = String::from_utf8(bytes) {
         outputs["text"] = Value::String(text);
     }
-    let message = format!("{name}: {} bytes, sha256 {}…", bytes.len(), &sha256[..12]);
+    let message = format!("{name}: {len} bytes, sha256 {}…", &sha256[..12]);
     Ok((outputs, message))
 }

@@ -11,13 +11,13 @@
 //!
 //! Output: `load_ns=… use_ns=… started=…` (one comma-separated value per repeat).
 
-use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tether_broker::{Broker, Catalog};
 use tether_examples::kv::PutRequest;
 
+use crate::measure::join;
 use crate::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
 
 /// The measurement's parameters.
@@ -161,17 +161,6 @@ async fn use_plugins(broker: &Broker, names: &[String]) -> Result<(), Failure> {
             .await?;
     }
     Ok(())
-}
-
-fn join<T: std::fmt::Display>(values: impl Iterator<Item = T>) -> String {
-    let mut text = String::new();
-    for (i, v) in values.enumerate() {
-        if i > 0 {
-            text.push(',');
-        }
-        let _ = write!(text, "{v}");
-    }
-    text
 }
 
 #[cfg(test)]

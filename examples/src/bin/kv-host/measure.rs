@@ -354,12 +354,17 @@ fn vm_rss_kb(status_path: &str) -> Result<u64, Failure> {
 
 /// Durations as comma-separated nanoseconds.
 fn join_ns(samples: &[Duration]) -> String {
-    let mut text = String::with_capacity(samples.len() * 8);
-    for (i, sample) in samples.iter().enumerate() {
+    join(samples.iter().map(Duration::as_nanos))
+}
+
+/// Comma-separated values, the samples format of every `measure` line.
+pub(crate) fn join<T: std::fmt::Display>(values: impl Iterator<Item = T>) -> String {
+    let mut text = String::new();
+    for (i, v) in values.enumerate() {
         if i > 0 {
             text.push(',');
         }
-        let _ = write!(text, "{}", sample.as_nanos());
+        let _ = write!(text, "{v}");
     }
     text
 }
