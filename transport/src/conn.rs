@@ -38,6 +38,8 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 pub struct Conn {
     io: Box<dyn Io>,
     cut: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// Whether `cut` has completed.
+    is_cut: bool,
 }
 
 impl Conn {
@@ -50,6 +52,7 @@ impl Conn {
         Self {
             io: stream,
             cut: None,
+            is_cut: false,
         }
     }
 
@@ -64,10 +67,23 @@ impl Conn {
         self
     }
 
-    /// `Some(error)` once the connection is cut; registers for the wake-up otherwise.
-    fn cut(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
-        let cut = self.cut.as_mut()?;
-        cut.as_mut().poll(cx).is_ready().then(|| {
+    /// Read side: polls the cut (registering for its wake-up) and `Some(error)` once it has
+    /// happened. Only reads poll it: an HTTP/2 connection always has a read pending, so the
+    /// cut is seen there without taking the cut's wake-up lock on every write.
+    fn poll_cut(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        if let Some(cut) = self.cut.as_mut() {
+            if cut.as_mut().poll(cx).is_pending() {
+                return None;
+            }
+            self.cut = None;
+            self.is_cut = true;
+        }
+        self.cut_error()
+    }
+
+    /// Write side: `Some(error)` once a read has seen the cut.
+    fn cut_error(&self) -> Option<io::Error> {
+        self.is_cut.then(|| {
             io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "the server stopped; connection cut",
@@ -94,7 +110,7 @@ impl AsyncRead for Conn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if let Some(error) = self.cut(cx) {
+        if let Some(error) = self.poll_cut(cx) {
             return Poll::Ready(Err(error));
         }
         Pin::new(&mut *self.io).poll_read(cx, buf)
@@ -107,14 +123,14 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if let Some(error) = self.cut(cx) {
+        if let Some(error) = self.cut_error() {
             return Poll::Ready(Err(error));
         }
         Pin::new(&mut *self.io).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if let Some(error) = self.cut(cx) {
+        if let Some(error) = self.cut_error() {
             return Poll::Ready(Err(error));
         }
         Pin::new(&mut *self.io).poll_flush(cx)
@@ -129,7 +145,7 @@ impl AsyncWrite for Conn {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        if let Some(error) = self.cut(cx) {
+        if let Some(error) = self.cut_error() {
             return Poll::Ready(Err(error));
         }
         Pin::new(&mut *self.io).poll_write_vectored(cx, bufs)
