@@ -193,34 +193,12 @@
 //! # Not yet
 //! Landlock network rules.
 
-mod broker;
 mod catalog;
-mod cgroup_text;
-mod client;
-mod config;
-mod connect;
-mod delivery;
-mod error;
-mod grants;
-mod handshake_reader;
-mod health;
-mod integrity;
-mod janitor;
+mod confine;
 mod launch;
-mod manifest;
-mod output;
-mod pids;
-mod plugin_log;
-mod process;
-mod reattach;
-mod sandbox;
-mod secrets;
-mod shutdown;
-mod sink;
-mod stdio;
+mod supervisor;
 
-pub use client::PluginClient;
-pub use config::{
+pub use launch::builder::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_ENV_ALLOWLIST, DEFAULT_HEALTH_TIMEOUT,
     DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_START_TIMEOUT, DEFAULT_STDERR_TAIL_LEN,
@@ -228,38 +206,39 @@ pub use config::{
     MAX_QUOTED_STDOUT, MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, NoHandshake, PluginClientBuilder,
     SOCKET_NAME_RESERVE,
 };
-pub use error::{
+pub use launch::client::PluginClient;
+pub use launch::error::{
     AddressProblem, BoxError, Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError,
     ShutdownOutcome, StartError,
 };
 pub use tether_proto::handshake::Address;
 
-pub use broker::{
+pub use catalog::Catalog;
+pub use catalog::delivery::{Delivery, delivery_base};
+pub use catalog::grants::{Grants, NotGranted};
+pub use catalog::manifest::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
+    DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
+};
+pub use catalog::secrets::{
+    DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
+};
+pub use confine::integrity::{IntegrityError, sha256_file};
+pub use confine::pids::{DEFAULT_MAX_PROCESSES, MAX_KILL_ROUNDS, ProcessLimit};
+pub use confine::sandbox::{
+    DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
+    TARGET_LANDLOCK_ABI, kernel_landlock_abi,
+};
+pub use launch::output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
+pub use launch::reattach::{
+    ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
+};
+pub use secrecy::SecretSlice;
+pub use supervisor::{
     Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
     DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT, DEFAULT_RECYCLE_AFTER_DEADLINES, Lease,
     UseError,
 };
-pub use catalog::Catalog;
-pub use delivery::{Delivery, delivery_base};
-pub use grants::{Grants, NotGranted};
-pub use integrity::{IntegrityError, sha256_file};
-pub use manifest::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
-    DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
-};
-pub use pids::{DEFAULT_MAX_PROCESSES, MAX_KILL_ROUNDS, ProcessLimit};
-pub use reattach::{
-    ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
-};
-pub use sandbox::{
-    DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
-    TARGET_LANDLOCK_ABI, kernel_landlock_abi,
-};
-pub use secrecy::SecretSlice;
-pub use secrets::{
-    DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
-};
-pub use sink::{LogLevel, OutputLine, OutputSink, OutputSource};
 pub use tether_transport::{
     BrokerConfig, BrokerError, BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
     DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,

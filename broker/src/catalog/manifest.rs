@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::sandbox::{Limits, SandboxMode};
+use crate::confine::sandbox::{Limits, SandboxMode};
 
 /// Longest plugin, secret or config name.
 pub const MAX_NAME_LEN: usize = 64;

@@ -10,11 +10,11 @@ use tether_proto::plugin::Empty;
 use tether_proto::plugin::grpc_controller_client::GrpcControllerClient;
 use tonic::transport::Channel;
 
-use crate::config::KILL_REAP_TIMEOUT;
-use crate::error::{ShutdownError, ShutdownOutcome};
-use crate::janitor::Registration;
-use crate::launch::PrivateDir;
-use crate::process::ProcessGroup;
+use crate::confine::janitor::Registration;
+use crate::confine::process::ProcessGroup;
+use crate::launch::builder::KILL_REAP_TIMEOUT;
+use crate::launch::error::{ShutdownError, ShutdownOutcome};
+use crate::launch::spawn::PrivateDir;
 
 /// How often the background stopper checks whether the plugin has exited.
 const BACKGROUND_POLL_INTERVAL: Duration = Duration::from_millis(10);

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::cgroup_text::{self, GroupName, Version};
+use crate::confine::cgroup_text::{self, GroupName, Version};
 
 /// Default `pids.max` of a plugin's cgroup: the tasks (processes *and* threads) the plugin
 /// and everything it starts may have at once. Override with

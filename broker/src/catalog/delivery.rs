@@ -1,6 +1,6 @@
 //! Delivering granted secrets and config files: a per-launch directory (mode `0700`) on tmpfs
 //! where available, holding `secrets/` and `config/` with one file (mode `0400`) per value
-//! (the [janitor](crate::janitor) removes it if the host dies).
+//! (the [janitor](crate::confine::janitor) removes it if the host dies).
 
 use std::fs::Permissions;
 use std::io::{self, Write as _};
@@ -111,7 +111,7 @@ fn write_all(
     let dir = parent.join(sub);
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     for (name, value) in values {
-        crate::manifest::check_name(name)
+        crate::catalog::manifest::check_name(name)
             .map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
         let mut file = std::fs::File::options()
             .write(true)

@@ -12,7 +12,7 @@ use tempfile::TempDir;
 use tether_proto::{env, version};
 use tokio::process::{Child, Command};
 
-use crate::config::{
+use crate::launch::builder::{
     DEFAULT_ENV_ALLOWLIST, HandshakeConfig, MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN,
     PRIVATE_DIR_PREFIX, PRIVATE_DIR_RANDOM_LEN, Settings, is_reserved_env,
 };
@@ -347,7 +347,10 @@ mod tests {
         let path = dir.path().to_owned();
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o700);
-        assert!(path.as_os_str().len() + crate::config::SOCKET_NAME_RESERVE <= MAX_SOCKET_PATH_LEN);
+        assert!(
+            path.as_os_str().len() + crate::launch::builder::SOCKET_NAME_RESERVE
+                <= MAX_SOCKET_PATH_LEN
+        );
         assert_eq!(path, path.canonicalize().unwrap());
         std::fs::write(path.join("plugin123"), b"x").unwrap();
         dir.close().unwrap();

@@ -13,14 +13,14 @@ use tokio::sync::{Mutex, Notify, watch};
 use tonic::transport::Channel;
 
 use crate::catalog::Catalog;
-use crate::client::PluginClient;
-use crate::config::{HandshakeConfig, PluginClientBuilder};
-use crate::delivery::Delivery;
-use crate::error::StartError;
-use crate::grants::{Grants, NotGranted};
-use crate::health::{self, HealthFailure};
-use crate::manifest::Manifest;
-use crate::secrets::{MemorySecretSource, SecretSource};
+use crate::catalog::delivery::Delivery;
+use crate::catalog::grants::{Grants, NotGranted};
+use crate::catalog::manifest::Manifest;
+use crate::catalog::secrets::{MemorySecretSource, SecretSource};
+use crate::launch::builder::{HandshakeConfig, PluginClientBuilder};
+use crate::launch::client::PluginClient;
+use crate::launch::error::StartError;
+use crate::launch::health::{self, HealthFailure};
 
 /// How often a running plugin's health is checked. Override with
 /// [`BrokerBuilder::health_interval`].

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::client::PluginClient;
-use crate::delivery::Delivery;
-use crate::error::StartError;
-use crate::sandbox::{Limits, SandboxMode};
+use crate::catalog::delivery::Delivery;
+use crate::confine::sandbox::{Limits, SandboxMode};
+use crate::launch::client::PluginClient;
+use crate::launch::error::StartError;
 
 /// How long a plugin has from spawn to printing its handshake line.
 ///
@@ -195,7 +195,7 @@ pub(crate) struct Settings {
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) plaintext: bool,
     pub(crate) multiplex: bool,
-    pub(crate) output_sink: Option<crate::sink::OutputSink>,
+    pub(crate) output_sink: Option<crate::launch::output::sink::OutputSink>,
     pub(crate) runtime_dir: Option<PathBuf>,
     pub(crate) port_range: (u16, u16),
     pub(crate) start_timeout: Duration,
@@ -401,7 +401,7 @@ impl<H> PluginClientBuilder<H> {
     /// }));
     /// # drop((builder, rx));
     /// ```
-    pub fn output_sink(mut self, sink: crate::sink::OutputSink) -> Self {
+    pub fn output_sink(mut self, sink: crate::launch::output::sink::OutputSink) -> Self {
         self.settings.output_sink = Some(sink);
         self
     }
@@ -653,7 +653,7 @@ impl PluginClientBuilder<HandshakeConfig> {
     /// A [`StartError`] naming the plugin and the [phase](StartError::phase) that failed, with
     /// what the plugin printed.
     pub async fn start(self) -> Result<PluginClient, StartError> {
-        crate::client::start(self.settings, self.handshake).await
+        crate::launch::client::start(self.settings, self.handshake).await
     }
 }
 

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-pub use crate::plugin_log::LogLevel;
+pub use crate::launch::output::plugin_log::LogLevel;
 
 /// Where a line of a plugin's output came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

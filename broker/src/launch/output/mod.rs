@@ -1,16 +1,20 @@
 //! Draining a plugin's stdout and stderr so it can never block on a full pipe, logging what it
 //! prints, and keeping the tail of its stderr for error messages.
 
+pub(crate) mod plugin_log;
+pub(crate) mod sink;
+pub(crate) mod stdio;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::io::AsyncRead;
 use tokio::sync::watch;
 
-use crate::config::MAX_LOG_LINE_LEN;
-use crate::handshake_reader::{Line, LineReader};
-use crate::plugin_log::{self, LogLevel, LogRecord};
-use crate::sink::{OutputLine, OutputSink, OutputSource};
+use crate::launch::builder::MAX_LOG_LINE_LEN;
+use crate::launch::handshake::{Line, LineReader};
+use crate::launch::output::sink::{OutputLine, OutputSink, OutputSource};
+use plugin_log::{LogLevel, LogRecord};
 
 /// The `tracing` target of plugin log lines, so hosts can filter them
 /// (`RUST_LOG=tether_broker::plugin=warn`).

@@ -3,7 +3,7 @@
 //! above 2 closed at exec, an empty capability bounding set (so a plugin of a root host has no
 //! capabilities), `no_new_privs` and a Landlock file-system domain.
 //!
-//! When the host made the plugin a pids cgroup (`crate::pids`), the child enters it first.
+//! When the host made the plugin a pids cgroup (`crate::confine::pids`), the child enters it first.
 //!
 //! The Landlock ruleset is built in the parent ([`Prepared::new`]); the child only makes raw,
 //! async-signal-safe system calls ([`Prepared::pre_exec`]).

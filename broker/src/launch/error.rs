@@ -191,7 +191,7 @@ pub enum StartError {
         plugin: String,
         /// What is wrong with the binary.
         #[source]
-        source: Box<crate::integrity::IntegrityError>,
+        source: Box<crate::confine::integrity::IntegrityError>,
     },
     /// The plugin's confinement cannot be prepared.
     #[error("plugin `{plugin}` cannot be confined (sandbox mode `{mode}`): {source}")]
@@ -199,10 +199,10 @@ pub enum StartError {
         /// The plugin's name.
         plugin: String,
         /// The sandbox mode asked for.
-        mode: crate::sandbox::SandboxMode,
+        mode: crate::confine::sandbox::SandboxMode,
         /// Why.
         #[source]
-        source: Box<crate::sandbox::SandboxError>,
+        source: Box<crate::confine::sandbox::SandboxError>,
     },
     /// The process could not be started.
     #[error(

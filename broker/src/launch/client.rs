@@ -12,23 +12,23 @@ use tether_proto::tls::{self, Identity};
 use tokio::process::ChildStdout;
 use tonic::transport::Channel;
 
-use crate::config::{HandshakeConfig, PluginClientBuilder, Settings};
-use crate::connect;
-use crate::delivery::DeliveredDir;
-use crate::error::{
+use crate::catalog::delivery::DeliveredDir;
+use crate::confine::integrity::VerifiedBinary;
+use crate::confine::janitor::Janitor;
+use crate::confine::pids::{self, ProcessLimit};
+use crate::confine::process::{ExitHook, ProcessGroup};
+use crate::confine::sandbox;
+use crate::launch::address;
+use crate::launch::builder::{HandshakeConfig, PluginClientBuilder, Settings};
+use crate::launch::error::{
     Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError, ShutdownOutcome, StartError,
 };
-use crate::handshake_reader::{self, LineReader, ReadFailure, StrayLimit, StrayOutput};
-use crate::health::{self, HealthFailure};
-use crate::integrity::VerifiedBinary;
-use crate::janitor::Janitor;
-use crate::launch::{self, PrivateDir};
-use crate::output::{self, SharedTail, StderrTail};
-use crate::pids::{self, ProcessLimit};
-use crate::process::{ExitHook, ProcessGroup};
-use crate::sandbox;
-use crate::shutdown::{Graceful, Launched};
-use crate::stdio;
+use crate::launch::handshake::{self, LineReader, ReadFailure, StrayLimit, StrayOutput};
+use crate::launch::health::{self, HealthFailure};
+use crate::launch::output::stdio;
+use crate::launch::output::{self, SharedTail, StderrTail};
+use crate::launch::shutdown::{Graceful, Launched};
+use crate::launch::spawn::{self, PrivateDir};
 use tether_transport::{
     BrokerMode, BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Mux, Target,
 };
@@ -279,7 +279,7 @@ pub(crate) async fn start(
             let base = settings
                 .delivery_dir
                 .clone()
-                .unwrap_or_else(crate::delivery::delivery_base);
+                .unwrap_or_else(crate::catalog::delivery::delivery_base);
             Some(
                 DeliveredDir::create(&base, delivery)
                     .map_err(|e| prepare_error("writing the secrets and config files", e.into()))?,
@@ -299,7 +299,7 @@ pub(crate) async fn start(
                 .map_err(|e| prepare_error("generating the TLS identity", e.into()))?,
         )
     };
-    let mut protocol = launch::protocol_env(
+    let mut protocol = spawn::protocol_env(
         &handshake,
         identity.as_ref().map(Identity::cert_pem),
         settings.port_range,
@@ -314,16 +314,16 @@ pub(crate) async fn start(
             protocol.push((tether_proto::env::CONFIG_DIR.into(), p.into()));
         }
     }
-    let env = launch::build_env(
+    let env = spawn::build_env(
         std::env::vars_os(),
-        launch::allowed_names(&settings),
+        spawn::allowed_names(&settings),
         &settings.env,
         protocol,
         &handshake.cookie_key,
     );
     let mut paths = sandbox::Paths::default();
     // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
-    let program = launch::resolve_program(
+    let program = spawn::resolve_program(
         &settings.program,
         env.vars.get(std::ffi::OsStr::new("PATH")),
     );
@@ -390,7 +390,7 @@ pub(crate) async fn start(
         .as_ref()
         .map_or_else(|| settings.program.clone(), VerifiedBinary::exec_path);
     let mut child =
-        launch::spawn(&settings, &env.vars, &exec, confinement.pre_exec()).map_err(spawn_error)?;
+        spawn::spawn(&settings, &env.vars, &exec, confinement.pre_exec()).map_err(spawn_error)?;
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(&name)).map_err(spawn_error)?;
@@ -533,7 +533,7 @@ async fn connect_plugin(
     let mut reader = LineReader::new(stdout, MAX_LINE_LEN + 1);
     let read = tokio::select! {
         biased;
-        read = handshake_reader::read_handshake(&mut reader, stray, plugin) => read,
+        read = handshake::read_handshake(&mut reader, stray, plugin) => read,
         status = group.exited() => return Err(exited(Phase::Handshake, status)),
         () = tokio::time::sleep(settings.start_timeout) => {
             return Err(StartError::Timeout {
@@ -569,8 +569,8 @@ async fn connect_plugin(
         problem,
         output: Box::default(),
     };
-    let target = connect::check_address(&hs.address, private_dir).map_err(address_error)?;
-    connect::check_socket_file(&target, private_dir).map_err(address_error)?;
+    let target = address::check_address(&hs.address, private_dir).map_err(address_error)?;
+    address::check_socket_file(&target, private_dir).map_err(address_error)?;
     let address = target.to_string();
     let tls_config = match (identity, &peer_cert) {
         (Some(identity), Some(cert)) => Some(Arc::new(
@@ -665,8 +665,8 @@ async fn connect_plugin(
         tls: broker_tls,
         listen: ListenOn::Unix(private_dir.to_owned()),
         policy: Arc::new(move |address| {
-            let target = connect::check_address(address, &dir).map_err(|e| e.to_string())?;
-            connect::check_socket_file(&target, &dir).map_err(|e| e.to_string())?;
+            let target = address::check_address(address, &dir).map_err(|e| e.to_string())?;
+            address::check_socket_file(&target, &dir).map_err(|e| e.to_string())?;
             Ok(target)
         }),
         mux: mux.clone(),

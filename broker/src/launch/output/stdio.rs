@@ -13,10 +13,10 @@ use tether_proto::plugin::grpc_stdio_client::GrpcStdioClient;
 use tether_proto::plugin::stdio_data::Channel as StdioChannel;
 use tonic::transport::Channel;
 
-use crate::config::MAX_LOG_LINE_LEN;
-use crate::output::{deliver, stdout_record};
-use crate::plugin_log;
-use crate::sink::{OutputSink, OutputSource};
+use crate::launch::builder::MAX_LOG_LINE_LEN;
+use crate::launch::output::plugin_log;
+use crate::launch::output::sink::{OutputSink, OutputSource};
+use crate::launch::output::{deliver, stdout_record};
 
 /// Splits a byte stream that arrives in arbitrary chunks into lines of at most `max` bytes.
 #[derive(Debug)]

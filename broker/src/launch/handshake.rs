@@ -9,7 +9,7 @@ use std::io;
 use tether_proto::handshake::{self, Handshake, HandshakeError};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 
-use crate::config::MAX_QUOTED_STDOUT;
+use crate::launch::builder::MAX_QUOTED_STDOUT;
 
 /// One piece of output read by a [`LineReader`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,14 @@
 //! A catalog: a directory of plugin manifests, one `*.toml` file per plugin.
 
+pub(crate) mod delivery;
+pub(crate) mod grants;
+pub(crate) mod manifest;
+pub(crate) mod secrets;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::manifest::{Manifest, ManifestError};
+use crate::catalog::manifest::{Manifest, ManifestError};
 
 /// The manifests found in a catalog directory. A bad manifest does not stop the others from
 /// loading: it is reported in [`errors`](Self::errors).
