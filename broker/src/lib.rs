@@ -209,7 +209,7 @@ pub use launch::builder::{
 pub use launch::client::PluginClient;
 pub use launch::error::{
     AddressProblem, BoxError, Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError,
-    ShutdownOutcome, StartError,
+    ShutdownOutcome, StartError, StartErrorKind,
 };
 pub use tether_proto::handshake::Address;
 

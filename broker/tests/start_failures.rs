@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tether_broker::{
     AddressProblem, HandshakeConfig, Incompatibility, OutputLimit, Phase, PluginClient, StartError,
+    StartErrorKind,
 };
 
 /// Runs `script` with `/bin/sh` as the plugin, private directories under `runtime`.
@@ -54,11 +55,11 @@ impl Runtime {
 async fn a_plugin_that_exits_reports_its_status_and_stderr_tail() {
     let rt = Runtime::new();
     let err = start("echo 'boom: no config' >&2; exit 7", rt.path(), true).await;
-    let StartError::Exited { status, phase, .. } = &err else {
+    let (StartErrorKind::Exited { status }, phase) = (err.kind(), err.phase()) else {
         panic!("expected Exited, got {err:?}");
     };
     assert_eq!(status.code(), Some(7));
-    assert_eq!(*phase, Phase::Handshake);
+    assert_eq!(phase, Phase::Handshake);
     assert_eq!(err.output().unwrap().stderr_tail, "boom: no config");
     let text = err.to_string();
     assert!(
@@ -81,7 +82,10 @@ async fn a_plugin_that_prints_no_handshake_times_out_and_is_killed() {
         .start()
         .await
         .unwrap_err();
-    assert!(matches!(err, StartError::Timeout { .. }), "{err:?}");
+    assert!(
+        matches!(err.kind(), StartErrorKind::Timeout { .. }),
+        "{err:?}"
+    );
     assert_eq!(err.phase(), Phase::Handshake);
     let output = err.output().unwrap();
     assert_eq!(output.stdout, "starting");
@@ -93,7 +97,7 @@ async fn a_plugin_that_prints_no_handshake_times_out_and_is_killed() {
 async fn a_line_that_looks_like_a_handshake_but_is_broken_is_malformed() {
     let rt = Runtime::new();
     let err = start("echo '1|x|unix|/s|grpc|'; exec sleep 30", rt.path(), true).await;
-    let StartError::Malformed { line, .. } = &err else {
+    let StartErrorKind::Malformed { line, .. } = err.kind() else {
         panic!("expected Malformed, got {err:?}");
     };
     assert_eq!(line, "1|x|unix|/s|grpc|");
@@ -105,9 +109,9 @@ async fn an_app_version_the_host_did_not_offer_is_incompatible() {
     let rt = Runtime::new();
     let script = r#"echo "1|2|unix|$PLUGIN_UNIX_SOCKET_DIR/s|grpc|"; exec sleep 30"#;
     let err = start(script, rt.path(), false).await;
-    let StartError::Incompatible {
+    let StartErrorKind::Incompatible {
         reason, offered, ..
-    } = &err
+    } = err.kind()
     else {
         panic!("expected Incompatible, got {err:?}");
     };
@@ -126,9 +130,8 @@ async fn a_netrpc_plugin_is_incompatible() {
     )
     .await;
     assert!(
-        matches!(
-            &err,
-            StartError::Incompatible {
+        matches!(err.kind(),
+            StartErrorKind::Incompatible {
                 reason: Incompatibility::Protocol { got },
                 ..
             } if got == "netrpc"
@@ -144,8 +147,8 @@ async fn multiplexing_the_host_did_not_offer_is_refused() {
     let err = start(script, rt.path(), false).await;
     assert!(
         matches!(
-            &err,
-            StartError::Incompatible {
+            err.kind(),
+            StartErrorKind::Incompatible {
                 reason: Incompatibility::Multiplexing,
                 ..
             }
@@ -159,7 +162,7 @@ async fn a_plugin_without_a_certificate_is_told_about_plaintext() {
     let rt = Runtime::new();
     let script = r#"echo "1|1|unix|$PLUGIN_UNIX_SOCKET_DIR/s|grpc|"; exec sleep 30"#;
     let err = start(script, rt.path(), true).await;
-    assert!(matches!(err, StartError::NoAutoMtls { .. }), "{err:?}");
+    assert!(matches!(err.kind(), StartErrorKind::NoAutoMtls), "{err:?}");
     assert!(err.to_string().contains(".plaintext()"));
     rt.assert_empty();
 }
@@ -175,8 +178,8 @@ async fn a_socket_outside_the_private_directory_is_refused() {
     .await;
     assert!(
         matches!(
-            &err,
-            StartError::Address {
+            err.kind(),
+            StartErrorKind::Address {
                 problem: AddressProblem::OutsidePrivateDir { .. },
                 ..
             }
@@ -194,8 +197,8 @@ async fn a_socket_that_does_not_exist_is_refused() {
     let err = start(script, rt.path(), false).await;
     assert!(
         matches!(
-            &err,
-            StartError::Address {
+            err.kind(),
+            StartErrorKind::Address {
                 problem: AddressProblem::Inaccessible { .. },
                 ..
             }
@@ -215,8 +218,8 @@ async fn a_non_loopback_tcp_address_is_refused() {
     .await;
     assert!(
         matches!(
-            &err,
-            StartError::Address {
+            err.kind(),
+            StartErrorKind::Address {
                 problem: AddressProblem::NotLoopback,
                 ..
             }
@@ -232,8 +235,8 @@ async fn endless_chatter_before_the_handshake_is_cut_off() {
     let err = start(script, rt.path(), true).await;
     assert!(
         matches!(
-            err,
-            StartError::TooMuchOutput {
+            err.kind(),
+            StartErrorKind::TooMuchOutput {
                 limit: OutputLimit::Lines(100),
                 ..
             }
@@ -305,7 +308,10 @@ async fn a_program_that_does_not_exist_fails_to_spawn() {
         .start()
         .await
         .unwrap_err();
-    assert!(matches!(err, StartError::Spawn { .. }), "{err:?}");
+    assert!(
+        matches!(err.kind(), StartErrorKind::Spawn { .. }),
+        "{err:?}"
+    );
     assert_eq!(err.plugin(), "plugin");
     assert!(err.output().is_none());
     rt.assert_empty();

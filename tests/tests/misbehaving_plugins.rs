@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tether_broker::{
     HandshakeConfig, Incompatibility, OutputLimit, Phase, PluginClient, PluginClientBuilder,
-    StartError,
+    StartError, StartErrorKind,
 };
 use tether_tests::procs;
 
@@ -83,11 +83,11 @@ async fn a_plugin_started_with_the_wrong_cookie_exits_and_its_message_is_quoted(
         .start_timeout(TEST_START_TIMEOUT)
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "goodbye").app_versions([1]));
     let err = start_err(builder).await;
-    let StartError::Exited { status, phase, .. } = &err else {
+    let (StartErrorKind::Exited { status }, phase) = (err.kind(), err.phase()) else {
         panic!("expected Exited, got {err:?}");
     };
     assert_eq!(status.code(), Some(1));
-    assert_eq!(*phase, Phase::Handshake);
+    assert_eq!(phase, Phase::Handshake);
     let stderr = &err.output().unwrap().stderr_tail;
     assert!(stderr.contains("This binary is a plugin"), "{stderr}");
     assert_eq!(
@@ -105,7 +105,7 @@ async fn a_plugin_that_never_answers_times_out_and_its_whole_process_group_is_st
     let began = Instant::now();
     let err = start_err(sb.builder(env!("CARGO_BIN_EXE_hang-before-handshake"))).await;
     let took = began.elapsed();
-    let StartError::Timeout { timeout, .. } = &err else {
+    let StartErrorKind::Timeout { timeout, .. } = err.kind() else {
         panic!("expected Timeout, got {err:?}");
     };
     assert_eq!(*timeout, TEST_START_TIMEOUT);
@@ -127,7 +127,7 @@ async fn a_plugin_that_never_answers_times_out_and_its_whole_process_group_is_st
 async fn a_plugin_that_exits_before_its_handshake_reports_status_and_stderr_tail() {
     let sb = Sandbox::new();
     let err = start_err(sb.builder(env!("CARGO_BIN_EXE_exit-before-handshake"))).await;
-    let StartError::Exited { status, .. } = &err else {
+    let StartErrorKind::Exited { status } = err.kind() else {
         panic!("expected Exited, got {err:?}");
     };
     assert_eq!(status.code(), Some(3));
@@ -148,7 +148,7 @@ async fn a_malformed_handshake_line_is_quoted_in_the_error() {
             .arg("malformed"),
     )
     .await;
-    let StartError::Malformed { line, error, .. } = &err else {
+    let StartErrorKind::Malformed { line, error, .. } = err.kind() else {
         panic!("expected Malformed, got {err:?}");
     };
     assert_eq!(line, "1|1|carrier-pigeon|/coop/7|grpc|");
@@ -170,8 +170,8 @@ async fn non_utf8_garbage_shaped_like_a_handshake_is_malformed() {
     .await;
     assert!(
         matches!(
-            &err,
-            StartError::Malformed {
+            err.kind(),
+            StartErrorKind::Malformed {
                 error: tether_proto::handshake::HandshakeError::NotUtf8,
                 ..
             }
@@ -191,8 +191,8 @@ async fn a_megabyte_without_a_newline_is_cut_off_at_the_line_limit() {
     .await;
     assert!(
         matches!(
-            &err,
-            StartError::TooMuchOutput {
+            err.kind(),
+            StartErrorKind::TooMuchOutput {
                 limit: OutputLimit::LineLength(tether_proto::handshake::MAX_LINE_LEN),
                 ..
             }
@@ -219,8 +219,8 @@ async fn a_flood_of_stray_lines_before_the_handshake_is_cut_off() {
     .await;
     assert!(
         matches!(
-            &err,
-            StartError::TooMuchOutput {
+            err.kind(),
+            StartErrorKind::TooMuchOutput {
                 limit: OutputLimit::Lines(50),
                 ..
             }
@@ -238,9 +238,9 @@ async fn an_app_version_the_host_did_not_offer_is_incompatible_and_no_connection
             .arg("app-version"),
     )
     .await;
-    let StartError::Incompatible {
+    let StartErrorKind::Incompatible {
         reason, offered, ..
-    } = &err
+    } = err.kind()
     else {
         panic!("expected Incompatible, got {err:?}");
     };
@@ -264,7 +264,7 @@ async fn an_unknown_core_version_and_net_rpc_are_incompatible() {
     ] {
         let sb = Sandbox::new();
         let err = start_err(sb.builder(env!("CARGO_BIN_EXE_bad-handshake")).arg(mode)).await;
-        let StartError::Incompatible { reason, .. } = &err else {
+        let StartErrorKind::Incompatible { reason, .. } = err.kind() else {
             panic!("{mode}: expected Incompatible, got {err:?}");
         };
         assert_eq!(*reason, want, "{mode}");
@@ -276,7 +276,7 @@ async fn an_unknown_core_version_and_net_rpc_are_incompatible() {
 async fn a_plugin_presenting_another_certificate_than_it_announced_is_refused_by_tls() {
     let sb = Sandbox::new();
     let err = start_err(sb.builder(env!("CARGO_BIN_EXE_wrong-certificate"))).await;
-    assert!(matches!(&err, StartError::Tls { .. }), "{err:?}");
+    assert!(matches!(err.kind(), StartErrorKind::Tls { .. }), "{err:?}");
     assert_eq!(err.phase(), Phase::Connect);
     let text = err.to_string();
     assert!(text.contains("wrong-certificate"), "{text}");

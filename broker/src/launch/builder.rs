@@ -653,7 +653,7 @@ impl PluginClientBuilder<HandshakeConfig> {
     /// A [`StartError`] naming the plugin and the [phase](StartError::phase) that failed, with
     /// what the plugin printed.
     pub async fn start(self) -> Result<PluginClient, StartError> {
-        crate::launch::client::start(self.settings, self.handshake).await
+        crate::launch::start::start(self.settings, self.handshake).await
     }
 }
 

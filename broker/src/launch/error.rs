@@ -163,340 +163,322 @@ pub enum AddressProblem {
     NotLoopback,
 }
 
-/// Why [`PluginClientBuilder::start`](crate::PluginClientBuilder::start) failed.
+/// Why [`PluginClientBuilder::start`](crate::PluginClientBuilder::start) failed: which plugin,
+/// in which [`Phase`], what it had printed, and what went wrong ([`StartErrorKind`]) — each
+/// fact once.
 ///
-/// Every variant names the plugin; those after the spawn carry what it printed
-/// ([`PluginOutput`]). The plugin's process group has been ended and its private directory
-/// removed by the time this is returned.
-#[derive(Debug, thiserror::Error)]
+/// The plugin's process group has been ended and its private directory removed by the time
+/// this is returned.
+#[derive(Debug)]
+pub struct StartError {
+    plugin: String,
+    phase: Phase,
+    output: Option<Box<PluginOutput>>,
+    kind: StartErrorKind,
+}
+
+/// What went wrong in a [`StartError`].
+#[derive(Debug)]
 #[non_exhaustive]
-pub enum StartError {
-    /// The private directory or the TLS identity could not be made.
-    #[error(
-        "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the runtime directory exists, is writable and is short"
-    )]
+pub enum StartErrorKind {
+    /// The private directory, the delivered files, the TLS identity or the host services could
+    /// not be made.
     Prepare {
-        /// The plugin's name.
-        plugin: String,
         /// What was being made.
         what: &'static str,
         /// Why it failed.
-        #[source]
         source: BoxError,
     },
     /// The plugin binary failed its integrity check (`sha256`).
-    #[error("plugin `{plugin}` is refused before start: {source}")]
-    Integrity {
-        /// The plugin's name.
-        plugin: String,
-        /// What is wrong with the binary.
-        #[source]
-        source: Box<crate::confine::integrity::IntegrityError>,
-    },
+    Integrity(Box<crate::confine::integrity::IntegrityError>),
     /// The plugin's confinement cannot be prepared.
-    #[error("plugin `{plugin}` cannot be confined (sandbox mode `{mode}`): {source}")]
     Sandbox {
-        /// The plugin's name.
-        plugin: String,
         /// The sandbox mode asked for.
         mode: crate::confine::sandbox::SandboxMode,
         /// Why.
-        #[source]
         source: Box<crate::confine::sandbox::SandboxError>,
     },
     /// The process could not be started.
-    #[error(
-        "cannot start plugin `{plugin}` ({}): {source}; check that the path exists and is executable",
-        program.display()
-    )]
     Spawn {
-        /// The plugin's name.
-        plugin: String,
         /// The program that was to be run.
         program: PathBuf,
         /// The error from the operating system.
-        #[source]
         source: io::Error,
     },
     /// No handshake line within the start timeout.
-    #[error(
-        "plugin `{plugin}` printed no handshake within {timeout:?}; check that it is a go-plugin-compatible plugin and that the magic cookie is right, or raise the start timeout.{output}"
-    )]
     Timeout {
-        /// The plugin's name.
-        plugin: String,
         /// The start timeout.
         timeout: Duration,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
-    /// The plugin exited during start-up.
-    #[error(
-        "plugin `{plugin}` exited ({status}) during start-up ({phase}); its stderr usually says why (a wrong magic cookie makes go-plugin plugins exit with status 1).{output}"
-    )]
+    /// The plugin exited during start-up (in the error's [phase](StartError::phase)).
     Exited {
-        /// The plugin's name.
-        plugin: String,
-        /// The phase in which it exited.
-        phase: Phase,
         /// Its exit status.
         status: ExitStatus,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
     /// stdout ended (or could not be read) without a handshake while the plugin kept running.
-    #[error(
-        "plugin `{plugin}` closed its stdout without printing a handshake; a plugin must print its handshake line on stdout.{output}"
-    )]
-    StdoutClosed {
-        /// The plugin's name.
-        plugin: String,
-        /// What it printed.
-        output: Box<PluginOutput>,
-    },
+    StdoutClosed,
     /// The plugin printed too much before its handshake.
-    #[error(
-        "plugin `{plugin}` printed {limit} on stdout before its handshake; a plugin must print its handshake line first (or raise the stray-output limits).{output}"
-    )]
     TooMuchOutput {
-        /// The plugin's name.
-        plugin: String,
         /// The limit exceeded.
         limit: OutputLimit,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
     /// A line that looks like a handshake but is not a valid one.
-    #[error(
-        "plugin `{plugin}` printed a malformed handshake line {line:?}: {error}; the plugin does not speak the go-plugin handshake correctly.{output}"
-    )]
     Malformed {
-        /// The plugin's name.
-        plugin: String,
         /// The line, truncated.
         line: String,
         /// What is wrong with it.
-        #[source]
         error: HandshakeError,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
     /// A valid handshake this host cannot accept.
-    #[error(
-        "plugin `{plugin}` is incompatible with this host: {reason} (the host offered app protocol versions {offered:?}); use a plugin built for this host.{output}"
-    )]
     Incompatible {
-        /// The plugin's name.
-        plugin: String,
         /// What does not match.
         reason: Incompatibility,
         /// The app protocol versions the host offered.
         offered: Vec<u32>,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
     /// AutoMTLS is on but the handshake carries no certificate.
-    #[error(
-        "plugin `{plugin}` does not support AutoMTLS: its handshake carries no certificate; upgrade the plugin, or start it with `.plaintext()` if an unauthenticated, unencrypted connection is acceptable.{output}"
-    )]
-    NoAutoMtls {
-        /// The plugin's name.
-        plugin: String,
-        /// What it printed.
-        output: Box<PluginOutput>,
-    },
+    NoAutoMtls,
     /// The announced address is not one the host connects to.
-    #[error(
-        "plugin `{plugin}` announced address {address}, which the host refuses: {problem}.{output}"
-    )]
     Address {
-        /// The plugin's name.
-        plugin: String,
         /// The announced address.
         address: String,
         /// What is wrong with it.
-        #[source]
         problem: AddressProblem,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
     /// Connecting to the plugin failed before TLS.
-    #[error(
-        "cannot connect to plugin `{plugin}` at {address}: {source}; the plugin announced an address it does not serve on.{output}"
-    )]
     Connect {
-        /// The plugin's name.
-        plugin: String,
         /// The announced address.
         address: String,
         /// Why it failed.
-        #[source]
         source: BoxError,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
     /// The TLS handshake with the plugin failed.
-    #[error(
-        "the TLS handshake with plugin `{plugin}` at {address} failed: {source}; the plugin must present the certificate from its handshake line and accept the host's PLUGIN_CLIENT_CERT.{output}"
-    )]
     Tls {
-        /// The plugin's name.
-        plugin: String,
         /// The announced address.
         address: String,
         /// The TLS error.
-        #[source]
         source: io::Error,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
     /// Connecting (TLS included) took longer than the connect timeout.
-    #[error(
-        "connecting to plugin `{plugin}` at {address} took longer than {timeout:?}; the plugin accepts connections but does not answer (or raise the connect timeout).{output}"
-    )]
     ConnectTimeout {
-        /// The plugin's name.
-        plugin: String,
         /// The announced address.
         address: String,
         /// The connect timeout.
         timeout: Duration,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
     /// The health check RPC failed.
-    #[error(
-        "the health check of plugin `{plugin}` failed: {source}; a plugin must serve grpc.health.v1.Health for service \"plugin\".{output}"
-    )]
-    HealthCheck {
-        /// The plugin's name.
-        plugin: String,
-        /// The gRPC status.
-        #[source]
-        source: Box<tonic::Status>,
-        /// What it printed.
-        output: Box<PluginOutput>,
-    },
+    HealthCheck(Box<tonic::Status>),
     /// The plugin answered the health check with a status other than `SERVING`.
-    #[error(
-        "plugin `{plugin}` reports health status {status} instead of SERVING; it is not ready to serve, see its stderr.{output}"
-    )]
     Unhealthy {
-        /// The plugin's name.
-        plugin: String,
         /// The reported status name (e.g. `NOT_SERVING`).
         status: String,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
     /// The health check took longer than the health timeout.
-    #[error(
-        "the health check of plugin `{plugin}` took longer than {timeout:?}; the plugin is stuck (or raise the health timeout).{output}"
-    )]
     HealthTimeout {
-        /// The plugin's name.
-        plugin: String,
         /// The health timeout.
         timeout: Duration,
-        /// What it printed.
-        output: Box<PluginOutput>,
     },
 }
 
-/// Matches a [`StartError`] by whether it carries the plugin's output: errors
-/// before the spawn give `None`, the others `Some($some)` with `$output` bound
-/// to the boxed [`PluginOutput`]. One list serves both `output` and
-/// `output_mut`, so a new variant cannot be added to one and forgotten in the other.
-#[rustfmt::skip] // One variant per line reads better than rustfmt's wrapped struct patterns.
-macro_rules! match_output {
-    ($error:expr, $output:ident => $some:expr) => {
-        match $error {
-            StartError::Prepare { .. }
-            | StartError::Integrity { .. }
-            | StartError::Sandbox { .. }
-            | StartError::Spawn { .. } => None,
-            StartError::Timeout { output: $output, .. }
-            | StartError::Exited { output: $output, .. }
-            | StartError::StdoutClosed { output: $output, .. }
-            | StartError::TooMuchOutput { output: $output, .. }
-            | StartError::Malformed { output: $output, .. }
-            | StartError::Incompatible { output: $output, .. }
-            | StartError::NoAutoMtls { output: $output, .. }
-            | StartError::Address { output: $output, .. }
-            | StartError::Connect { output: $output, .. }
-            | StartError::Tls { output: $output, .. }
-            | StartError::ConnectTimeout { output: $output, .. }
-            | StartError::HealthCheck { output: $output, .. }
-            | StartError::Unhealthy { output: $output, .. }
-            | StartError::HealthTimeout { output: $output, .. } => Some($some),
-        }
-    };
-}
-
-impl StartError {
-    /// The phase of start-up that failed.
-    #[must_use]
-    pub fn phase(&self) -> Phase {
+impl StartErrorKind {
+    /// The phase this failure belongs to; `Exited` happens in any phase after the spawn, so its
+    /// phase is `during` (where the plugin was when it exited).
+    pub(crate) fn phase(&self, during: Phase) -> Phase {
         match self {
-            Self::Prepare { .. } | Self::Integrity { .. } | Self::Sandbox { .. } => Phase::Prepare,
+            Self::Prepare { .. } | Self::Integrity(_) | Self::Sandbox { .. } => Phase::Prepare,
             Self::Spawn { .. } => Phase::Spawn,
-            Self::Exited { phase, .. } => *phase,
+            Self::Exited { .. } => during,
             Self::Timeout { .. }
-            | Self::StdoutClosed { .. }
+            | Self::StdoutClosed
             | Self::TooMuchOutput { .. }
             | Self::Malformed { .. }
             | Self::Incompatible { .. }
-            | Self::NoAutoMtls { .. } => Phase::Handshake,
+            | Self::NoAutoMtls => Phase::Handshake,
             Self::Address { .. }
             | Self::Connect { .. }
             | Self::Tls { .. }
             | Self::ConnectTimeout { .. } => Phase::Connect,
-            Self::HealthCheck { .. } | Self::Unhealthy { .. } | Self::HealthTimeout { .. } => {
+            Self::HealthCheck(_) | Self::Unhealthy { .. } | Self::HealthTimeout { .. } => {
                 Phase::HealthCheck
             }
+        }
+    }
+}
+
+/// A start-up stage's failure, before the plugin's name and output are attached.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) phase: Phase,
+    pub(crate) kind: StartErrorKind,
+}
+
+impl Failure {
+    /// A failure whose phase follows from its kind (`Exited` needs [`Failure::exited`]).
+    pub(crate) fn new(kind: StartErrorKind) -> Self {
+        Self {
+            phase: kind.phase(Phase::Prepare),
+            kind,
+        }
+    }
+
+    /// The plugin exited during `phase`.
+    pub(crate) fn exited(phase: Phase, status: ExitStatus) -> Self {
+        Self {
+            phase,
+            kind: StartErrorKind::Exited { status },
+        }
+    }
+}
+
+impl From<StartErrorKind> for Failure {
+    fn from(kind: StartErrorKind) -> Self {
+        Self::new(kind)
+    }
+}
+
+impl StartError {
+    /// `failure` of plugin `plugin`, with what it printed (`None` before it was spawned).
+    pub(crate) fn new(plugin: &str, failure: Failure, output: Option<PluginOutput>) -> Self {
+        Self {
+            plugin: plugin.to_owned(),
+            phase: failure.phase,
+            output: output.map(Box::new),
+            kind: failure.kind,
         }
     }
 
     /// The plugin's name.
     #[must_use]
     pub fn plugin(&self) -> &str {
-        match self {
-            Self::Prepare { plugin, .. }
-            | Self::Integrity { plugin, .. }
-            | Self::Sandbox { plugin, .. }
-            | Self::Spawn { plugin, .. }
-            | Self::Timeout { plugin, .. }
-            | Self::Exited { plugin, .. }
-            | Self::StdoutClosed { plugin, .. }
-            | Self::TooMuchOutput { plugin, .. }
-            | Self::Malformed { plugin, .. }
-            | Self::Incompatible { plugin, .. }
-            | Self::NoAutoMtls { plugin, .. }
-            | Self::Address { plugin, .. }
-            | Self::Connect { plugin, .. }
-            | Self::Tls { plugin, .. }
-            | Self::ConnectTimeout { plugin, .. }
-            | Self::HealthCheck { plugin, .. }
-            | Self::Unhealthy { plugin, .. }
-            | Self::HealthTimeout { plugin, .. } => plugin,
-        }
+        &self.plugin
     }
 
-    /// Fills in what the plugin printed (a no-op for errors before the spawn).
-    pub(crate) fn set_output(&mut self, new: PluginOutput) {
-        if let Some(output) = self.output_mut() {
-            **output = new;
-        }
-    }
-
-    fn output_mut(&mut self) -> Option<&mut Box<PluginOutput>> {
-        match_output!(self, output => output)
+    /// The phase of start-up that failed.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        self.phase
     }
 
     /// What the plugin printed before the failure; `None` before it was spawned.
     #[must_use]
     pub fn output(&self) -> Option<&PluginOutput> {
-        match_output!(self, output => &**output)
+        self.output.as_deref()
+    }
+
+    /// What went wrong.
+    #[must_use]
+    pub fn kind(&self) -> &StartErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use StartErrorKind as K;
+        let plugin = &self.plugin;
+        match &self.kind {
+            K::Prepare { what, source } => write!(
+                f,
+                "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the runtime directory exists, is writable and is short"
+            ),
+            K::Integrity(source) => {
+                write!(f, "plugin `{plugin}` is refused before start: {source}")
+            }
+            K::Sandbox { mode, source } => write!(
+                f,
+                "plugin `{plugin}` cannot be confined (sandbox mode `{mode}`): {source}"
+            ),
+            K::Spawn { program, source } => write!(
+                f,
+                "cannot start plugin `{plugin}` ({}): {source}; check that the path exists and is executable",
+                program.display()
+            ),
+            K::Timeout { timeout } => write!(
+                f,
+                "plugin `{plugin}` printed no handshake within {timeout:?}; check that it is a go-plugin-compatible plugin and that the magic cookie is right, or raise the start timeout."
+            ),
+            K::Exited { status } => write!(
+                f,
+                "plugin `{plugin}` exited ({status}) during start-up ({}); its stderr usually says why (a wrong magic cookie makes go-plugin plugins exit with status 1).",
+                self.phase
+            ),
+            K::StdoutClosed => write!(
+                f,
+                "plugin `{plugin}` closed its stdout without printing a handshake; a plugin must print its handshake line on stdout."
+            ),
+            K::TooMuchOutput { limit } => write!(
+                f,
+                "plugin `{plugin}` printed {limit} on stdout before its handshake; a plugin must print its handshake line first (or raise the stray-output limits)."
+            ),
+            K::Malformed { line, error } => write!(
+                f,
+                "plugin `{plugin}` printed a malformed handshake line {line:?}: {error}; the plugin does not speak the go-plugin handshake correctly."
+            ),
+            K::Incompatible { reason, offered } => write!(
+                f,
+                "plugin `{plugin}` is incompatible with this host: {reason} (the host offered app protocol versions {offered:?}); use a plugin built for this host."
+            ),
+            K::NoAutoMtls => write!(
+                f,
+                "plugin `{plugin}` does not support AutoMTLS: its handshake carries no certificate; upgrade the plugin, or start it with `.plaintext()` if an unauthenticated, unencrypted connection is acceptable."
+            ),
+            K::Address { address, problem } => write!(
+                f,
+                "plugin `{plugin}` announced address {address}, which the host refuses: {problem}."
+            ),
+            K::Connect { address, source } => write!(
+                f,
+                "cannot connect to plugin `{plugin}` at {address}: {source}; the plugin announced an address it does not serve on."
+            ),
+            K::Tls { address, source } => write!(
+                f,
+                "the TLS handshake with plugin `{plugin}` at {address} failed: {source}; the plugin must present the certificate from its handshake line and accept the host's PLUGIN_CLIENT_CERT."
+            ),
+            K::ConnectTimeout { address, timeout } => write!(
+                f,
+                "connecting to plugin `{plugin}` at {address} took longer than {timeout:?}; the plugin accepts connections but does not answer (or raise the connect timeout)."
+            ),
+            K::HealthCheck(source) => write!(
+                f,
+                "the health check of plugin `{plugin}` failed: {source}; a plugin must serve grpc.health.v1.Health for service \"plugin\"."
+            ),
+            K::Unhealthy { status } => write!(
+                f,
+                "plugin `{plugin}` reports health status {status} instead of SERVING; it is not ready to serve, see its stderr."
+            ),
+            K::HealthTimeout { timeout } => write!(
+                f,
+                "the health check of plugin `{plugin}` took longer than {timeout:?}; the plugin is stuck (or raise the health timeout)."
+            ),
+        }?;
+        match &self.output {
+            Some(output) => write!(f, "{output}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        use StartErrorKind as K;
+        match &self.kind {
+            K::Prepare { source, .. } | K::Connect { source, .. } => Some(&**source),
+            K::Integrity(source) => Some(&**source),
+            K::Sandbox { source, .. } => Some(&**source),
+            K::Spawn { source, .. } | K::Tls { source, .. } => Some(source),
+            K::Malformed { error, .. } => Some(error),
+            K::Address { problem, .. } => Some(problem),
+            K::HealthCheck(source) => Some(&**source),
+            K::Timeout { .. }
+            | K::Exited { .. }
+            | K::StdoutClosed
+            | K::TooMuchOutput { .. }
+            | K::Incompatible { .. }
+            | K::NoAutoMtls
+            | K::ConnectTimeout { .. }
+            | K::Unhealthy { .. }
+            | K::HealthTimeout { .. } => None,
+        }
     }
 }
 
@@ -623,10 +605,11 @@ mod tests {
 
     #[test]
     fn start_errors_name_plugin_phase_and_remedy() {
-        let err = StartError::NoAutoMtls {
-            plugin: "kv".into(),
-            output: Box::default(),
-        };
+        let err = StartError::new(
+            "kv",
+            Failure::new(StartErrorKind::NoAutoMtls),
+            Some(PluginOutput::default()),
+        );
         assert_eq!(err.phase(), Phase::Handshake);
         assert_eq!(err.plugin(), "kv");
         let text = err.to_string();

@@ -2,14 +2,26 @@
 //!
 //! [`LineReader`] never holds more than its limit of one line; [`StrayOutput`] decides what to do
 //! with lines before the handshake (log and skip, within limits); [`read_handshake`] puts the
-//! two together. None of it knows about processes, so it is tested over in-memory readers.
+//! two together. None of that knows about processes, so it is tested over in-memory readers.
+//! [`stage`] is the launch stage around it: the start timeout, the plugin's exit, the check of
+//! the line against what the host offered, and the mapping of every failure to its start error.
 
 use std::io;
+use std::sync::Arc;
+use std::time::Duration;
 
-use tether_proto::handshake::{self, Handshake, HandshakeError};
+use tether_proto::handshake::{self, Handshake, HandshakeError, MAX_LINE_LEN};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
+use tokio::process::ChildStdout;
 
-use crate::launch::builder::MAX_QUOTED_STDOUT;
+use crate::launch::builder::{HandshakeConfig, MAX_QUOTED_STDOUT, Settings};
+use crate::launch::error::{Failure, Incompatibility, OutputLimit, Phase, StartErrorKind};
+use crate::launch::output;
+use crate::launch::shutdown::Launched;
+
+/// When stdout ends, how long to wait for the plugin's exit before reporting the closed stdout
+/// itself rather than the exit.
+pub(crate) const EXIT_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// One piece of output read by a [`LineReader`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,9 +242,130 @@ pub(crate) async fn read_handshake<R: AsyncRead + Unpin>(
     }
 }
 
+/// What the handshake stage learned.
+#[derive(Debug)]
+pub(crate) struct Accepted {
+    /// The parsed handshake line.
+    pub(crate) handshake: Handshake,
+    /// The plugin's certificate (DER), when AutoMTLS is on.
+    pub(crate) peer_cert: Option<Vec<u8>>,
+}
+
+/// The handshake stage: the first line on stdout that looks like a handshake, within the start
+/// timeout, checked against what the host offered. The rest of stdout is drained from then on.
+pub(crate) async fn stage(
+    settings: &Settings,
+    config: &HandshakeConfig,
+    launched: &Launched,
+    stdout: ChildStdout,
+    stray: &mut StrayOutput,
+) -> Result<Accepted, Failure> {
+    let plugin = &*launched.plugin;
+    let group = &launched.group;
+    // +1: a `\r` before the newline.
+    let mut reader = LineReader::new(stdout, MAX_LINE_LEN + 1);
+    let read = tokio::select! {
+        biased;
+        read = read_handshake(&mut reader, stray, plugin) => read,
+        status = group.exited() => return Err(Failure::exited(Phase::Handshake, status)),
+        () = tokio::time::sleep(settings.start_timeout) => {
+            return Err(StartErrorKind::Timeout { timeout: settings.start_timeout }.into());
+        }
+    };
+    let hs = match read {
+        Ok(hs) => hs,
+        Err(failure) => return Err(read_failure(failure, config, launched).await),
+    };
+    output::drain_stdout(
+        reader,
+        Arc::clone(&launched.plugin),
+        group.pid(),
+        settings.output_sink.clone(),
+    );
+    let peer_cert =
+        check(&hs, config, !settings.plaintext, settings.multiplex).map_err(|e| match e {
+            None => Failure::new(StartErrorKind::NoAutoMtls),
+            Some(reason) => incompatible(reason, config),
+        })?;
+    Ok(Accepted {
+        handshake: hs,
+        peer_cert,
+    })
+}
+
+/// Checks a parsed handshake against what the host offered; returns the plugin's certificate.
+/// `Err(None)`: TLS is on but the plugin sent no certificate.
+///
+/// Multiplexing: when offered, `true` turns it on and anything else (`false`, no field 7) keeps
+/// the default mode — unlike go-plugin hosts, which refuse such plugins, tether falls back.
+/// When not offered, `true` is refused: such a plugin would expect yamux on a connection that
+/// does not carry it (go-plugin hosts ignore the field and then fail obscurely); `false` is
+/// fine.
+fn check(
+    hs: &Handshake,
+    config: &HandshakeConfig,
+    tls: bool,
+    offered_multiplex: bool,
+) -> Result<Option<Vec<u8>>, Option<Incompatibility>> {
+    if !config.app_versions.contains(&hs.app_version) {
+        return Err(Some(Incompatibility::AppVersion {
+            got: hs.app_version,
+        }));
+    }
+    if hs.multiplex == Some(true) && !offered_multiplex {
+        return Err(Some(Incompatibility::Multiplexing));
+    }
+    match (tls, &hs.server_cert) {
+        (true, None) => Err(None),
+        (false, Some(_)) => Err(Some(Incompatibility::UnrequestedTls)),
+        (_, cert) => Ok(cert.clone()),
+    }
+}
+
+fn incompatible(reason: Incompatibility, config: &HandshakeConfig) -> Failure {
+    StartErrorKind::Incompatible {
+        reason,
+        offered: config.app_versions.clone(),
+    }
+    .into()
+}
+
+/// Maps a failed read to the start error it means: an exit (when the plugin exits soon after
+/// its stdout closed), a closed stdout, too much output, or a malformed or incompatible line.
+async fn read_failure(
+    failure: ReadFailure,
+    config: &HandshakeConfig,
+    launched: &Launched,
+) -> Failure {
+    let too_much = |limit| StartErrorKind::TooMuchOutput { limit }.into();
+    match failure {
+        ReadFailure::Eof | ReadFailure::Io(_) => {
+            if let ReadFailure::Io(e) = &failure {
+                tracing::debug!(plugin = %launched.plugin, error = %e, "reading the plugin's stdout failed");
+            }
+            match launched.group.exited_within(EXIT_SETTLE_TIMEOUT).await {
+                Some(status) => Failure::exited(Phase::Handshake, status),
+                None => StartErrorKind::StdoutClosed.into(),
+            }
+        }
+        ReadFailure::LineTooLong => too_much(OutputLimit::LineLength(MAX_LINE_LEN)),
+        ReadFailure::TooMuchStray(StrayLimit::Lines(n)) => too_much(OutputLimit::Lines(n)),
+        ReadFailure::TooMuchStray(StrayLimit::Bytes(n)) => too_much(OutputLimit::Bytes(n)),
+        ReadFailure::Malformed { line, error } => match error {
+            HandshakeError::UnsupportedCoreVersion(got) => {
+                incompatible(Incompatibility::CoreVersion { got }, config)
+            }
+            HandshakeError::UnsupportedProtocol(got) => {
+                incompatible(Incompatibility::Protocol { got }, config)
+            }
+            error => StartErrorKind::Malformed { line, error }.into(),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use tether_proto::handshake::{Address, MAX_LINE_LEN};
+    use tether_proto::handshake::{Address, MAX_LINE_LEN, Protocol};
 
     use super::*;
 
@@ -390,5 +523,68 @@ mod tests {
         let printed = stray.printed();
         assert!(printed.len() < MAX_QUOTED_STDOUT + 40);
         assert!(printed.ends_with("more bytes)"));
+    }
+
+    fn handshake(app_version: u32, cert: Option<Vec<u8>>, multiplex: Option<bool>) -> Handshake {
+        Handshake {
+            core_version: 1,
+            app_version,
+            address: Address::Unix("/tmp/x/plugin".into()),
+            protocol: Protocol::Grpc,
+            server_cert: cert,
+            multiplex,
+        }
+    }
+
+    #[test]
+    fn a_version_the_host_did_not_offer_is_incompatible() {
+        let config = HandshakeConfig::new("K", "V").app_versions([1, 2]);
+        assert_eq!(
+            check(&handshake(3, Some(vec![1]), None), &config, true, false),
+            Err(Some(Incompatibility::AppVersion { got: 3 }))
+        );
+        assert!(check(&handshake(2, Some(vec![1]), None), &config, true, false).is_ok());
+    }
+
+    #[test]
+    fn multiplexing_accepted_when_offered_is_fine_in_every_answer() {
+        let config = HandshakeConfig::new("K", "V");
+        for answer in [Some(true), Some(false), None] {
+            assert_eq!(
+                check(&handshake(1, None, answer), &config, false, true),
+                Ok(None),
+                "{answer:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn multiplexing_turned_on_without_an_offer_is_refused_and_turned_off_is_fine() {
+        let config = HandshakeConfig::new("K", "V");
+        assert_eq!(
+            check(&handshake(1, None, Some(true)), &config, false, false),
+            Err(Some(Incompatibility::Multiplexing))
+        );
+        assert_eq!(
+            check(&handshake(1, None, Some(false)), &config, false, false),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_missing_certificate_with_tls_on_means_no_automtls() {
+        let config = HandshakeConfig::new("K", "V");
+        assert_eq!(
+            check(&handshake(1, None, None), &config, true, false),
+            Err(None)
+        );
+        assert_eq!(
+            check(&handshake(1, Some(vec![7]), None), &config, false, false),
+            Err(Some(Incompatibility::UnrequestedTls))
+        );
+        assert_eq!(
+            check(&handshake(1, Some(vec![7]), None), &config, true, false),
+            Ok(Some(vec![7]))
+        );
     }
 }

@@ -4,10 +4,13 @@
 pub(crate) mod address;
 pub(crate) mod builder;
 pub(crate) mod client;
+pub(crate) mod connect;
 pub(crate) mod error;
 pub(crate) mod handshake;
 pub(crate) mod health;
 pub(crate) mod output;
+pub(crate) mod plan;
 pub(crate) mod reattach;
 pub(crate) mod shutdown;
 pub(crate) mod spawn;
+pub(crate) mod start;

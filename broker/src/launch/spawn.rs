@@ -16,6 +16,7 @@ use crate::launch::builder::{
     DEFAULT_ENV_ALLOWLIST, HandshakeConfig, MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN,
     PRIVATE_DIR_PREFIX, PRIVATE_DIR_RANDOM_LEN, Settings, is_reserved_env,
 };
+use crate::launch::plan::LaunchPlan;
 
 /// Where private directories go when the host's temporary directory is too long.
 const FALLBACK_RUNTIME_DIR: &str = "/tmp";
@@ -180,13 +181,14 @@ pub(crate) fn resolve_program(program: &Path, path: Option<&OsString>) -> PathBu
         .unwrap_or_else(|| program.to_owned())
 }
 
-/// Spawns the plugin in a new process group with exactly `env`, stdin from `/dev/null` and
+/// Spawns the plugin in a new process group with exactly the plan's environment, in its working
+/// directory, stdin from `/dev/null` and
 /// stdout and stderr piped, running `pre_exec` (the confinement) between fork and exec.
 /// `exec` is the file to execute (the verified binary's `/proc/self/fd/N`, or the program);
 /// `argv[0]` is always the configured program.
 pub(crate) fn spawn(
     settings: &Settings,
-    env: &BTreeMap<OsString, OsString>,
+    plan: &LaunchPlan,
     exec: &Path,
     pre_exec: impl FnMut() -> io::Result<()> + Send + Sync + 'static,
 ) -> io::Result<Child> {
@@ -194,7 +196,7 @@ pub(crate) fn spawn(
     cmd.arg0(&settings.program)
         .args(&settings.args)
         .env_clear()
-        .envs(env)
+        .envs(&plan.env.vars)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -202,7 +204,7 @@ pub(crate) fn spawn(
         .process_group(0)
         // Ending the plugin is the client's job (it signals the whole group).
         .kill_on_drop(false);
-    if let Some(dir) = &settings.current_dir {
+    if let Some(dir) = &plan.working_dir {
         cmd.current_dir(dir);
     }
     // SAFETY: `pre_exec` only makes raw, async-signal-safe system calls on copied values

@@ -1,0 +1,237 @@
+//! The launch plan: everything about one launch that can be decided without touching the
+//! system. From the settings, the handshake, the host's environment, the private and delivered
+//! directories and the TLS identity it computes the plugin's environment, its sandbox rules,
+//! what the janitor must clean up and its working directory. Pure: unit-tested without
+//! processes; the stages in [`start`](super::start) do the IO.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::confine::sandbox::Paths;
+use crate::launch::builder::{HandshakeConfig, Settings};
+use crate::launch::spawn::{self, PluginEnv};
+
+/// What a launch needs from the world, gathered before planning.
+#[derive(Debug)]
+pub(crate) struct PlanInputs<'a> {
+    /// The host's environment (only allowed names pass).
+    pub(crate) host_env: Vec<(OsString, OsString)>,
+    /// The per-launch private directory (socket, `TMPDIR`).
+    pub(crate) private_dir: &'a Path,
+    /// The delivered secrets/config, when anything was granted.
+    pub(crate) delivered: Option<Delivered<'a>>,
+    /// The host's certificate (PEM) for AutoMTLS; `None` in plaintext.
+    pub(crate) client_cert_pem: Option<String>,
+    /// The host's working directory, when it has one.
+    pub(crate) host_cwd: Option<PathBuf>,
+}
+
+/// Where the delivered files of one launch are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Delivered<'a> {
+    /// The directory holding `secrets/` and `config/` (read-only for the plugin, cleaned up by
+    /// the janitor).
+    pub(crate) dir: &'a Path,
+    /// Its `secrets/`, when secrets were delivered.
+    pub(crate) secrets: Option<&'a Path>,
+    /// Its `config/`, when config files were delivered.
+    pub(crate) config: Option<&'a Path>,
+}
+
+/// The plan of one launch.
+#[derive(Debug)]
+pub(crate) struct LaunchPlan {
+    /// The plugin's complete environment.
+    pub(crate) env: PluginEnv,
+    /// The file-system rules of its sandbox, besides the system paths and the binary's
+    /// directory (known only once the program is resolved: [`LaunchPlan::allow_program`]).
+    pub(crate) paths: Paths,
+    /// The directories the janitor removes if the host dies.
+    pub(crate) janitor_dirs: Vec<PathBuf>,
+    /// The directory the plugin starts in; `None`: the host's (inherited).
+    pub(crate) working_dir: Option<PathBuf>,
+}
+
+impl LaunchPlan {
+    /// Plans a launch with `settings` and `handshake` in the world described by `inputs`.
+    pub(crate) fn new(
+        settings: &Settings,
+        handshake: &HandshakeConfig,
+        inputs: PlanInputs<'_>,
+    ) -> Self {
+        let mut protocol = spawn::protocol_env(
+            handshake,
+            inputs.client_cert_pem,
+            settings.port_range,
+            inputs.private_dir,
+            settings.multiplex,
+        );
+        if let Some(d) = &inputs.delivered {
+            if let Some(p) = d.secrets {
+                protocol.push((tether_proto::env::SECRETS_DIR.into(), p.into()));
+            }
+            if let Some(p) = d.config {
+                protocol.push((tether_proto::env::CONFIG_DIR.into(), p.into()));
+            }
+        }
+        let env = spawn::build_env(
+            inputs.host_env,
+            spawn::allowed_names(settings),
+            &settings.env,
+            protocol,
+            &handshake.cookie_key,
+        );
+
+        let mut paths = Paths::default();
+        paths.exec.extend(settings.sandbox_exec.iter().cloned());
+        paths.read.extend(settings.sandbox_read.iter().cloned());
+        let mut janitor_dirs = vec![inputs.private_dir.to_owned()];
+        if let Some(d) = &inputs.delivered {
+            paths.read.push(d.dir.to_owned());
+            janitor_dirs.push(d.dir.to_owned());
+        }
+        paths.read_write.push(inputs.private_dir.to_owned());
+        // Its working directory: the configured one, else the host's (which it inherits).
+        if let Some(cwd) = settings.current_dir.clone().or(inputs.host_cwd) {
+            paths.read_write.push(cwd);
+        }
+        Self {
+            env,
+            paths,
+            janitor_dirs,
+            working_dir: settings.current_dir.clone(),
+        }
+    }
+
+    /// The plugin's `PATH`, where a bare program name is looked up.
+    pub(crate) fn path_var(&self) -> Option<&OsString> {
+        self.env.vars.get(std::ffi::OsStr::new("PATH"))
+    }
+
+    /// Lets the plugin read and execute the directory of its resolved binary.
+    pub(crate) fn allow_program(&mut self, binary_dir: PathBuf) {
+        self.paths.exec.insert(0, binary_dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::*;
+    use crate::PluginClientBuilder;
+
+    fn settings(builder: PluginClientBuilder) -> Settings {
+        builder.settings
+    }
+
+    fn inputs<'a>(private_dir: &'a Path, delivered: Option<Delivered<'a>>) -> PlanInputs<'a> {
+        PlanInputs {
+            host_env: vec![
+                ("PATH".into(), "/usr/bin".into()),
+                ("HOME".into(), "/root".into()),
+                ("AWS_SECRET_ACCESS_KEY".into(), "hunter2".into()),
+            ],
+            private_dir,
+            delivered,
+            client_cert_pem: Some("PEM".into()),
+            host_cwd: Some("/home/operator".into()),
+        }
+    }
+
+    #[test]
+    fn the_plan_passes_only_allowed_host_variables_and_the_protocols() {
+        let handshake = HandshakeConfig::new("COOKIE", "v").app_versions([1, 2]);
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("/opt/p/plugin")),
+            &handshake,
+            inputs(Path::new("/tmp/tether-x"), None),
+        );
+        let vars = &plan.env.vars;
+        assert_eq!(vars.get(OsStr::new("PATH")).unwrap(), "/usr/bin");
+        assert!(!vars.contains_key(OsStr::new("HOME")));
+        assert!(!vars.contains_key(OsStr::new("AWS_SECRET_ACCESS_KEY")));
+        assert_eq!(vars.get(OsStr::new("COOKIE")).unwrap(), "v");
+        assert_eq!(
+            vars.get(OsStr::new("PLUGIN_PROTOCOL_VERSIONS")).unwrap(),
+            "1,2"
+        );
+        assert_eq!(vars.get(OsStr::new("PLUGIN_CLIENT_CERT")).unwrap(), "PEM");
+        assert_eq!(
+            vars.get(OsStr::new("PLUGIN_UNIX_SOCKET_DIR")).unwrap(),
+            "/tmp/tether-x"
+        );
+        assert_eq!(vars.get(OsStr::new("TMPDIR")).unwrap(), "/tmp/tether-x");
+        assert!(!vars.contains_key(OsStr::new("TETHER_SECRETS_DIR")));
+        assert_eq!(plan.path_var().unwrap(), "/usr/bin");
+    }
+
+    #[test]
+    fn delivered_files_are_announced_readable_and_left_to_the_janitor() {
+        let delivered = Delivered {
+            dir: Path::new("/dev/shm/tether-delivery-1"),
+            secrets: Some(Path::new("/dev/shm/tether-delivery-1/secrets")),
+            config: None,
+        };
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("p")),
+            &HandshakeConfig::new("K", "V"),
+            inputs(Path::new("/tmp/tether-x"), Some(delivered)),
+        );
+        assert_eq!(
+            plan.env.vars.get(OsStr::new("TETHER_SECRETS_DIR")).unwrap(),
+            "/dev/shm/tether-delivery-1/secrets"
+        );
+        assert!(!plan.env.vars.contains_key(OsStr::new("TETHER_CONFIG_DIR")));
+        assert!(
+            plan.paths
+                .read
+                .contains(&PathBuf::from("/dev/shm/tether-delivery-1"))
+        );
+        assert_eq!(
+            plan.janitor_dirs,
+            [
+                PathBuf::from("/tmp/tether-x"),
+                PathBuf::from("/dev/shm/tether-delivery-1")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_configured_working_directory_is_the_plugins_and_writable() {
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("p").current_dir("/var/lib/tether/state/kv")),
+            &HandshakeConfig::new("K", "V"),
+            inputs(Path::new("/tmp/tether-x"), None),
+        );
+        assert_eq!(
+            plan.working_dir.as_deref(),
+            Some(Path::new("/var/lib/tether/state/kv"))
+        );
+        assert!(
+            plan.paths
+                .read_write
+                .contains(&PathBuf::from("/var/lib/tether/state/kv"))
+        );
+        assert!(
+            !plan
+                .paths
+                .read_write
+                .contains(&PathBuf::from("/home/operator"))
+        );
+    }
+
+    #[test]
+    fn the_programs_directory_comes_first_among_the_executable_paths() {
+        let mut plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("p").sandbox_allow_exec("/opt/python")),
+            &HandshakeConfig::new("K", "V"),
+            inputs(Path::new("/tmp/tether-x"), None),
+        );
+        plan.allow_program("/opt/p".into());
+        assert_eq!(
+            plan.paths.exec,
+            [PathBuf::from("/opt/p"), PathBuf::from("/opt/python")]
+        );
+    }
+}

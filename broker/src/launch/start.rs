@@ -1,0 +1,321 @@
+//! The start-up sequence behind [`PluginClientBuilder::start`](crate::PluginClientBuilder::start),
+//! as stages: prepare → plan → confine → spawn → handshake → connect → health. Each stage is a
+//! short function; failures are [`Failure`]s that [`start`] turns into one [`StartError`] with
+//! the plugin's name and what it printed.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tether_proto::tls::Identity;
+use tokio::process::{ChildStderr, ChildStdout};
+
+use crate::catalog::delivery::{DeliveredDir, delivery_base};
+use crate::confine::integrity::VerifiedBinary;
+use crate::confine::janitor::Janitor;
+use crate::confine::pids::{self, PidsGroup, ProcessLimit};
+use crate::confine::process::{ExitHook, ProcessGroup};
+use crate::confine::sandbox;
+use crate::launch::builder::{HandshakeConfig, Settings};
+use crate::launch::client::PluginClient;
+use crate::launch::connect;
+use crate::launch::error::{Failure, PluginOutput, StartError, StartErrorKind};
+use crate::launch::handshake::{self, StrayOutput};
+use crate::launch::output::{self, SharedTail, StderrTail};
+use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
+use crate::launch::shutdown::Launched;
+use crate::launch::spawn::{self, PrivateDir};
+
+/// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
+/// been ended, so the pipe closes almost at once).
+const STDERR_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The start-up sequence.
+pub(crate) async fn start(
+    settings: Settings,
+    handshake: HandshakeConfig,
+) -> Result<PluginClient, StartError> {
+    let started = Instant::now();
+    let name: Arc<str> = settings.display_name().into();
+    let plugin = &*name;
+    let before_spawn = |failure: Failure| StartError::new(plugin, failure, None);
+
+    let resources = prepare(&settings).map_err(before_spawn)?;
+    let mut plan = plan(&settings, &handshake, &resources);
+    let confined = confine(&settings, &mut plan, plugin).map_err(before_spawn)?;
+    let spawned = spawn(&settings, &plan, resources, confined, &name).map_err(before_spawn)?;
+    let Spawned {
+        mut launched,
+        stdout,
+        stderr,
+        identity,
+        landlock_abi,
+        process_limit,
+    } = spawned;
+    let pid = launched.group.pid();
+    tracing::debug!(plugin, pid, "plugin spawned");
+
+    let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(settings.stderr_tail_len)));
+    let mut stderr_done = output::drain_stderr(
+        stderr,
+        Arc::clone(&name),
+        pid,
+        Arc::clone(&tail),
+        settings.output_sink.clone(),
+    );
+    let mut stray = StrayOutput::new(settings.max_stray_lines, settings.max_stray_bytes);
+    let result = async {
+        let hs = handshake::stage(&settings, &handshake, &launched, stdout, &mut stray).await?;
+        connect::stage(&settings, &launched, identity.as_ref(), hs).await
+    }
+    .await;
+    match result {
+        Ok(connected) => {
+            tracing::info!(
+                plugin,
+                pid,
+                address = %connected.address,
+                app_version = connected.app_version,
+                tls = connected.peer_fingerprint.is_some(),
+                broker = %connected.broker.mode(),
+                sandbox = %settings.sandbox,
+                landlock_abi,
+                process_limit = ?process_limit,
+                elapsed = ?started.elapsed(),
+                "plugin started"
+            );
+            Ok(PluginClient::new(
+                launched,
+                connected,
+                tail,
+                stderr_done,
+                landlock_abi,
+                process_limit,
+                &settings,
+            ))
+        }
+        Err(failure) => {
+            tracing::debug!(plugin, phase = %failure.phase, "plugin start failed; ending it");
+            if let Err(e) = launched.shutdown(None).await {
+                tracing::warn!(plugin, error = %e, "cleaning up after the failed start failed");
+            }
+            let _ = tokio::time::timeout(STDERR_SETTLE_TIMEOUT, stderr_done.wait_for(|done| *done))
+                .await;
+            let output = PluginOutput {
+                stdout: stray.printed(),
+                stderr_tail: output::snapshot(&tail),
+            };
+            Err(StartError::new(plugin, failure, Some(output)))
+        }
+    }
+}
+
+/// What a launch owns before anything runs.
+struct Resources {
+    /// The binary, opened and checked when a digest was configured.
+    verified: Option<VerifiedBinary>,
+    dir: PrivateDir,
+    delivered: Option<DeliveredDir>,
+    identity: Option<Identity>,
+}
+
+/// Stage 1: integrity first (nothing is made for a binary that will be refused), then the
+/// private directory, the delivered files and the TLS identity.
+fn prepare(settings: &Settings) -> Result<Resources, Failure> {
+    let prepare_error = |what, source| StartErrorKind::Prepare { what, source };
+    let verified = match &settings.sha256 {
+        Some(expected) => Some(
+            VerifiedBinary::open(&settings.program, expected)
+                .map_err(|e| StartErrorKind::Integrity(Box::new(e)))?,
+        ),
+        None => None,
+    };
+    let dir = PrivateDir::create(settings.runtime_dir.as_deref())
+        .map_err(|e| prepare_error("creating the private directory", e.into()))?;
+    let delivered = match settings.delivery.as_deref() {
+        Some(delivery) if !delivery.is_empty() => {
+            let base = settings.delivery_dir.clone().unwrap_or_else(delivery_base);
+            Some(
+                DeliveredDir::create(&base, delivery)
+                    .map_err(|e| prepare_error("writing the secrets and config files", e.into()))?,
+            )
+        }
+        _ => None,
+    };
+    let identity = if settings.plaintext {
+        tracing::warn!(
+            plugin = settings.display_name(),
+            "AutoMTLS is off: the connection to this plugin is neither encrypted nor authenticated"
+        );
+        None
+    } else {
+        Some(
+            Identity::generate()
+                .map_err(|e| prepare_error("generating the TLS identity", e.into()))?,
+        )
+    };
+    Ok(Resources {
+        verified,
+        dir,
+        delivered,
+        identity,
+    })
+}
+
+/// Stage 2: the pure plan, then the one lookup it needs (where the binary is).
+fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources) -> LaunchPlan {
+    let delivered = resources.delivered.as_ref().map(|d| Delivered {
+        dir: d.path(),
+        secrets: d.secrets.as_deref(),
+        config: d.config.as_deref(),
+    });
+    let mut plan = LaunchPlan::new(
+        settings,
+        handshake,
+        PlanInputs {
+            host_env: std::env::vars_os().collect(),
+            private_dir: resources.dir.path(),
+            delivered,
+            client_cert_pem: resources.identity.as_ref().map(Identity::cert_pem),
+            host_cwd: std::env::current_dir().ok(),
+        },
+    );
+    // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
+    let program = spawn::resolve_program(&settings.program, plan.path_var());
+    if let Some(bin_dir) = program
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        plan.allow_program(bin_dir);
+    }
+    for variable in &plan.env.ignored {
+        tracing::warn!(
+            plugin = settings.display_name(),
+            ?variable,
+            "ignoring a variable that the protocol sets itself"
+        );
+    }
+    plan
+}
+
+/// The confinement prepared in the parent, applied in the child.
+struct Confined {
+    sandbox: sandbox::Prepared,
+    pids_group: Option<PidsGroup>,
+    process_limit: ProcessLimit,
+}
+
+/// Stage 3: processes are limited by a pids cgroup of the plugin's own when the host can make
+/// one (then `RLIMIT_NPROC`, per user and not applied to root, is left alone), else by
+/// `RLIMIT_NPROC`; then the sandbox is prepared.
+fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<Confined, Failure> {
+    let mut limits = settings.limits;
+    let pids_group = PidsGroup::create(
+        limits.processes.unwrap_or(pids::DEFAULT_MAX_PROCESSES),
+        plugin,
+    );
+    let process_limit = match &pids_group {
+        Some(group) => {
+            limits.processes = None;
+            group.limit()
+        }
+        None => ProcessLimit::Rlimit {
+            max: limits.processes,
+        },
+    };
+    let mut sandbox = sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, plugin)
+        .map_err(|e| StartErrorKind::Sandbox {
+            mode: settings.sandbox,
+            source: Box::new(e),
+        })?;
+    if let Some(fd) = pids_group.as_ref().and_then(PidsGroup::procs_fd) {
+        sandbox.enter_cgroup(fd);
+    }
+    Ok(Confined {
+        sandbox,
+        pids_group,
+        process_limit,
+    })
+}
+
+/// A spawned plugin and what the later stages need.
+struct Spawned {
+    launched: Launched,
+    stdout: ChildStdout,
+    stderr: ChildStderr,
+    identity: Option<Identity>,
+    landlock_abi: Option<u32>,
+    process_limit: ProcessLimit,
+}
+
+/// Stage 4: the process, in its own group, registered with the janitor; its pids cgroup and
+/// delivered files live exactly as long as it does.
+fn spawn(
+    settings: &Settings,
+    plan: &LaunchPlan,
+    resources: Resources,
+    confined: Confined,
+    name: &Arc<str>,
+) -> Result<Spawned, Failure> {
+    let plugin = &**name;
+    let spawn_error = |source| StartErrorKind::Spawn {
+        program: settings.program.clone(),
+        source,
+    };
+    let Resources {
+        verified,
+        dir,
+        delivered,
+        identity,
+    } = resources;
+    let Confined {
+        sandbox,
+        pids_group,
+        process_limit,
+    } = confined;
+    let exec = verified
+        .as_ref()
+        .map_or_else(|| settings.program.clone(), VerifiedBinary::exec_path);
+    let mut child = spawn::spawn(settings, plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
+    drop(verified);
+    let pipes = child.stdout.take().zip(child.stderr.take());
+    let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
+    if let Some(mut pids_group) = pids_group {
+        // Once the plugin has exited, whatever is left in the group is killed and the group
+        // removed.
+        pids_group.spawned();
+        group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
+    }
+    let janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
+    let janitor = match Janitor::shared().register(group.pid(), &janitor_dirs) {
+        Ok(registration) => Some(registration),
+        Err(e) => {
+            tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
+            None
+        }
+    };
+    if let Some(delivered) = delivered {
+        // Secrets live exactly as long as the plugin.
+        group.on_exit(ExitHook(Box::new(move || drop(delivered))));
+    }
+    let launched = Launched {
+        group,
+        dir: Some(dir),
+        plugin: Arc::clone(name),
+        terminate_grace: settings.terminate_grace,
+        janitor,
+    };
+    let Some((stdout, stderr)) = pipes else {
+        // Never happens: both are piped by `spawn::spawn`. Dropping `launched` ends the plugin.
+        return Err(spawn_error(std::io::Error::other("stdout or stderr was not piped")).into());
+    };
+    Ok(Spawned {
+        launched,
+        stdout,
+        stderr,
+        identity,
+        landlock_abi: sandbox.landlock_abi,
+        process_limit,
+    })
+}
