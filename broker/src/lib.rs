@@ -195,9 +195,14 @@
 
 mod catalog;
 mod confine;
+mod error;
 mod launch;
 mod supervisor;
 
+pub use error::{
+    AddressProblem, BoxError, Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError,
+    ShutdownOutcome, StartError, StartErrorKind,
+};
 pub use launch::builder::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_ENV_ALLOWLIST, DEFAULT_HEALTH_TIMEOUT,
     DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_SHUTDOWN_GRACE,
@@ -207,10 +212,6 @@ pub use launch::builder::{
     SOCKET_NAME_RESERVE,
 };
 pub use launch::client::PluginClient;
-pub use launch::error::{
-    AddressProblem, BoxError, Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError,
-    ShutdownOutcome, StartError, StartErrorKind,
-};
 pub use tether_proto::handshake::Address;
 
 pub use catalog::Catalog;
@@ -229,16 +230,18 @@ pub use confine::sandbox::{
     DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
     TARGET_LANDLOCK_ABI, kernel_landlock_abi,
 };
+pub use error::UseError;
 pub use launch::output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
 pub use launch::reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
 };
 pub use secrecy::SecretSlice;
-pub use supervisor::{
-    Broker, BrokerBuilder, CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
-    DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT, DEFAULT_RECYCLE_AFTER_DEADLINES, Lease,
-    UseError,
+pub use supervisor::lease::{
+    CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
+    DEFAULT_RECYCLE_AFTER_DEADLINES,
 };
+pub use supervisor::supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
+pub use supervisor::{Broker, BrokerBuilder, Lease};
 pub use tether_transport::{
     BrokerConfig, BrokerError, BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
     DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,

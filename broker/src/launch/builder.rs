@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use crate::catalog::delivery::Delivery;
 use crate::confine::sandbox::{Limits, SandboxMode};
+use crate::error::StartError;
 use crate::launch::client::PluginClient;
-use crate::launch::error::StartError;
 
 /// How long a plugin has from spawn to printing its handshake line.
 ///

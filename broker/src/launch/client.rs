@@ -10,9 +10,9 @@ use tether_transport::{BrokerMode, GrpcBroker, Mux};
 use tonic::transport::Channel;
 
 use crate::confine::pids::ProcessLimit;
+use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::builder::{PluginClientBuilder, Settings};
 use crate::launch::connect::Connected;
-use crate::launch::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::output::{self, SharedTail};
 use crate::launch::shutdown::{Graceful, Launched};
 

@@ -12,9 +12,9 @@ use tether_proto::tls::{self, Identity};
 use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Mux, Target};
 use tonic::transport::Channel;
 
+use crate::error::{Failure, Phase, StartErrorKind};
 use crate::launch::address;
 use crate::launch::builder::Settings;
-use crate::launch::error::{Failure, Phase, StartErrorKind};
 use crate::launch::handshake::{Accepted, EXIT_SETTLE_TIMEOUT};
 use crate::launch::health::{self, HealthFailure};
 use crate::launch::output::stdio;

@@ -14,8 +14,8 @@ use tether_proto::handshake::{self, Handshake, HandshakeError, MAX_LINE_LEN};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 use tokio::process::ChildStdout;
 
+use crate::error::{Failure, Incompatibility, OutputLimit, Phase, StartErrorKind};
 use crate::launch::builder::{HandshakeConfig, MAX_QUOTED_STDOUT, Settings};
-use crate::launch::error::{Failure, Incompatibility, OutputLimit, Phase, StartErrorKind};
 use crate::launch::output;
 use crate::launch::shutdown::Launched;
 

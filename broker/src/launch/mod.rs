@@ -5,7 +5,6 @@ pub(crate) mod address;
 pub(crate) mod builder;
 pub(crate) mod client;
 pub(crate) mod connect;
-pub(crate) mod error;
 pub(crate) mod handshake;
 pub(crate) mod health;
 pub(crate) mod output;

@@ -12,8 +12,8 @@ use tonic::transport::Channel;
 
 use crate::confine::janitor::Registration;
 use crate::confine::process::ProcessGroup;
+use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::builder::KILL_REAP_TIMEOUT;
-use crate::launch::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::spawn::PrivateDir;
 
 /// How often the background stopper checks whether the plugin has exited.

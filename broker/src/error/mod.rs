@@ -1,0 +1,14 @@
+//! Errors as data, grouped by what was being done: [`StartError`] (starting one plugin),
+//! [`UseError`] (using a catalog plugin through the broker), [`ShutdownError`] (ending one).
+
+mod shutdown;
+mod start;
+mod usage;
+
+pub use shutdown::{ShutdownError, ShutdownOutcome};
+pub(crate) use start::Failure;
+pub use start::{
+    AddressProblem, Incompatibility, OutputLimit, Phase, PluginOutput, StartError, StartErrorKind,
+};
+pub use tether_transport::BoxError;
+pub use usage::UseError;

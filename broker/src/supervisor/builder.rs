@@ -1,0 +1,151 @@
+//! Configuring a [`Broker`]: [`BrokerBuilder`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+
+use crate::catalog::Catalog;
+use crate::catalog::grants::Grants;
+use crate::catalog::secrets::{MemorySecretSource, SecretSource};
+use crate::launch::builder::{HandshakeConfig, PluginClientBuilder};
+use crate::supervisor::lease::{DEFAULT_CALL_TIMEOUT, DEFAULT_RECYCLE_AFTER_DEADLINES};
+use crate::supervisor::supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
+use crate::supervisor::{Broker, Inner, Slot, SlotState};
+
+impl Broker {
+    /// A broker for `catalog`; each plugin's working (state) directory is
+    /// `state_dir/<plugin name>`, created on first start (mode `0700`).
+    pub fn builder(catalog: Catalog, state_dir: impl Into<PathBuf>) -> BrokerBuilder {
+        BrokerBuilder {
+            catalog,
+            options: Options {
+                grants: Grants::new(),
+                secrets: Arc::new(MemorySecretSource::new()),
+                config: Arc::new(MemorySecretSource::new()),
+                state_dir: state_dir.into(),
+                health_interval: DEFAULT_HEALTH_INTERVAL,
+                health_timeout: DEFAULT_HUNG_TIMEOUT,
+                call_timeout: DEFAULT_CALL_TIMEOUT,
+                recycle_after_deadlines: DEFAULT_RECYCLE_AFTER_DEADLINES,
+                customize: None,
+            },
+        }
+    }
+}
+
+pub(crate) type Customize = dyn Fn(PluginClientBuilder<HandshakeConfig>) -> PluginClientBuilder<HandshakeConfig>
+    + Send
+    + Sync;
+
+/// Configures a [`Broker`]; made by [`Broker::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct BrokerBuilder {
+    catalog: Catalog,
+    options: Options,
+}
+
+/// What a [`BrokerBuilder`] sets and a [`Broker`] runs with.
+pub(crate) struct Options {
+    pub(super) grants: Grants,
+    pub(super) secrets: Arc<dyn SecretSource>,
+    pub(super) config: Arc<dyn SecretSource>,
+    pub(super) state_dir: PathBuf,
+    pub(super) health_interval: Duration,
+    pub(super) health_timeout: Duration,
+    pub(super) call_timeout: Duration,
+    pub(super) recycle_after_deadlines: u32,
+    pub(super) customize: Option<Arc<Customize>>,
+}
+
+impl std::fmt::Debug for BrokerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerBuilder")
+            .field("plugins", &self.catalog.len())
+            .field("state_dir", &self.options.state_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BrokerBuilder {
+    /// The grants (default: nothing granted).
+    pub fn grants(mut self, grants: Grants) -> Self {
+        self.options.grants = grants;
+        self
+    }
+
+    /// Where secret values come from (default: an empty in-memory source).
+    pub fn secrets(mut self, source: impl SecretSource + 'static) -> Self {
+        self.options.secrets = Arc::new(source);
+        self
+    }
+
+    /// Where config file contents come from (default: an empty in-memory source).
+    pub fn config_source(mut self, source: impl SecretSource + 'static) -> Self {
+        self.options.config = Arc::new(source);
+        self
+    }
+
+    /// See [`DEFAULT_HEALTH_INTERVAL`].
+    pub fn health_interval(mut self, interval: Duration) -> Self {
+        self.options.health_interval = interval;
+        self
+    }
+
+    /// See [`DEFAULT_HUNG_TIMEOUT`].
+    pub fn health_timeout(mut self, timeout: Duration) -> Self {
+        self.options.health_timeout = timeout;
+        self
+    }
+
+    /// See [`DEFAULT_CALL_TIMEOUT`].
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.options.call_timeout = timeout;
+        self
+    }
+
+    /// See [`DEFAULT_RECYCLE_AFTER_DEADLINES`]; `0` never recycles.
+    pub fn recycle_after_deadlines(mut self, calls: u32) -> Self {
+        self.options.recycle_after_deadlines = calls;
+        self
+    }
+
+    /// Adjusts every launch's [`PluginClientBuilder`] (timeouts, runtime directory…) after the
+    /// manifest has been applied.
+    pub fn customize(
+        mut self,
+        f: impl Fn(PluginClientBuilder<HandshakeConfig>) -> PluginClientBuilder<HandshakeConfig>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.options.customize = Some(Arc::new(f));
+        self
+    }
+
+    /// Builds the broker. Nothing is started until first use.
+    pub fn build(self) -> Broker {
+        let slots = self
+            .catalog
+            .manifests()
+            .map(|m| {
+                (
+                    m.name.clone(),
+                    Arc::new(Slot {
+                        manifest: m.clone(),
+                        state: Mutex::new(SlotState::default()),
+                        starts: AtomicU64::new(0),
+                    }),
+                )
+            })
+            .collect();
+        Broker {
+            inner: Arc::new(Inner {
+                slots,
+                options: self.options,
+            }),
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! The restart policy: crashes within the manifest's window, exponential backoff, and giving up
+//! ([`UseError::KeepsCrashing`]).
+
+use std::time::Instant;
+
+use crate::error::UseError;
+use crate::supervisor::{Slot, SlotState};
+
+impl crate::supervisor::Broker {
+    pub(super) async fn wait_for_restart(
+        &self,
+        slot: &Slot,
+        state: &mut SlotState,
+    ) -> Result<(), UseError> {
+        let policy = slot.manifest.restart;
+        let now = Instant::now();
+        while state
+            .crashes
+            .front()
+            .is_some_and(|c| now.duration_since(c.at) > policy.window)
+        {
+            state.crashes.pop_front();
+        }
+        let Some(last) = state.crashes.back().cloned() else {
+            return Ok(());
+        };
+        let crashes = state.crashes.len();
+        if crashes > usize::try_from(policy.max_restarts).unwrap_or(usize::MAX) {
+            return Err(UseError::KeepsCrashing {
+                plugin: slot.manifest.name.clone(),
+                crashes,
+                window: policy.window,
+                max_restarts: policy.max_restarts,
+                last_status: last.status,
+                stderr_tail: last.stderr_tail,
+            });
+        }
+        let backoff = policy.backoff(u32::try_from(crashes).unwrap_or(u32::MAX));
+        let wait = backoff.saturating_sub(last.at.elapsed());
+        if !wait.is_zero() {
+            tracing::info!(plugin = %slot.manifest.name, ?wait, crashes, "restarting a crashed plugin after backoff");
+            tokio::time::sleep(wait).await;
+        }
+        Ok(())
+    }
+}
