@@ -3,7 +3,7 @@
 //!
 //! A [`PluginClient`] is one running plugin. [`PluginClient::builder`] configures the launch;
 //! [`start`](PluginClientBuilder::start) spawns the plugin in its own process group (and, where
-//! the host can make one, its own pids cgroup: see [`ProcessLimit`]) with an almost empty
+//! the host can make one, its own pids cgroup: see [`ProcessLimit`](crate::confine::ProcessLimit)) with an almost empty
 //! environment, reads its handshake line, connects to the announced unix socket
 //! (or loopback TCP address) with mutual TLS pinned to throw-away certificates, checks its gRPC
 //! health and hands out a [`tonic::transport::Channel`] for any generated client.
@@ -67,14 +67,14 @@
 //! [`MemorySecretSource`]), starts a plugin on its first [`acquire`](Broker::acquire) (one
 //! process however many callers ask at once), stops it after its idle timeout, kills it when
 //! health checks find it hung or when its calls keep running out their deadline
-//! ([`DEFAULT_RECYCLE_AFTER_DEADLINES`], [`UseError::DeadlineExceeded`]), fails calls in flight
+//! ([`DEFAULT_RECYCLE_AFTER_DEADLINES`](crate::supervisor::DEFAULT_RECYCLE_AFTER_DEADLINES), [`UseError::DeadlineExceeded`]), fails calls in flight
 //! fast when it crashes
 //! ([`Lease::call`] → [`UseError::Crashed`]) and restarts it with exponential backoff up to
 //! the manifest's limit ([`UseError::KeepsCrashing`]). A plugin whose manifest requests a
 //! secret or config file that is not granted does not start ([`UseError::NotGranted`]).
 //!
 //! # What the plugin gets
-//! - An environment with only [`DEFAULT_ENV_ALLOWLIST`], the names allowed with
+//! - An environment with only [`DEFAULT_ENV_ALLOWLIST`](crate::launch::DEFAULT_ENV_ALLOWLIST), the names allowed with
 //!   [`env_allow`](PluginClientBuilder::env_allow), variables set with
 //!   [`env`](PluginClientBuilder::env), and the protocol's: the magic cookie,
 //!   `PLUGIN_PROTOCOL_VERSIONS`, `PLUGIN_CLIENT_CERT` (unless plaintext), `PLUGIN_MIN_PORT`,
@@ -94,14 +94,14 @@
 //! Applied between fork and exec, so it works for plugins in any language
 //! ([`PluginClientBuilder::sandbox`], default [`SandboxMode::Enforce`]): descriptors above
 //! stderr closed at exec; an empty capability bounding set; `no_new_privs`; a Landlock domain
-//! allowing only [`SYSTEM_EXEC_PATHS`], [`SYSTEM_READ_PATHS`], [`DEVICE_RW_PATHS`], the
+//! allowing only [`SYSTEM_EXEC_PATHS`](crate::confine::SYSTEM_EXEC_PATHS), [`SYSTEM_READ_PATHS`](crate::confine::SYSTEM_READ_PATHS), [`DEVICE_RW_PATHS`](crate::confine::DEVICE_RW_PATHS), the
 //! binary's directory (read/execute), its secrets/config (read), its private and working
 //! directories (read/write); [`Limits`] as rlimits and core dumps off; `PR_SET_PDEATHSIG` and
 //! one janitor process per host (a `sh` started on the first launch, watching a lifeline
 //! socket) that, if the host dies, even by `SIGKILL`, kills the process group and removes the
 //! directories of every plugin the host had not yet ended. With
 //! [`sha256`](PluginClientBuilder::sha256) the binary is verified through an open descriptor
-//! and that same file executed ([`IntegrityError`]).
+//! and that same file executed ([`IntegrityError`](crate::confine::IntegrityError)).
 //!
 //! Caveat: `PR_SET_PDEATHSIG` fires when the *thread* that started the plugin exits, not only
 //! the host process: start plugins from long-lived threads (tokio's worker threads and the
@@ -110,24 +110,24 @@
 //!
 //! # Reattach
 //! [`ReattachedPlugin::connect`] connects to an already-running plugin from go-plugin's JSON
-//! [`ReattachConfig`] (unix or loopback TCP, mutual TLS when [`ReattachTls`] is given). Its pid
+//! [`ReattachConfig`] (unix or loopback TCP, mutual TLS when [`ReattachTls`](crate::launch::ReattachTls) is given). Its pid
 //! is signalled only if it was verified to hold the plugin's listening socket, and then only
 //! through a pidfd.
 //!
 //! # Timeouts and limits
-//! Every one is a named constant with a builder override: [`DEFAULT_START_TIMEOUT`],
-//! [`DEFAULT_CONNECT_TIMEOUT`], [`DEFAULT_HEALTH_TIMEOUT`], [`DEFAULT_SHUTDOWN_RPC_TIMEOUT`],
-//! [`DEFAULT_SHUTDOWN_GRACE`], [`DEFAULT_TERMINATE_GRACE`], [`DEFAULT_MAX_STRAY_LINES`],
-//! [`DEFAULT_MAX_STRAY_BYTES`], [`DEFAULT_STDERR_TAIL_LEN`], [`DEFAULT_HEALTH_INTERVAL`],
-//! [`DEFAULT_HUNG_TIMEOUT`], and per manifest [`DEFAULT_IDLE_TIMEOUT`],
-//! [`DEFAULT_MAX_RESTARTS`], [`DEFAULT_INITIAL_BACKOFF`], [`DEFAULT_MAX_BACKOFF`],
-//! [`DEFAULT_RESTART_WINDOW`]; fixed ones are [`CRASH_SETTLE_TIMEOUT`], [`CRASH_STDERR_TIMEOUT`], [`MAX_VALUE_LEN`],
-//! [`MAX_NAME_LEN`],
-//! [`KILL_REAP_TIMEOUT`], [`MAX_QUOTED_STDOUT`], [`MAX_LOG_LINE_LEN`],
-//! [`MAX_SOCKET_PATH_LEN`], [`SOCKET_NAME_RESERVE`], [`MAX_RUNTIME_DIR_LEN`] and
-//! [`tether_proto::handshake::MAX_LINE_LEN`]. The broker's are in [`BrokerConfig`]
-//! ([`DEFAULT_DIAL_TIMEOUT`], [`DEFAULT_UNCLAIMED_TTL`], [`DEFAULT_BROKER_CONNECT_TIMEOUT`],
-//! [`DEFAULT_STOP_GRACE`]; fixed: [`MAX_UNCLAIMED`]), set with
+//! Every one is a named constant with a builder override: [`DEFAULT_START_TIMEOUT`](crate::launch::DEFAULT_START_TIMEOUT),
+//! [`DEFAULT_CONNECT_TIMEOUT`](crate::launch::DEFAULT_CONNECT_TIMEOUT), [`DEFAULT_HEALTH_TIMEOUT`](crate::launch::DEFAULT_HEALTH_TIMEOUT), [`DEFAULT_SHUTDOWN_RPC_TIMEOUT`](crate::launch::DEFAULT_SHUTDOWN_RPC_TIMEOUT),
+//! [`DEFAULT_SHUTDOWN_GRACE`](crate::launch::DEFAULT_SHUTDOWN_GRACE), [`DEFAULT_TERMINATE_GRACE`](crate::launch::DEFAULT_TERMINATE_GRACE), [`DEFAULT_MAX_STRAY_LINES`](crate::launch::DEFAULT_MAX_STRAY_LINES),
+//! [`DEFAULT_MAX_STRAY_BYTES`](crate::launch::DEFAULT_MAX_STRAY_BYTES), [`DEFAULT_STDERR_TAIL_LEN`](crate::launch::DEFAULT_STDERR_TAIL_LEN), [`DEFAULT_HEALTH_INTERVAL`](crate::supervisor::DEFAULT_HEALTH_INTERVAL),
+//! [`DEFAULT_HUNG_TIMEOUT`](crate::supervisor::DEFAULT_HUNG_TIMEOUT), and per manifest [`DEFAULT_IDLE_TIMEOUT`](crate::catalog::DEFAULT_IDLE_TIMEOUT),
+//! [`DEFAULT_MAX_RESTARTS`](crate::catalog::DEFAULT_MAX_RESTARTS), [`DEFAULT_INITIAL_BACKOFF`](crate::catalog::DEFAULT_INITIAL_BACKOFF), [`DEFAULT_MAX_BACKOFF`](crate::catalog::DEFAULT_MAX_BACKOFF),
+//! [`DEFAULT_RESTART_WINDOW`](crate::catalog::DEFAULT_RESTART_WINDOW); fixed ones are [`CRASH_SETTLE_TIMEOUT`](crate::supervisor::CRASH_SETTLE_TIMEOUT), [`CRASH_STDERR_TIMEOUT`](crate::supervisor::CRASH_STDERR_TIMEOUT), [`MAX_VALUE_LEN`](crate::catalog::MAX_VALUE_LEN),
+//! [`MAX_NAME_LEN`](crate::catalog::MAX_NAME_LEN),
+//! [`KILL_REAP_TIMEOUT`](crate::launch::KILL_REAP_TIMEOUT), [`MAX_QUOTED_STDOUT`](crate::launch::MAX_QUOTED_STDOUT), [`MAX_LOG_LINE_LEN`](crate::launch::MAX_LOG_LINE_LEN),
+//! [`MAX_SOCKET_PATH_LEN`](crate::launch::MAX_SOCKET_PATH_LEN), [`SOCKET_NAME_RESERVE`](crate::launch::SOCKET_NAME_RESERVE), [`MAX_RUNTIME_DIR_LEN`](crate::launch::MAX_RUNTIME_DIR_LEN) and
+//! [`tether_proto::handshake::MAX_LINE_LEN`]. The broker's are in [`BrokerConfig`](crate::callbacks::BrokerConfig)
+//! ([`DEFAULT_DIAL_TIMEOUT`](crate::callbacks::DEFAULT_DIAL_TIMEOUT), [`DEFAULT_UNCLAIMED_TTL`](crate::callbacks::DEFAULT_UNCLAIMED_TTL), [`DEFAULT_BROKER_CONNECT_TIMEOUT`](crate::callbacks::DEFAULT_BROKER_CONNECT_TIMEOUT),
+//! [`DEFAULT_STOP_GRACE`](crate::callbacks::DEFAULT_STOP_GRACE); fixed: [`MAX_UNCLAIMED`](crate::callbacks::MAX_UNCLAIMED)), set with
 //! [`broker`](PluginClientBuilder::broker).
 //!
 //! # Callbacks
@@ -178,7 +178,7 @@
 //! as debug text, and emitted as a `tracing` event on target `tether_broker::plugin` at that
 //! level with fields `plugin`, `pid`, `source` (`stderr` or `grpc-stdio`), `module`,
 //! `timestamp` and `fields`. Stdout lines (pipe or `GRPCStdio`) are emitted at info. Lines
-//! longer than [`MAX_LOG_LINE_LEN`] are cut into pieces, so memory stays bounded. A host can
+//! longer than [`MAX_LOG_LINE_LEN`](crate::launch::MAX_LOG_LINE_LEN) are cut into pieces, so memory stays bounded. A host can
 //! take these lines itself instead, as [`OutputLine`]s:
 //! [`output_sink`](PluginClientBuilder::output_sink).
 //!
@@ -193,56 +193,22 @@
 //! # Not yet
 //! Landlock network rules.
 
-mod catalog;
-mod confine;
-mod error;
-mod launch;
-mod supervisor;
+pub mod callbacks;
+pub mod catalog;
+pub mod confine;
+pub mod error;
+pub mod launch;
+pub mod supervisor;
 
-pub use error::{
-    AddressProblem, BoxError, Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError,
-    ShutdownOutcome, StartError, StartErrorKind,
+pub use callbacks::GrpcBroker;
+pub use catalog::{
+    Catalog, Delivery, DirSecretSource, EnvSecretSource, Grants, Manifest, MemorySecretSource,
+    SecretSource,
 };
-pub use launch::builder::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_ENV_ALLOWLIST, DEFAULT_HEALTH_TIMEOUT,
-    DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_START_TIMEOUT, DEFAULT_STDERR_TAIL_LEN,
-    DEFAULT_TERMINATE_GRACE, HandshakeConfig, KILL_REAP_TIMEOUT, MAX_LOG_LINE_LEN,
-    MAX_QUOTED_STDOUT, MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, NoHandshake, PluginClientBuilder,
-    SOCKET_NAME_RESERVE,
+pub use confine::{Limits, SandboxMode};
+pub use error::{BoxError, ShutdownError, ShutdownOutcome, StartError, UseError};
+pub use launch::{
+    HandshakeConfig, OutputLine, OutputSink, PluginClient, PluginClientBuilder, ReattachConfig,
+    ReattachedPlugin,
 };
-pub use launch::client::PluginClient;
-pub use tether_proto::handshake::Address;
-
-pub use catalog::Catalog;
-pub use catalog::delivery::{Delivery, delivery_base};
-pub use catalog::grants::{Grants, NotGranted};
-pub use catalog::manifest::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
-    DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
-};
-pub use catalog::secrets::{
-    DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
-};
-pub use confine::integrity::{IntegrityError, sha256_file};
-pub use confine::pids::{DEFAULT_MAX_PROCESSES, MAX_KILL_ROUNDS, ProcessLimit};
-pub use confine::sandbox::{
-    DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
-    TARGET_LANDLOCK_ABI, kernel_landlock_abi,
-};
-pub use error::UseError;
-pub use launch::output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
-pub use launch::reattach::{
-    ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
-};
-pub use secrecy::SecretSlice;
-pub use supervisor::lease::{
-    CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
-    DEFAULT_RECYCLE_AFTER_DEADLINES,
-};
-pub use supervisor::supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
 pub use supervisor::{Broker, BrokerBuilder, Lease};
-pub use tether_transport::{
-    BrokerConfig, BrokerError, BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
-    DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
-};

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use tether_broker::{
-    AddressProblem, HandshakeConfig, Incompatibility, OutputLimit, Phase, PluginClient, StartError,
-    StartErrorKind,
+    HandshakeConfig, PluginClient, StartError, error::AddressProblem, error::Incompatibility,
+    error::OutputLimit, error::Phase, error::StartErrorKind,
 };
 
 /// Runs `script` with `/bin/sh` as the plugin, private directories under `runtime`.

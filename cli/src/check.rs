@@ -2,7 +2,7 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use tether_broker::{Manifest, SecretSource as _, sha256_file};
+use tether_broker::{Manifest, SecretSource as _, confine::sha256_file};
 
 use crate::args::CatalogArgs;
 use crate::error::CliError;

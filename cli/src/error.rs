@@ -79,7 +79,7 @@ pub(crate) enum CliError {
     },
     /// The grants file is bad.
     #[error("the grants file cannot be used")]
-    Grants(#[source] tether_broker::ManifestError),
+    Grants(#[source] tether_broker::catalog::ManifestError),
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]
     CatalogProblems { count: usize },

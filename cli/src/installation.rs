@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tether_broker::{Catalog, DirSecretSource, Grants, Manifest, ManifestError};
+use tether_broker::{Catalog, DirSecretSource, Grants, Manifest, catalog::ManifestError};
 
 use crate::args::{CatalogArgs, InstallArgs};
 use crate::error::CliError;

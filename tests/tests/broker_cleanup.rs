@@ -47,7 +47,7 @@ async fn callbacks_leave_no_sockets_descriptors_or_processes_behind() {
     let fds_before = open_fds();
 
     let plugin = launch().await.unwrap();
-    let tether_broker::Address::Unix(socket) = plugin.address().clone() else {
+    let tether_broker::launch::Address::Unix(socket) = plugin.address().clone() else {
         panic!("the plugin listens on a unix socket");
     };
     let private_dir = socket.parent().unwrap().to_owned();

@@ -312,7 +312,7 @@ async fn config_files_are_delivered_read_only_next_to_secrets() {
 #[tokio::test]
 async fn a_tampered_binary_is_refused_with_both_hashes() {
     let world = World::new();
-    let hash = tether_broker::sha256_file(Path::new(PROBE)).unwrap();
+    let hash = tether_broker::confine::sha256_file(Path::new(PROBE)).unwrap();
     world.add_plugin(
         &PluginSpec::new("good", PROBE)
             .copied()
@@ -337,7 +337,7 @@ async fn a_tampered_binary_is_refused_with_both_hashes() {
     let text = err.to_string();
     assert!(text.contains(&hash), "{text}");
     assert!(
-        text.contains(&tether_broker::sha256_file(&bad).unwrap()),
+        text.contains(&tether_broker::confine::sha256_file(&bad).unwrap()),
         "{text}"
     );
     assert!(
@@ -351,7 +351,7 @@ async fn a_tampered_binary_is_refused_with_both_hashes() {
 #[tokio::test]
 async fn a_symlinked_binary_with_a_hash_is_refused() {
     let world = World::new();
-    let hash = tether_broker::sha256_file(Path::new(PROBE)).unwrap();
+    let hash = tether_broker::confine::sha256_file(Path::new(PROBE)).unwrap();
     // Not copied: `bin/linked` is a symbolic link to the real binary.
     world.add_plugin(&PluginSpec::new("linked", PROBE).extra(&format!("sha256 = \"{hash}\"")));
     let broker = broker(&world, Grants::new());

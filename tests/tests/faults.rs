@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tether_broker::{
-    Broker, Catalog, HandshakeConfig, Lease, PluginClient, ProcessLimit, ReattachConfig,
-    ReattachTls, ReattachedPlugin, ShutdownOutcome, UseError,
+    Broker, Catalog, HandshakeConfig, Lease, PluginClient, ReattachConfig, ReattachedPlugin,
+    ShutdownOutcome, UseError, confine::ProcessLimit, launch::ReattachTls,
 };
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};

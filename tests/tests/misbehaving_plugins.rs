@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tether_broker::{
-    HandshakeConfig, Incompatibility, OutputLimit, Phase, PluginClient, PluginClientBuilder,
-    StartError, StartErrorKind,
+    HandshakeConfig, PluginClient, PluginClientBuilder, StartError, error::Incompatibility,
+    error::OutputLimit, error::Phase, error::StartErrorKind,
 };
 use tether_tests::procs;
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use tether_broker::{Address, BrokerMode, HandshakeConfig, PluginClient};
+use tether_broker::{HandshakeConfig, PluginClient, callbacks::BrokerMode, launch::Address};
 use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};

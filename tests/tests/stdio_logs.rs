@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tether_broker::{
-    HandshakeConfig, LogLevel, OutputLine, OutputSink, OutputSource, PluginClient,
+    HandshakeConfig, OutputLine, OutputSink, PluginClient, launch::LogLevel, launch::OutputSource,
 };
 use tether_examples::counter::PutRequest;
 use tether_examples::counter::counter_client::CounterClient;

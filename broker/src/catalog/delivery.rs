@@ -111,7 +111,7 @@ fn write_all(
     let dir = parent.join(sub);
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     for (name, value) in values {
-        crate::catalog::manifest::check_name(name)
+        crate::catalog::text::check_name(name)
             .map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
         let mut file = std::fs::File::options()
             .write(true)

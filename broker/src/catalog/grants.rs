@@ -5,7 +5,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::catalog::manifest::{Manifest, ManifestError, check_name};
+use crate::catalog::manifest::{Manifest, ManifestError};
+use crate::catalog::text::check_name;
 
 /// Which plugin may receive which secrets and config files. Nothing is granted by default.
 ///

@@ -4,11 +4,21 @@ pub(crate) mod delivery;
 pub(crate) mod grants;
 pub(crate) mod manifest;
 pub(crate) mod secrets;
+pub(crate) mod text;
+
+pub use delivery::{Delivery, delivery_base};
+pub use grants::{Grants, NotGranted};
+pub use manifest::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
+    DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
+};
+pub use secrecy::SecretSlice;
+pub use secrets::{
+    DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
+};
 
 use std::collections::BTreeMap;
 use std::path::Path;
-
-use crate::catalog::manifest::{Manifest, ManifestError};
 
 /// The manifests found in a catalog directory. A bad manifest does not stop the others from
 /// loading: it is reported in [`errors`](Self::errors).

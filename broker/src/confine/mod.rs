@@ -8,3 +8,10 @@ pub(crate) mod janitor;
 pub(crate) mod pids;
 pub(crate) mod process;
 pub(crate) mod sandbox;
+
+pub use integrity::{IntegrityError, sha256_file};
+pub use pids::{DEFAULT_MAX_PROCESSES, MAX_KILL_ROUNDS, ProcessLimit};
+pub use sandbox::{
+    DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
+    TARGET_LANDLOCK_ABI, kernel_landlock_abi,
+};

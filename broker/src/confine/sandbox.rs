@@ -98,7 +98,7 @@ impl std::fmt::Display for SandboxMode {
 ///
 /// Limits are per process (memory, CPU time, open files) except `processes`, which caps the
 /// plugin and everything it starts: through a pids cgroup of the plugin's own when the host
-/// can create one (see [`ProcessLimit`](crate::ProcessLimit)), else through `RLIMIT_NPROC`.
+/// can create one (see [`ProcessLimit`](crate::confine::ProcessLimit)), else through `RLIMIT_NPROC`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
@@ -111,7 +111,7 @@ pub struct Limits {
     /// Open file descriptors (`RLIMIT_NOFILE`).
     pub open_files: Option<u64>,
     /// Tasks (processes and threads) of the plugin and its descendants: the `pids.max` of its
-    /// own pids cgroup (`None`: [`DEFAULT_MAX_PROCESSES`](crate::DEFAULT_MAX_PROCESSES)). On a
+    /// own pids cgroup (`None`: [`DEFAULT_MAX_PROCESSES`](crate::confine::DEFAULT_MAX_PROCESSES)). On a
     /// host without a writable pids controller, `RLIMIT_NPROC` instead — which counts every
     /// process of the plugin's user, is not applied to root, and is only set when given here.
     pub processes: Option<u64>,

@@ -12,3 +12,8 @@ pub use start::{
 };
 pub use tether_transport::BoxError;
 pub use usage::UseError;
+
+pub use crate::catalog::{ManifestError, NotGranted};
+pub use crate::confine::{IntegrityError, SandboxError};
+pub use crate::launch::ReattachError;
+pub use tether_transport::BrokerError;

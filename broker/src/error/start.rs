@@ -42,10 +42,10 @@ impl fmt::Display for Phase {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PluginOutput {
     /// Its stdout before the failure (stray lines and the handshake line), truncated to
-    /// [`MAX_QUOTED_STDOUT`](crate::MAX_QUOTED_STDOUT) bytes.
+    /// [`MAX_QUOTED_STDOUT`](crate::launch::MAX_QUOTED_STDOUT) bytes.
     pub stdout: String,
     /// The last bytes of its stderr (see
-    /// [`DEFAULT_STDERR_TAIL_LEN`](crate::DEFAULT_STDERR_TAIL_LEN)).
+    /// [`DEFAULT_STDERR_TAIL_LEN`](crate::launch::DEFAULT_STDERR_TAIL_LEN)).
     pub stderr_tail: String,
 }
 

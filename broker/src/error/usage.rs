@@ -85,7 +85,7 @@ pub enum UseError {
         /// What the health check saw.
         reason: String,
     },
-    /// The call got no answer within the host-side call timeout ([`DEFAULT_CALL_TIMEOUT`]).
+    /// The call got no answer within the host-side call timeout ([`DEFAULT_CALL_TIMEOUT`](crate::supervisor::DEFAULT_CALL_TIMEOUT)).
     #[error(
         "plugin `{plugin}` did not answer within {timeout:?}{}",
         if *recycled { "; its calls keep running out their deadline, so it was killed and is restarted on the next use" } else { "; the call was abandoned (raise `call_timeout` if the call is legitimately slow)" }
@@ -96,7 +96,7 @@ pub enum UseError {
         /// The call timeout that ran out.
         timeout: Duration,
         /// Whether this call completed the run of deadlines after which the plugin is recycled
-        /// ([`DEFAULT_RECYCLE_AFTER_DEADLINES`]).
+        /// ([`DEFAULT_RECYCLE_AFTER_DEADLINES`](crate::supervisor::DEFAULT_RECYCLE_AFTER_DEADLINES)).
         recycled: bool,
     },
     /// The plugin crashed too often: it is not restarted.

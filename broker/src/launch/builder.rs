@@ -1,7 +1,7 @@
 //! What to launch and how: [`HandshakeConfig`], the [`PluginClientBuilder`] and every default
 //! timeout and limit as a named constant.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,112 +11,15 @@ use crate::catalog::delivery::Delivery;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::error::StartError;
 use crate::launch::client::PluginClient;
-
-/// How long a plugin has from spawn to printing its handshake line.
-///
-/// go-plugin waits a minute. Local plugins print their handshake within tens of milliseconds
-/// (key generation included), and a cold start of a large binary on a loaded machine within a
-/// few seconds; 20 s leaves a wide margin for that while a hung plugin still fails a host's
-/// start-up in seconds rather than a minute. Override with
-/// [`PluginClientBuilder::start_timeout`].
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// How long connecting to the announced address, TLS handshake included, may take.
-///
-/// Both ends are on this machine and the listener exists before the handshake is printed, so
-/// this normally takes about a millisecond. Override with
-/// [`PluginClientBuilder::connect_timeout`].
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long the start-up health check (`grpc.health.v1.Health/Check`) may take.
-/// Override with [`PluginClientBuilder::health_timeout`].
-pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long the `GRPCController.Shutdown` call may take during
-/// [`PluginClient::shutdown`]. Override with [`PluginClientBuilder::shutdown_rpc_timeout`].
-pub const DEFAULT_SHUTDOWN_RPC_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long [`PluginClient::shutdown`] waits for the plugin to exit after asking it to (go-plugin
-/// hard-codes the same 2 s) before sending `SIGTERM` to its process group.
-/// Override with [`PluginClientBuilder::shutdown_grace`].
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-
-/// How long the plugin has to exit after `SIGTERM` before its process group gets `SIGKILL`.
-/// Override with [`PluginClientBuilder::terminate_grace`].
-pub const DEFAULT_TERMINATE_GRACE: Duration = Duration::from_secs(2);
-
-/// How long to wait for the plugin to be reaped after `SIGKILL` before giving up (a process in
-/// uninterruptible sleep cannot die sooner). Not configurable: `SIGKILL` cannot be caught.
-pub const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How many lines a plugin may print on stdout before its handshake line.
-///
-/// go-plugin hosts treat any such line as fatal; tether logs and skips them (a plugin's runtime
-/// or a wrapper script may print a banner) but bounds them, because a plugin that prints
-/// thousands of lines is not going to print a handshake. Override with
-/// [`PluginClientBuilder::max_stray_lines`].
-pub const DEFAULT_MAX_STRAY_LINES: usize = 100;
-
-/// How many bytes of stray stdout (lines before the handshake) a plugin may print in total.
-/// Override with [`PluginClientBuilder::max_stray_bytes`].
-pub const DEFAULT_MAX_STRAY_BYTES: usize = 64 * 1024;
-
-/// How many of the last bytes of a plugin's stderr are kept for error messages.
-/// Override with [`PluginClientBuilder::stderr_tail_len`].
-pub const DEFAULT_STDERR_TAIL_LEN: usize = 4 * 1024;
-
-/// At most this many bytes of stdout are quoted in an error message.
-pub const MAX_QUOTED_STDOUT: usize = 1024;
-
-/// Output lines after the handshake are logged in pieces of at most this many bytes (go-plugin
-/// splits at 64 KiB too), so a plugin that never prints a newline cannot make the host buffer
-/// without bound.
-pub const MAX_LOG_LINE_LEN: usize = 64 * 1024;
-
-/// Longest unix socket path portable across the unix kernels tether runs on (`sun_path` is
-/// 108 bytes on Linux and 104 on macOS and the BSDs, terminating NUL included).
-pub const MAX_SOCKET_PATH_LEN: usize = 103;
-
-/// Bytes reserved in [`MAX_SOCKET_PATH_LEN`] for the socket's file name inside the private
-/// directory (go-plugin names it `plugin` + up to 10 digits).
-pub const SOCKET_NAME_RESERVE: usize = 24;
-
-/// Prefix of every private directory's name.
-pub(crate) const PRIVATE_DIR_PREFIX: &str = "tether-";
-
-/// Random characters after [`PRIVATE_DIR_PREFIX`].
-pub(crate) const PRIVATE_DIR_RANDOM_LEN: usize = 6;
-
-/// Longest runtime directory ([`PluginClientBuilder::runtime_dir`]) in bytes: a socket in a
-/// private directory (`/tether-XXXXXX/`) inside it must still fit [`MAX_SOCKET_PATH_LEN`] with
-/// [`SOCKET_NAME_RESERVE`] bytes for its name.
-pub const MAX_RUNTIME_DIR_LEN: usize = MAX_SOCKET_PATH_LEN
-    - SOCKET_NAME_RESERVE
-    - (PRIVATE_DIR_PREFIX.len() + PRIVATE_DIR_RANDOM_LEN + 2);
-
-/// The host environment variables passed to every plugin unless
-/// [`PluginClientBuilder::env_allow_defaults`] turns them off.
-///
-/// The plugin's environment starts empty: host variables often hold credentials (cloud keys,
-/// tokens, `SSH_AUTH_SOCK`) and a plugin should get only what it is given. These are passed
-/// because they are harmless and commonly needed:
-/// - `PATH`: plugins that run helper programs find them as the host would;
-/// - `LANG`, `LANGUAGE`, `LC_ALL`, `LC_CTYPE`, `LC_MESSAGES`: text encoding and messages in the
-///   user's language;
-/// - `TZ`: timestamps in plugin logs match the host's.
-///
-/// Deliberately not passed: `HOME` and `USER` (they point at the user's configuration and
-/// credential files; allow them with [`PluginClientBuilder::env_allow`] when a plugin needs
-/// them) and `TMPDIR` (always set to the plugin's private directory).
-pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
-    "PATH",
-    "LANG",
-    "LANGUAGE",
-    "LC_ALL",
-    "LC_CTYPE",
-    "LC_MESSAGES",
-    "TZ",
-];
+use crate::launch::connect::DEFAULT_CONNECT_TIMEOUT;
+use crate::launch::handshake::{
+    DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_START_TIMEOUT,
+};
+use crate::launch::health::DEFAULT_HEALTH_TIMEOUT;
+use crate::launch::output::DEFAULT_STDERR_TAIL_LEN;
+use crate::launch::shutdown::{
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_TERMINATE_GRACE,
+};
 
 /// The launch half of the handshake: the magic cookie and the app protocol versions the host
 /// speaks.
@@ -326,7 +229,7 @@ impl<H> PluginClientBuilder<H> {
 
     /// Passes the host's value of `name`, if it has one, to the plugin.
     ///
-    /// The plugin's environment starts empty; see [`DEFAULT_ENV_ALLOWLIST`].
+    /// The plugin's environment starts empty; see [`DEFAULT_ENV_ALLOWLIST`](crate::launch::DEFAULT_ENV_ALLOWLIST).
     ///
     /// ```
     /// let b = tether_broker::PluginClient::builder("/bin/plugin").env_allow("HOME");
@@ -336,7 +239,7 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
-    /// Whether to pass the host's values of [`DEFAULT_ENV_ALLOWLIST`] (default `true`).
+    /// Whether to pass the host's values of [`DEFAULT_ENV_ALLOWLIST`](crate::launch::DEFAULT_ENV_ALLOWLIST) (default `true`).
     pub fn env_allow_defaults(mut self, allow: bool) -> Self {
         self.settings.env_allow_defaults = allow;
         self
@@ -409,8 +312,8 @@ impl<H> PluginClientBuilder<H> {
     /// Directory in which the per-launch private directory (socket, `TMPDIR`) is created.
     ///
     /// Default: the host's temporary directory (`TMPDIR`, else `/tmp`), or `/tmp` when that
-    /// path is too long for unix sockets. At most [`MAX_RUNTIME_DIR_LEN`] bytes long (after
-    /// resolving symbolic links), or start fails in [`Phase::Prepare`](crate::Phase::Prepare).
+    /// path is too long for unix sockets. At most [`MAX_RUNTIME_DIR_LEN`](crate::launch::MAX_RUNTIME_DIR_LEN) bytes long (after
+    /// resolving symbolic links), or start fails in [`Phase::Prepare`](crate::error::Phase::Prepare).
     pub fn runtime_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.settings.runtime_dir = Some(dir.into());
         self
@@ -486,8 +389,8 @@ impl<H> PluginClientBuilder<H> {
 
     /// How strictly the plugin is confined (default [`SandboxMode::Enforce`]): Landlock lets
     /// it read and execute its binary's directory and the system paths
-    /// ([`SYSTEM_EXEC_PATHS`](crate::SYSTEM_EXEC_PATHS),
-    /// [`SYSTEM_READ_PATHS`](crate::SYSTEM_READ_PATHS)), read its delivered secrets and config,
+    /// ([`SYSTEM_EXEC_PATHS`](crate::confine::SYSTEM_EXEC_PATHS),
+    /// [`SYSTEM_READ_PATHS`](crate::confine::SYSTEM_READ_PATHS)), read its delivered secrets and config,
     /// and read and write its private directory and its
     /// [working directory](Self::current_dir) (the host's when none is set: set one to keep
     /// the plugin out of the host's) — nothing else.
@@ -536,9 +439,9 @@ impl<H> PluginClientBuilder<H> {
     }
 
     /// At most `max` tasks (processes and threads) for the plugin and everything it starts
-    /// (default [`DEFAULT_MAX_PROCESSES`](crate::DEFAULT_MAX_PROCESSES)): the `pids.max` of
+    /// (default [`DEFAULT_MAX_PROCESSES`](crate::confine::DEFAULT_MAX_PROCESSES)): the `pids.max` of
     /// the plugin's own pids cgroup, so a fork bomb stops there — or `RLIMIT_NPROC` on a host
-    /// without a writable pids controller (see [`ProcessLimit`](crate::ProcessLimit)). The
+    /// without a writable pids controller (see [`ProcessLimit`](crate::confine::ProcessLimit)). The
     /// same as [`Limits::processes`]; a later [`limits`](Self::limits) replaces it.
     ///
     /// ```
@@ -567,7 +470,7 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
-    /// Where delivery directories are created (default [`delivery_base`](crate::delivery_base):
+    /// Where delivery directories are created (default [`delivery_base`](crate::catalog::delivery_base):
     /// tmpfs where available).
     pub fn delivery_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.settings.delivery_dir = Some(dir.into());
@@ -575,8 +478,8 @@ impl<H> PluginClientBuilder<H> {
     }
 
     /// Timeouts and limits of the plugin's [`GrpcBroker`](crate::GrpcBroker) (callbacks):
-    /// [`DEFAULT_DIAL_TIMEOUT`](crate::DEFAULT_DIAL_TIMEOUT),
-    /// [`DEFAULT_UNCLAIMED_TTL`](crate::DEFAULT_UNCLAIMED_TTL), … by default.
+    /// [`DEFAULT_DIAL_TIMEOUT`](crate::callbacks::DEFAULT_DIAL_TIMEOUT),
+    /// [`DEFAULT_UNCLAIMED_TTL`](crate::callbacks::DEFAULT_UNCLAIMED_TTL), … by default.
     ///
     /// ```
     /// use std::time::Duration;
@@ -591,7 +494,7 @@ impl<H> PluginClientBuilder<H> {
 
     /// Serves `service` to the plugin for its whole life as a *host service*: the plugin
     /// reaches it without being sent an id (`tether_sdk::GrpcBroker::host_services`), under
-    /// [`HOST_SERVICES_ID`](crate::HOST_SERVICES_ID). Call it once per service; per-call
+    /// [`HOST_SERVICES_ID`](crate::callbacks::HOST_SERVICES_ID). Call it once per service; per-call
     /// callbacks ([`PluginClient::broker`]) work next to it. go-plugin plugins ignore it.
     ///
     /// ```no_run
@@ -655,13 +558,4 @@ impl PluginClientBuilder<HandshakeConfig> {
     pub async fn start(self) -> Result<PluginClient, StartError> {
         crate::launch::start::start(self.settings, self.handshake).await
     }
-}
-
-/// Whether `name` is set by the protocol and so cannot come from the host or the user.
-pub(crate) fn is_reserved_env(name: &OsStr, cookie_key: &OsStr) -> bool {
-    name == cookie_key
-        || name == "TMPDIR"
-        || tether_proto::env::ALL
-            .iter()
-            .any(|reserved| name == *reserved)
 }

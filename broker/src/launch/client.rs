@@ -168,7 +168,7 @@ impl PluginClient {
     }
 
     /// The Landlock ABI version enforced on the plugin (the kernel's, capped at
-    /// [`TARGET_LANDLOCK_ABI`](crate::TARGET_LANDLOCK_ABI)); `None` when it runs without
+    /// [`TARGET_LANDLOCK_ABI`](crate::confine::TARGET_LANDLOCK_ABI)); `None` when it runs without
     /// Landlock (sandbox `off`, or `best-effort` on a kernel without it).
     #[must_use]
     pub fn landlock_abi(&self) -> Option<u32> {
@@ -184,7 +184,7 @@ impl PluginClient {
     }
 
     /// The last bytes the plugin wrote to stderr (see
-    /// [`DEFAULT_STDERR_TAIL_LEN`](crate::DEFAULT_STDERR_TAIL_LEN)).
+    /// [`DEFAULT_STDERR_TAIL_LEN`](crate::launch::DEFAULT_STDERR_TAIL_LEN)).
     #[must_use]
     pub fn stderr_tail(&self) -> String {
         output::snapshot(&self.stderr_tail)
@@ -193,10 +193,10 @@ impl PluginClient {
     /// Ends the plugin and cleans up after it.
     ///
     /// Calls `GRPCController.Shutdown` (at most
-    /// [`DEFAULT_SHUTDOWN_RPC_TIMEOUT`](crate::DEFAULT_SHUTDOWN_RPC_TIMEOUT)), waits up to
-    /// [`DEFAULT_SHUTDOWN_GRACE`](crate::DEFAULT_SHUTDOWN_GRACE) for it to exit, then sends
+    /// [`DEFAULT_SHUTDOWN_RPC_TIMEOUT`](crate::launch::DEFAULT_SHUTDOWN_RPC_TIMEOUT)), waits up to
+    /// [`DEFAULT_SHUTDOWN_GRACE`](crate::launch::DEFAULT_SHUTDOWN_GRACE) for it to exit, then sends
     /// `SIGTERM` to its whole process group, waits up to
-    /// [`DEFAULT_TERMINATE_GRACE`](crate::DEFAULT_TERMINATE_GRACE), then `SIGKILL`. The plugin
+    /// [`DEFAULT_TERMINATE_GRACE`](crate::launch::DEFAULT_TERMINATE_GRACE), then `SIGKILL`. The plugin
     /// is reaped, the rest of its group killed and its private directory (socket, temporary
     /// files) removed.
     ///

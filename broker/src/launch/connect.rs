@@ -20,6 +20,13 @@ use crate::launch::health::{self, HealthFailure};
 use crate::launch::output::stdio;
 use crate::launch::shutdown::Launched;
 
+/// How long connecting to the announced address, TLS handshake included, may take.
+///
+/// Both ends are on this machine and the listener exists before the handshake is printed, so
+/// this normally takes about a millisecond. Override with
+/// [`PluginClientBuilder::connect_timeout`](crate::launch::PluginClientBuilder::connect_timeout).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What a successful start learned.
 #[derive(Debug)]
 pub(crate) struct Connected {

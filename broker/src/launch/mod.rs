@@ -13,3 +13,24 @@ pub(crate) mod reattach;
 pub(crate) mod shutdown;
 pub(crate) mod spawn;
 pub(crate) mod start;
+
+pub use builder::{HandshakeConfig, NoHandshake, PluginClientBuilder};
+pub use client::PluginClient;
+pub use connect::DEFAULT_CONNECT_TIMEOUT;
+pub use handshake::{
+    DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_START_TIMEOUT, MAX_QUOTED_STDOUT,
+};
+pub use health::DEFAULT_HEALTH_TIMEOUT;
+pub use output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
+pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN};
+pub use reattach::{
+    ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
+};
+pub use shutdown::{
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_TERMINATE_GRACE,
+    KILL_REAP_TIMEOUT,
+};
+pub use spawn::{
+    DEFAULT_ENV_ALLOWLIST, MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE,
+};
+pub use tether_proto::handshake::Address;

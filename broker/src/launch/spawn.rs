@@ -12,11 +12,48 @@ use tempfile::TempDir;
 use tether_proto::{env, version};
 use tokio::process::{Child, Command};
 
-use crate::launch::builder::{
-    DEFAULT_ENV_ALLOWLIST, HandshakeConfig, MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN,
-    PRIVATE_DIR_PREFIX, PRIVATE_DIR_RANDOM_LEN, Settings, is_reserved_env,
-};
+use crate::launch::builder::{HandshakeConfig, Settings};
 use crate::launch::plan::LaunchPlan;
+
+/// Longest unix socket path portable across the unix kernels tether runs on (`sun_path` is
+/// 108 bytes on Linux and 104 on macOS and the BSDs, terminating NUL included).
+pub const MAX_SOCKET_PATH_LEN: usize = 103;
+/// Bytes reserved in [`MAX_SOCKET_PATH_LEN`] for the socket's file name inside the private
+/// directory (go-plugin names it `plugin` + up to 10 digits).
+pub const SOCKET_NAME_RESERVE: usize = 24;
+/// Prefix of every private directory's name.
+pub(crate) const PRIVATE_DIR_PREFIX: &str = "tether-";
+/// Random characters after [`PRIVATE_DIR_PREFIX`].
+pub(crate) const PRIVATE_DIR_RANDOM_LEN: usize = 6;
+/// Longest runtime directory ([`PluginClientBuilder::runtime_dir`](crate::launch::PluginClientBuilder::runtime_dir)) in bytes: a socket in a
+/// private directory (`/tether-XXXXXX/`) inside it must still fit [`MAX_SOCKET_PATH_LEN`] with
+/// [`SOCKET_NAME_RESERVE`] bytes for its name.
+pub const MAX_RUNTIME_DIR_LEN: usize = MAX_SOCKET_PATH_LEN
+    - SOCKET_NAME_RESERVE
+    - (PRIVATE_DIR_PREFIX.len() + PRIVATE_DIR_RANDOM_LEN + 2);
+/// The host environment variables passed to every plugin unless
+/// [`PluginClientBuilder::env_allow_defaults`](crate::launch::PluginClientBuilder::env_allow_defaults) turns them off.
+///
+/// The plugin's environment starts empty: host variables often hold credentials (cloud keys,
+/// tokens, `SSH_AUTH_SOCK`) and a plugin should get only what it is given. These are passed
+/// because they are harmless and commonly needed:
+/// - `PATH`: plugins that run helper programs find them as the host would;
+/// - `LANG`, `LANGUAGE`, `LC_ALL`, `LC_CTYPE`, `LC_MESSAGES`: text encoding and messages in the
+///   user's language;
+/// - `TZ`: timestamps in plugin logs match the host's.
+///
+/// Deliberately not passed: `HOME` and `USER` (they point at the user's configuration and
+/// credential files; allow them with [`PluginClientBuilder::env_allow`](crate::launch::PluginClientBuilder::env_allow) when a plugin needs
+/// them) and `TMPDIR` (always set to the plugin's private directory).
+pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+];
 
 /// Where private directories go when the host's temporary directory is too long.
 const FALLBACK_RUNTIME_DIR: &str = "/tmp";
@@ -215,6 +252,15 @@ pub(crate) fn spawn(
     cmd.spawn()
 }
 
+/// Whether `name` is set by the protocol and so cannot come from the host or the user.
+pub(crate) fn is_reserved_env(name: &OsStr, cookie_key: &OsStr) -> bool {
+    name == cookie_key
+        || name == "TMPDIR"
+        || tether_proto::env::ALL
+            .iter()
+            .any(|reserved| name == *reserved)
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::MetadataExt as _;
@@ -349,10 +395,7 @@ mod tests {
         let path = dir.path().to_owned();
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o700);
-        assert!(
-            path.as_os_str().len() + crate::launch::builder::SOCKET_NAME_RESERVE
-                <= MAX_SOCKET_PATH_LEN
-        );
+        assert!(path.as_os_str().len() + SOCKET_NAME_RESERVE <= MAX_SOCKET_PATH_LEN);
         assert_eq!(path, path.canonicalize().unwrap());
         std::fs::write(path.join("plugin123"), b"x").unwrap();
         dir.close().unwrap();

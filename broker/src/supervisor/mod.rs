@@ -21,8 +21,12 @@ use crate::error::UseError;
 use crate::launch::client::PluginClient;
 pub use builder::BrokerBuilder;
 use builder::Options;
-pub use lease::Lease;
 use lease::lease;
+pub use lease::{
+    CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
+    DEFAULT_RECYCLE_AFTER_DEADLINES, Lease,
+};
+pub use supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
 use supervision::{stop, supervise};
 
 /// Runs a catalog's plugins lazily: a plugin starts on its first use ([`Broker::acquire`]),
@@ -104,7 +108,7 @@ pub(super) struct Running {
     pub(super) client: StdMutex<Option<PluginClient>>,
     pub(super) channel: Channel,
     pub(super) pid: u32,
-    pub(super) process_limit: crate::ProcessLimit,
+    pub(super) process_limit: crate::confine::ProcessLimit,
     pub(super) leases: watch::Sender<usize>,
     pub(super) last_release: StdMutex<Instant>,
     pub(super) ended: watch::Sender<Option<Ended>>,

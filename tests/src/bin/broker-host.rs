@@ -43,7 +43,7 @@ async fn main() {
         if let Err(status) = child {
             assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
         }
-        if let tether_broker::ProcessLimit::Cgroup { dir, .. } = lease.process_limit() {
+        if let tether_broker::confine::ProcessLimit::Cgroup { dir, .. } = lease.process_limit() {
             tether_tests::misbehave::print_line(&format!("cgroup {name} {}", dir.display()));
         }
         tether_tests::misbehave::print_line(&format!("pid {name} {}", lease.pid()));

@@ -11,10 +11,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::io::AsyncRead;
 use tokio::sync::watch;
 
-use crate::launch::builder::MAX_LOG_LINE_LEN;
 use crate::launch::handshake::{Line, LineReader};
 use crate::launch::output::sink::{OutputLine, OutputSink, OutputSource};
 use plugin_log::{LogLevel, LogRecord};
+
+/// How many of the last bytes of a plugin's stderr are kept for error messages.
+/// Override with [`PluginClientBuilder::stderr_tail_len`](crate::launch::PluginClientBuilder::stderr_tail_len).
+pub const DEFAULT_STDERR_TAIL_LEN: usize = 4 * 1024;
+/// Output lines after the handshake are logged in pieces of at most this many bytes (go-plugin
+/// splits at 64 KiB too), so a plugin that never prints a newline cannot make the host buffer
+/// without bound.
+pub const MAX_LOG_LINE_LEN: usize = 64 * 1024;
 
 /// The `tracing` target of plugin log lines, so hosts can filter them
 /// (`RUST_LOG=tether_broker::plugin=warn`).

@@ -33,7 +33,7 @@ impl fmt::Display for OutputSource {
 
 /// One line a plugin printed or logged, parsed: stderr lines as hclog JSON or `[LEVEL]` text
 /// (else debug), stdout lines at info with the text as message. Lines longer than
-/// [`MAX_LOG_LINE_LEN`](crate::MAX_LOG_LINE_LEN) arrive in pieces.
+/// [`MAX_LOG_LINE_LEN`](crate::launch::MAX_LOG_LINE_LEN) arrive in pieces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OutputLine {

@@ -13,7 +13,7 @@ use tether_proto::plugin::grpc_stdio_client::GrpcStdioClient;
 use tether_proto::plugin::stdio_data::Channel as StdioChannel;
 use tonic::transport::Channel;
 
-use crate::launch::builder::MAX_LOG_LINE_LEN;
+use crate::launch::output::MAX_LOG_LINE_LEN;
 use crate::launch::output::plugin_log;
 use crate::launch::output::sink::{OutputSink, OutputSource};
 use crate::launch::output::{deliver, stdout_record};

@@ -1,0 +1,7 @@
+//! Callbacks: go-plugin's `GRPCBroker` in both of its modes (see the crate docs), its
+//! configuration, errors and limits. Reached through [`PluginClient::broker`](crate::PluginClient::broker).
+
+pub use tether_transport::{
+    BrokerConfig, BrokerError, BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
+    DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
+};
