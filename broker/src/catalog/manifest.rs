@@ -55,7 +55,7 @@ pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
 /// assert_eq!(m.name, "kv");
 /// assert_eq!(m.command, std::path::Path::new("/etc/tether/plugins/bin/kv-plugin"));
 /// assert_eq!(m.secrets, ["db-password"]);
-/// # Ok::<(), tether_broker::ManifestError>(())
+/// # Ok::<(), tether_broker::catalog::ManifestError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

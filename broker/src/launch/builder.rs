@@ -274,7 +274,7 @@ impl<H> PluginClientBuilder<H> {
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), tether_broker::StartError> {
-    /// use tether_broker::{BrokerMode, HandshakeConfig, PluginClient};
+    /// use tether_broker::{callbacks::BrokerMode, HandshakeConfig, PluginClient};
     /// let plugin = PluginClient::builder("./counter-plugin")
     ///     .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
     ///     .multiplex(true)
@@ -484,7 +484,7 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     /// use std::time::Duration;
     /// let builder = tether_broker::PluginClient::builder("/usr/libexec/counter-plugin")
-    ///     .broker(tether_broker::BrokerConfig::new().dial_timeout(Duration::from_secs(2)));
+    ///     .broker(tether_broker::callbacks::BrokerConfig::new().dial_timeout(Duration::from_secs(2)));
     /// # let _ = builder;
     /// ```
     pub fn broker(mut self, config: tether_transport::BrokerConfig) -> Self {

@@ -31,7 +31,7 @@ const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// let config = tether_broker::ReattachConfig::from_json(json)?;
 /// assert_eq!(config.addr.network, "unix");
 /// assert_eq!(tether_broker::ReattachConfig::from_json(&config.to_json())?, config);
-/// # Ok::<(), tether_broker::ReattachError>(())
+/// # Ok::<(), tether_broker::launch::ReattachError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
