@@ -44,7 +44,7 @@ use crate::accept::{self, AcceptOptions, DEFAULT_ACCEPT_ERROR_BACKOFF, Listener}
 use crate::conn::Target;
 use crate::dial::{self, Alive};
 use crate::error::BrokerError;
-use crate::lock;
+use crate::internal::lock;
 use crate::mux::{BrokerMode, Mux, Route, StreamOpener};
 
 /// How long [`GrpcBroker::dial`] waits for the peer's `ConnInfo` for an id (go-plugin: 5 s),

@@ -120,11 +120,13 @@ mod conn;
 mod dial;
 mod error;
 mod grpc_broker;
+#[doc(hidden)]
+pub mod internal;
 mod mux;
 
 pub use accept::{
     AcceptOptions, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT, Incoming, Listener,
-    accept,
+    StreamListener, accept,
 };
 pub use conn::{Conn, Io, Target};
 pub use dial::{Alive, BoxError, ConnectError, connect, connect_raw, connect_streams};
@@ -134,10 +136,4 @@ pub use grpc_broker::{
     DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID,
     ListenOn, MAX_UNCLAIMED, Served,
 };
-pub use mux::{BrokerMode, Mux, StreamListener, StreamOpener};
-
-/// Locks `m`. Nothing panics while holding the crate's locks, so a poisoned one still holds
-/// consistent data.
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+pub use mux::{BrokerMode, Mux, StreamOpener};
