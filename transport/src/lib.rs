@@ -123,6 +123,7 @@ mod grpc_broker;
 #[doc(hidden)]
 pub mod internal;
 mod mux;
+mod service;
 
 pub use accept::{
     AcceptOptions, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT, Incoming, Listener,
@@ -137,3 +138,4 @@ pub use grpc_broker::{
     ListenOn, MAX_UNCLAIMED, Served,
 };
 pub use mux::{BrokerMode, Mux, StreamOpener};
+pub use service::GrpcService;
