@@ -2,16 +2,16 @@
 //! by a timeout, and hands ready connections to tonic.
 
 use std::convert::Infallible;
+use std::fmt;
 use std::io;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::mpsc;
+use tokio::sync::{Mutex, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::conn::{Conn, Io};
-use crate::mux::StreamListener;
 
 /// How long one connection's TLS handshake may take before it is dropped.
 ///
@@ -56,6 +56,27 @@ impl Listener {
     }
 }
 
+/// The streams of a multiplexed connection routed to one served id (or the main server), as
+/// a [`Listener`]; made by [`Mux`](crate::Mux).
+pub struct StreamListener(Mutex<mpsc::UnboundedReceiver<Box<dyn Io>>>);
+
+impl StreamListener {
+    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Box<dyn Io>>) -> Self {
+        Self(Mutex::new(rx))
+    }
+
+    /// The next stream; `None` once no more can come.
+    pub(crate) async fn accept(&self) -> Option<Box<dyn Io>> {
+        self.0.lock().await.recv().await
+    }
+}
+
+impl fmt::Debug for StreamListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamListener").finish_non_exhaustive()
+    }
+}
+
 /// Settings of the accept loop.
 #[derive(Clone)]
 pub struct AcceptOptions {
@@ -79,8 +100,8 @@ impl AcceptOptions {
     }
 }
 
-impl std::fmt::Debug for AcceptOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for AcceptOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AcceptOptions")
             .field("tls", &self.tls.is_some())
             .field("tls_handshake_timeout", &self.tls_handshake_timeout)

@@ -69,7 +69,7 @@ async fn open(
     Ok(TokioIo::new(stream))
 }
 
-/// How [`connect`] failed.
+/// Why a connection to the peer (the main one or a brokered one) could not be made.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {

@@ -1,22 +1,36 @@
-//! Connections shared by tether's host library (`tether-broker`) and plugin SDK
-//! (`tether-sdk`): one implementation of each piece, used by both sides.
+//! **An internal crate of tether**: the connection code its host library (`tether-broker`)
+//! and its plugin SDK (`tether-sdk`) share, one implementation of each piece used by both
+//! sides. If you are writing a host or a plugin you probably want `tether-broker` or
+//! `tether-sdk` instead: they re-export what their users need from here, and this crate's API
+//! follows their needs, with fewer stability promises.
 //!
-//! - [`accept`](accept()) — an accept loop over a unix or TCP [`Listener`] that runs TLS
-//!   handshakes concurrently (each bounded) and feeds tonic's `serve_with_incoming`.
-//! - [`connect`] — a tonic [`Channel`](tonic::transport::Channel) over a unix socket or
-//!   loopback TCP with pinned mutual TLS (tonic refuses TLS on `unix:` endpoints, so tether
-//!   drives the connector itself).
-//! - [`bind`] — randomly named unix sockets in a directory, the first free port of a range.
+//! # What users meet (re-exported by `tether-broker` and `tether-sdk`)
+//!
 //! - [`GrpcBroker`] — go-plugin's `plugin.GRPCBroker` (callbacks): ids, `accept_and_serve`,
-//!   `dial`, on either side, in go-plugin's default mode or its multiplexed one.
-//! - [`Mux`] — go-plugin's multiplexed broker transport: one connection carrying yamux, every
+//!   `dial`, on either side, in go-plugin's default mode or its multiplexed one
+//!   ([`BrokerMode`]); its [`BrokerConfig`], its [`BrokerError`], the [`Served`] handle.
+//! - [`GrpcService`] — the one bound for "a tonic service tether can serve".
+//! - The defaults of their timeouts and limits ([`DEFAULT_DIAL_TIMEOUT`], [`MAX_UNCLAIMED`], …).
+//!
+//! # Internals (hidden from these docs; used by the sibling crates)
+//!
+//! - `accept` — an accept loop over a unix, TCP or multiplexed `Listener` that runs TLS
+//!   handshakes concurrently (each bounded) and feeds tonic's `serve_with_incoming`.
+//! - `connect`, `connect_streams` — a tonic `Channel` over a unix socket, loopback TCP or
+//!   yamux streams with pinned mutual TLS (tonic refuses TLS on `unix:` endpoints, so tether
+//!   drives the connector itself); why it fails is the public [`ConnectError`].
+//! - `bind` — randomly named unix sockets in a directory, the first free port of a range.
+//! - `Mux` — go-plugin's multiplexed broker transport: one connection carrying yamux, every
 //!   gRPC connection a stream of it (routed by knock/ack on the broker stream).
+//! - `BrokerSetup` and `GrpcBroker::connect` / `take_outbound` / `run_inbound` /
+//!   `open_stream` / `service` — how the host library and the SDK wire a broker to its peer.
+//! - `internal::lock` — the poison-tolerant lock helper of all tether crates.
 //!
 //! # Example
 //!
-//! Two brokers wired to each other in memory (a host and a plugin do this over
-//! `plugin.GRPCBroker/StartStream`): one serves the health service under a fresh id, the other
-//! dials it over mutual TLS.
+//! How the host library and the SDK wire brokers: here two brokers wired to each other in
+//! memory (a host and a plugin do this over `plugin.GRPCBroker/StartStream`); one serves the
+//! health service under a fresh id, the other dials it over mutual TLS.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -60,9 +74,9 @@
 //! # Multiplexed
 //!
 //! The same brokers over one connection (go-plugin ≥ 1.6 `PLUGIN_MULTIPLEX_GRPC`): the plugin
-//! side accepts the host's single connection with [`Mux::serve_first_connection`], the host
-//! wraps it with [`Mux::client`], and both brokers get their [`Mux`] in
-//! [`BrokerSetup::mux`]. Serving and dialling are unchanged; no socket is made per id.
+//! side accepts the host's single connection with `Mux::serve_first_connection`, the host
+//! wraps it with `Mux::client`, and both brokers get their `Mux` in `BrokerSetup::mux`.
+//! Serving and dialling are unchanged; no socket is made per id.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -115,29 +129,35 @@
 //! ```
 
 mod accept;
+#[doc(hidden)]
 pub mod bind;
 mod conn;
 mod dial;
 mod error;
 mod grpc_broker;
+#[doc(hidden)]
+pub mod internal;
 mod mux;
+mod service;
 
-pub use accept::{
-    AcceptOptions, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT, Incoming, Listener,
-    accept,
-};
-pub use conn::{Conn, Io, Target};
-pub use dial::{Alive, BoxError, ConnectError, connect, connect_raw, connect_streams};
+pub use accept::{DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT};
+pub use dial::{BoxError, ConnectError};
 pub use error::BrokerError;
 pub use grpc_broker::{
-    AddressPolicy, BrokerConfig, BrokerSetup, BrokerTls, DEFAULT_BROKER_CONNECT_TIMEOUT,
-    DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID,
-    ListenOn, MAX_UNCLAIMED, Served,
+    BrokerConfig, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE,
+    DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
 };
-pub use mux::{BrokerMode, Mux, StreamListener, StreamOpener};
+pub use mux::BrokerMode;
+pub use service::GrpcService;
 
-/// Locks `m`. Nothing panics while holding the crate's locks, so a poisoned one still holds
-/// consistent data.
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+// Internals: public for `tether-broker` and `tether-sdk` only.
+#[doc(hidden)]
+pub use accept::{AcceptOptions, Incoming, Listener, StreamListener, accept};
+#[doc(hidden)]
+pub use conn::{Conn, Io, Target};
+#[doc(hidden)]
+pub use dial::{Alive, connect, connect_raw, connect_streams};
+#[doc(hidden)]
+pub use grpc_broker::{AddressPolicy, BrokerSetup, BrokerTls, ListenOn};
+#[doc(hidden)]
+pub use mux::{Mux, StreamOpener};

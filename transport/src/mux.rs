@@ -26,9 +26,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt as _;
 use tokio_yamux::{Config, Control, Session};
 
-use crate::accept::{self, AcceptOptions, Incoming, Listener};
+use crate::accept::{self, AcceptOptions, Incoming, Listener, StreamListener};
 use crate::conn::Io;
-use crate::lock;
+use crate::internal::lock;
 
 /// Opens one byte stream for a gRPC connection (a yamux stream, after a knock when it is a
 /// brokered one). Called again whenever the channel reconnects.
@@ -322,26 +322,6 @@ impl Drop for Route {
         if let Some(inner) = self.mux.upgrade() {
             lock(&inner.routes).remove(&self.id);
         }
-    }
-}
-
-/// The streams routed to one served id (or the main server), as a [`Listener`].
-pub struct StreamListener(tokio::sync::Mutex<mpsc::UnboundedReceiver<Box<dyn Io>>>);
-
-impl StreamListener {
-    fn new(rx: mpsc::UnboundedReceiver<Box<dyn Io>>) -> Self {
-        Self(tokio::sync::Mutex::new(rx))
-    }
-
-    /// The next stream; `None` once no more can come.
-    pub(crate) async fn accept(&self) -> Option<Box<dyn Io>> {
-        self.0.lock().await.recv().await
-    }
-}
-
-impl fmt::Debug for StreamListener {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StreamListener").finish_non_exhaustive()
     }
 }
 

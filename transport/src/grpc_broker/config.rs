@@ -1,0 +1,97 @@
+//! [`BrokerConfig`]: the timeouts of a [`GrpcBroker`](super::GrpcBroker), with their defaults.
+
+use std::time::Duration;
+
+use crate::accept::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
+
+/// How long [`GrpcBroker::dial`](super::GrpcBroker::dial) waits for the peer's `ConnInfo` for
+/// an id (go-plugin: 5 s), or in the multiplexed mode for the acknowledgement of its knock
+/// (go-plugin: 5 s). Override with [`BrokerConfig::dial_timeout`].
+pub const DEFAULT_DIAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a `ConnInfo` that arrived before anyone dialled its id is kept (go-plugin: 5 s);
+/// in the multiplexed mode, how long a knock for an id not served yet waits for it. Override
+/// with [`BrokerConfig::unclaimed_ttl`].
+pub const DEFAULT_UNCLAIMED_TTL: Duration = Duration::from_secs(5);
+
+/// How long connecting to a brokered address, TLS included, may take. Override with
+/// [`BrokerConfig::connect_timeout`].
+pub const DEFAULT_BROKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// After a served id is stopped, how long its open connections may take to finish their calls
+/// before they are cut. Override with [`BrokerConfig::stop_grace`].
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// Timeouts and limits of a [`GrpcBroker`](super::GrpcBroker).
+///
+/// ```
+/// use std::time::Duration;
+/// let config = tether_transport::BrokerConfig::new().dial_timeout(Duration::from_secs(1));
+/// assert_eq!(config.dial_timeout_value(), Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct BrokerConfig {
+    pub(super) dial_timeout: Duration,
+    pub(super) unclaimed_ttl: Duration,
+    pub(super) connect_timeout: Duration,
+    pub(super) stop_grace: Duration,
+    pub(super) tls_handshake_timeout: Duration,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BrokerConfig {
+    /// The defaults: [`DEFAULT_DIAL_TIMEOUT`], [`DEFAULT_UNCLAIMED_TTL`],
+    /// [`DEFAULT_BROKER_CONNECT_TIMEOUT`], [`DEFAULT_STOP_GRACE`] and
+    /// [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`].
+    pub fn new() -> Self {
+        Self {
+            dial_timeout: DEFAULT_DIAL_TIMEOUT,
+            unclaimed_ttl: DEFAULT_UNCLAIMED_TTL,
+            connect_timeout: DEFAULT_BROKER_CONNECT_TIMEOUT,
+            stop_grace: DEFAULT_STOP_GRACE,
+            tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+        }
+    }
+
+    /// See [`DEFAULT_DIAL_TIMEOUT`].
+    pub fn dial_timeout(mut self, timeout: Duration) -> Self {
+        self.dial_timeout = timeout;
+        self
+    }
+
+    /// The configured dial timeout.
+    #[must_use]
+    pub fn dial_timeout_value(&self) -> Duration {
+        self.dial_timeout
+    }
+
+    /// See [`DEFAULT_UNCLAIMED_TTL`].
+    pub fn unclaimed_ttl(mut self, ttl: Duration) -> Self {
+        self.unclaimed_ttl = ttl;
+        self
+    }
+
+    /// See [`DEFAULT_BROKER_CONNECT_TIMEOUT`].
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// See [`DEFAULT_STOP_GRACE`].
+    pub fn stop_grace(mut self, grace: Duration) -> Self {
+        self.stop_grace = grace;
+        self
+    }
+
+    /// See [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`].
+    pub fn tls_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.tls_handshake_timeout = timeout;
+        self
+    }
+}

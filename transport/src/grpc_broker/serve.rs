@@ -1,0 +1,163 @@
+//! Serving gRPC to the peer under a broker id, in either mode: the listener comes from the
+//! mode, the serving (TLS accept loop, stop, grace, cut) is the same.
+
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+
+use tether_proto::handshake::Address;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_stream::StreamExt as _;
+use tonic::service::Routes;
+
+use super::broker::GrpcBroker;
+use super::served::{Served, SharedEndpoint};
+use super::table::HOST_SERVICES_ID;
+use super::{default_mode, multiplexed};
+use crate::accept::{self, AcceptOptions, DEFAULT_ACCEPT_ERROR_BACKOFF, Listener};
+use crate::error::BrokerError;
+use crate::internal::lock;
+use crate::mux::Mux;
+use crate::service::GrpcService;
+
+/// What tells the peer that an id is served, once it is.
+enum Then<'a> {
+    /// Default mode: announce the listener's address.
+    Announce(Address),
+    /// Multiplexed mode: acknowledge a knock that came before.
+    AnswerEarlyKnock(&'a Mux),
+}
+
+impl GrpcBroker {
+    /// Serves `service` to the peer under `id` until the returned [`Served`] is dropped (or
+    /// [`detach`](Served::detach)ed: then until the broker closes).
+    ///
+    /// Opens a new listener (unix socket or loopback TCP, like the main connection), announces
+    /// it to the peer and serves gRPC there, with TLS when AutoMTLS is on. In the multiplexed
+    /// mode the id is served on streams of the one connection instead.
+    ///
+    /// # Errors
+    /// [`BrokerError::NotConnected`], [`BrokerError::Closed`], [`BrokerError::Bind`].
+    pub async fn accept_and_serve<S: GrpcService>(
+        &self,
+        id: u32,
+        service: S,
+    ) -> Result<Served, BrokerError> {
+        self.accept_and_serve_routes(id, Routes::new(service)).await
+    }
+
+    /// Like [`accept_and_serve`](Self::accept_and_serve), for several services on one id.
+    ///
+    /// # Errors
+    /// As [`accept_and_serve`](Self::accept_and_serve).
+    pub async fn accept_and_serve_routes(
+        &self,
+        id: u32,
+        routes: Routes,
+    ) -> Result<Served, BrokerError> {
+        let setup = self.setup()?;
+        let (listener, endpoint, then) = match &setup.mux {
+            Some(mux) => {
+                let (listener, route) = multiplexed::listen(mux, id);
+                (listener, Some(route), Then::AnswerEarlyKnock(mux))
+            }
+            None => {
+                let (listener, address, socket) = default_mode::listen(self, &setup.listen, id)?;
+                (listener, socket, Then::Announce(address))
+            }
+        };
+        let endpoint = Arc::new(Mutex::new(endpoint));
+        let options = AcceptOptions {
+            tls: setup.tls.as_ref().map(|t| t.server.clone()),
+            tls_handshake_timeout: self.inner.config.tls_handshake_timeout,
+            error_backoff: DEFAULT_ACCEPT_ERROR_BACKOFF,
+        };
+        let (stop, task) = self.spawn_server(id, routes, listener, options, &endpoint);
+        match then {
+            Then::Announce(address) => default_mode::announce(self, id, &address)?,
+            Then::AnswerEarlyKnock(mux) => multiplexed::answer_early_knock(self, mux, id),
+        }
+        Ok(Served::new(id, stop, endpoint, task, &self.inner.detached))
+    }
+
+    /// Host side: serves `routes` as the host services, under [`HOST_SERVICES_ID`], until the
+    /// broker closes. Plugins reach them with [`host_services`](Self::host_services).
+    ///
+    /// # Errors
+    /// As [`accept_and_serve`](Self::accept_and_serve).
+    #[doc(hidden)]
+    pub async fn serve_host_services(&self, routes: Routes) -> Result<(), BrokerError> {
+        self.accept_and_serve_routes(HOST_SERVICES_ID, routes)
+            .await?
+            .detach();
+        Ok(())
+    }
+
+    /// Serves `routes` on `listener` until the returned sender is used or dropped, or the
+    /// broker closes; then open connections get the stop grace, are cut, and `endpoint` is
+    /// dropped.
+    fn spawn_server(
+        &self,
+        id: u32,
+        routes: Routes,
+        listener: Listener,
+        options: AcceptOptions,
+        endpoint: &SharedEndpoint,
+    ) -> (oneshot::Sender<()>, JoinHandle<()>) {
+        let inner = &self.inner;
+        let incoming = accept::accept(listener, options);
+
+        // Connections outlive the server future (tonic runs each in its own task): each is cut
+        // when the serving task below ends, which drops `cut_tx`.
+        let (cut_tx, cut_rx) = watch::channel(());
+        let incoming = incoming.map(move |conn| {
+            let mut cut = cut_rx.clone();
+            conn.map(|conn| {
+                conn.cut_when(async move {
+                    // Never sent on: returns once the sender is dropped.
+                    while cut.changed().await.is_ok() {}
+                })
+            })
+        });
+
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let mut closed = inner.closed.subscribe();
+        let (began_tx, began_rx) = oneshot::channel::<()>();
+        let shutdown = async move {
+            tokio::select! {
+                _ = stop_rx => {}
+                // An error means the broker is gone: stop too.
+                _ = closed.wait_for(|c| *c) => {}
+            }
+            let _ = began_tx.send(());
+        };
+        let server = tonic::transport::Server::builder()
+            .add_routes(routes)
+            .serve_with_incoming_shutdown(incoming, shutdown);
+        let grace = inner.config.stop_grace;
+        let task_endpoint = Arc::clone(endpoint);
+        let peer = inner.peer.clone();
+        let task = tokio::spawn(async move {
+            let mut server = pin!(server);
+            tokio::select! {
+                result = &mut server => {
+                    if let Err(error) = result {
+                        tracing::warn!(peer, id, %error, "brokered gRPC server failed");
+                    }
+                }
+                () = async {
+                    if began_rx.await.is_ok() {
+                        tokio::time::sleep(grace).await;
+                    } else {
+                        std::future::pending::<()>().await;
+                    }
+                } => {
+                    tracing::debug!(peer, id, ?grace, "brokered connections still open after the stop grace; cut");
+                }
+            }
+            drop(lock(&task_endpoint).take());
+            drop(cut_tx);
+        });
+        (stop_tx, task)
+    }
+}

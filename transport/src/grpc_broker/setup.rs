@@ -1,0 +1,85 @@
+//! [`BrokerSetup`]: what a [`GrpcBroker`](super::GrpcBroker) needs once the connection to the
+//! peer exists — TLS, where to listen, which announced addresses to dial, or the multiplexed
+//! session.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tether_proto::handshake::Address;
+use tether_proto::rustls::pki_types::CertificateDer;
+use tether_proto::tls::{self, Identity, TlsError};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ClientConfig;
+
+use crate::conn::Target;
+use crate::mux::Mux;
+
+/// The TLS configurations of brokered connections: this side's identity, pinning the peer's
+/// certificate, as TLS server (accepting) and as TLS client (dialling).
+#[derive(Clone)]
+pub struct BrokerTls {
+    pub(super) server: TlsAcceptor,
+    pub(super) client: Arc<ClientConfig>,
+}
+
+impl BrokerTls {
+    /// Both configurations for `own` identity and the `peer`'s certificate.
+    ///
+    /// # Errors
+    /// [`TlsError`] if rustls refuses the key or certificate.
+    pub fn new(own: &Identity, peer: CertificateDer<'static>) -> Result<Self, TlsError> {
+        Ok(Self {
+            server: TlsAcceptor::from(Arc::new(tls::server_config(own, peer.clone())?)),
+            client: Arc::new(tls::client_config(own, peer)?),
+        })
+    }
+}
+
+impl fmt::Debug for BrokerTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BrokerTls").finish_non_exhaustive()
+    }
+}
+
+/// Where [`GrpcBroker::accept_and_serve`](super::GrpcBroker::accept_and_serve) listens.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ListenOn {
+    /// A randomly named unix socket in this directory.
+    Unix(PathBuf),
+    /// The first free port of this range on 127.0.0.1.
+    Tcp {
+        /// Lowest port.
+        min: u16,
+        /// Highest port.
+        max: u16,
+    },
+}
+
+/// Decides whether an address the peer announced may be dialled, and where to connect.
+pub type AddressPolicy = Arc<dyn Fn(&Address) -> Result<Target, String> + Send + Sync>;
+
+/// What a broker needs once the connection to the peer exists.
+#[derive(Clone)]
+pub struct BrokerSetup {
+    /// `None`: plaintext brokered connections (AutoMTLS off).
+    pub tls: Option<BrokerTls>,
+    /// Where to listen.
+    pub listen: ListenOn,
+    /// Which announced addresses to dial.
+    pub policy: AddressPolicy,
+    /// `Some`: go-plugin's multiplexed mode over this session (`listen` and `policy` are then
+    /// unused); `None`: the default mode.
+    pub mux: Option<Mux>,
+}
+
+impl fmt::Debug for BrokerSetup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BrokerSetup")
+            .field("tls", &self.tls.is_some())
+            .field("listen", &self.listen)
+            .field("mux", &self.mux.is_some())
+            .finish_non_exhaustive()
+    }
+}
