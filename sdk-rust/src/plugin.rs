@@ -362,7 +362,7 @@ impl Ready {
         }
         let mut signals = Signals::new(config.ignore_sigint)?;
 
-        let (tls, server_cert, broker_tls) = match &launch.client_cert {
+        let (tls, server_cert, broker_tls) = match &launch.env.client_cert {
             Some(host_cert) => {
                 let identity = tls::Identity::generate().map_err(Error::Identity)?;
                 let server_config =
@@ -377,7 +377,7 @@ impl Ready {
             }
             None => (None, None, None),
         };
-        if let Some(group) = &launch.socket_group {
+        if let Some(group) = &launch.env.unix_socket_group {
             tracing::warn!(
                 ?group,
                 "PLUGIN_UNIX_SOCKET_GROUP is not supported yet; the socket keeps the default group"
@@ -387,7 +387,7 @@ impl Ready {
         let bound = listen::bind(config.transport, &launch)?;
         // go-plugin's multiplexed broker when the host asks for it: the host's one connection
         // carries yamux; the main server gets the streams opened without a knock.
-        let mux = (launch.multiplex == Some(true)).then(tether_transport::Mux::new);
+        let mux = (launch.env.multiplex == Some(true)).then(tether_transport::Mux::new);
         broker.connect(BrokerSetup {
             tls: broker_tls,
             // Brokered sockets go next to the main one (the host's directory or the plugin's
@@ -399,8 +399,8 @@ impl Ready {
                         .unwrap_or_else(std::env::temp_dir),
                 ),
                 tether_proto::handshake::Address::Tcp(_) => ListenOn::Tcp {
-                    min: launch.ports.min,
-                    max: launch.ports.max,
+                    min: launch.env.ports.min,
+                    max: launch.env.ports.max,
                 },
             },
             policy: Arc::new(host_address_policy),
@@ -438,7 +438,7 @@ impl Ready {
             server_cert,
             // Field 7 only when the host set PLUGIN_MULTIPLEX_GRPC: older hosts split the line
             // into at most six fields, and a seventh would corrupt the certificate.
-            multiplex: launch.multiplex,
+            multiplex: launch.env.multiplex,
         };
         print_handshake(&handshake)?;
         let mut capture = None;
