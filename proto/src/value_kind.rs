@@ -28,7 +28,7 @@ impl ValueKind {
         }
     }
 
-    /// The manifest key under which a plugin lists the names of this kind it requests:
+    /// The key under which a plugin's manifest (and a grants file) lists names of this kind:
     /// `secrets` or `config`.
     #[must_use]
     pub fn manifest_key(self) -> &'static str {

@@ -13,9 +13,9 @@ use tether_proto::ValueKind;
 pub enum DeliveredError {
     /// The host delivered nothing of this kind: the variable is not set.
     #[error(
-        "no {kind} was delivered to this plugin ({} is not set), so `{name}` cannot be read; list `{name}` under `{}s` in the plugin's manifest and have the operator grant it",
+        "no {kind} was delivered to this plugin ({} is not set), so `{name}` cannot be read; list `{name}` under `{}` in the plugin's manifest and have the operator grant it",
         kind.dir_var(),
-        kind
+        kind.manifest_key()
     )]
     NothingDelivered {
         /// What was asked for; its [`ValueKind::dir_var`] is not set.
@@ -25,8 +25,9 @@ pub enum DeliveredError {
     },
     /// Other values were delivered, but not this one.
     #[error(
-        "{kind} `{name}` was not delivered to this plugin (not in {}); list it under `{kind}s` in the plugin's manifest and have the operator grant it",
-        dir.display()
+        "{kind} `{name}` was not delivered to this plugin (not in {}); list it under `{}` in the plugin's manifest and have the operator grant it",
+        dir.display(),
+        kind.manifest_key()
     )]
     NotDelivered {
         /// What was asked for.
@@ -130,5 +131,9 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("TETHER_CONFIG_DIR is not set"), "{text}");
         assert!(text.contains("have the operator grant it"), "{text}");
+        assert!(
+            text.contains("under `config` in the plugin's manifest"),
+            "{text}"
+        );
     }
 }
