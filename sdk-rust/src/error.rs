@@ -16,16 +16,16 @@ pub use tether_proto::env::NOT_LAUNCHED_BY_HOST_MESSAGE;
 #[non_exhaustive]
 pub enum Error {
     // --- Configuration: mistakes in the plugin's own code. ---
-    /// The cookie key or value given to [`Config::new`](crate::Config::new) is empty.
+    /// The cookie key or value given to [`ServeOptions::new`](crate::ServeOptions::new) is empty.
     #[error("misconfigured plugin: the magic cookie key and value must not be empty")]
     EmptyCookie,
-    /// The [`Config`](crate::Config) lists no app protocol versions.
+    /// The [`ServeOptions`](crate::ServeOptions) list no app protocol versions.
     #[error("misconfigured plugin: it supports no app protocol versions")]
     NoAppVersions,
     /// A service was added with [`Plugin::add_service_for`](crate::Plugin::add_service_for) for
-    /// a version the [`Config`](crate::Config) does not list.
+    /// a version the [`ServeOptions`](crate::ServeOptions) do not list.
     #[error(
-        "misconfigured plugin: service {service} was added for app protocol version {version}, which the configuration does not list"
+        "misconfigured plugin: service {service} was added for app protocol version {version}, which its ServeOptions do not list"
     )]
     ServiceForUnsupportedVersion {
         /// The gRPC service name.
@@ -137,7 +137,7 @@ pub enum StopReason {
     ShutdownRequested,
     /// The process received SIGTERM.
     Terminated,
-    /// The process received SIGINT (see [`Config::ignore_sigint`](crate::Config::ignore_sigint)).
+    /// The process received SIGINT (see [`ServeOptions::ignore_sigint`](crate::ServeOptions::ignore_sigint)).
     Interrupted,
     /// The process that launched the plugin exited.
     HostExited,

@@ -11,7 +11,7 @@ use tokio::net::UnixListener;
 
 use crate::env::Launch;
 use crate::error::Error;
-use crate::settings::Transport;
+use crate::options::Transport;
 
 /// Name of the socket inside a private directory the plugin made itself.
 const SOCKET_NAME: &str = "plugin.sock";

@@ -25,32 +25,19 @@ use crate::env::Launch;
 use crate::error::{Error, StopReason};
 use crate::host::{HostWatch, Parent, Signals};
 use crate::listen;
-use crate::settings::{Config, RuntimeFlavor};
+use crate::options::{RuntimeFlavor, ServeOptions};
 use crate::stdio::{self, StdioHub};
 
-/// Starts assembling a plugin: add its gRPC services, then [`run`](Plugin::run) it.
+/// A plugin being assembled: its [`ServeOptions`] plus the gRPC services to serve.
 ///
-/// Call it first thing in `main`: it records the parent process id, which is how the plugin
-/// later notices that its host has exited.
-pub fn serve(config: Config) -> Plugin {
-    Plugin {
-        broker: GrpcBroker::new(HOST, config.broker.clone()),
-        config,
-        services: Vec::new(),
-        descriptor_sets: Vec::new(),
-        parent: Parent::record(),
-    }
-}
-
-/// A plugin being assembled: a [`Config`] plus the gRPC services to serve.
-///
-/// Made by [`serve`]; finished by [`run`](Self::run) (blocking, returns an [`ExitCode`]),
-/// [`try_run`](Self::try_run) (blocking, returns a typed result) or
-/// [`run_async`](Self::run_async) (on the caller's tokio runtime).
+/// Made by [`Plugin::new`], given services with [`add_service`](Self::add_service), then run
+/// by [`run`](Self::run) (blocking, returns an [`ExitCode`]), [`try_run`](Self::try_run)
+/// (blocking, returns a typed result) or [`run_async`](Self::run_async) (on the caller's
+/// tokio runtime).
 #[must_use = "a plugin does nothing until it is run"]
 pub struct Plugin {
     broker: GrpcBroker,
-    config: Config,
+    options: ServeOptions,
     services: Vec<AuthorService>,
     descriptor_sets: Vec<&'static [u8]>,
     parent: Parent,
@@ -68,7 +55,7 @@ impl fmt::Debug for Plugin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let services: Vec<_> = self.services.iter().map(|s| (s.name, s.version)).collect();
         f.debug_struct("Plugin")
-            .field("config", &self.config)
+            .field("options", &self.options)
             .field("services", &services)
             .finish_non_exhaustive()
     }
@@ -94,13 +81,40 @@ const BUILT_IN_DESCRIPTOR_SETS: &[&[u8]] = &[
 const HOST: &str = "the host";
 
 impl Plugin {
+    /// Starts assembling a plugin that serves as `options` say: add its gRPC services, then
+    /// [`run`](Self::run) it.
+    ///
+    /// Call it first thing in `main`: it records the parent process id, which is how the plugin
+    /// later notices that its host has exited.
+    ///
+    /// ```no_run
+    /// # use tonic_health::pb::health_server::{Health, HealthServer};
+    /// # fn kv_server() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
+    /// use tether_sdk::{Plugin, ServeOptions};
+    ///
+    /// fn main() -> std::process::ExitCode {
+    ///     Plugin::new(ServeOptions::new("BASIC_PLUGIN", "hello"))
+    ///         .add_service(kv_server())
+    ///         .run()
+    /// }
+    /// ```
+    pub fn new(options: ServeOptions) -> Self {
+        Self {
+            broker: GrpcBroker::new(HOST, options.broker.clone()),
+            options,
+            services: Vec::new(),
+            descriptor_sets: Vec::new(),
+            parent: Parent::record(),
+        }
+    }
+
     /// The plugin's [`GrpcBroker`]: hand a clone to the services that call back into the host
     /// (`broker.dial(id)` with an id the host sent) or serve something to it
     /// (`broker.accept_and_serve(broker.next_id(), service)`). It works once the plugin
     /// serves, i.e. inside call handlers.
     ///
     /// ```no_run
-    /// let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello"));
+    /// let plugin = tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello"));
     /// let broker = plugin.broker();
     /// // plugin.add_service(CounterServer::new(Counter { broker })).run();
     /// # drop((plugin, broker));
@@ -129,15 +143,15 @@ impl Plugin {
     }
 
     /// Serves `service` only when `app_version` is the negotiated app protocol version — how a
-    /// plugin that supports several versions ([`Config::app_versions`]) serves each host the
-    /// API it expects. The version must be one the [`Config`] lists.
+    /// plugin that supports several versions ([`ServeOptions::app_versions`]) serves each host the
+    /// API it expects. The version must be one the [`ServeOptions`] list.
     ///
     /// ```no_run
     /// # use tonic_health::pb::health_server::{Health, HealthServer};
     /// # fn v1() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
     /// # fn v2() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
     /// // `v1()` and `v2()` make the servers of two versions of the app's service.
-    /// let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_versions([1, 2]))
+    /// let plugin = tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_versions([1, 2]))
     ///     .add_service_for(1, v1())
     ///     .add_service_for(2, v2());
     /// # let _ = plugin;
@@ -164,7 +178,7 @@ impl Plugin {
     ///
     /// ```no_run
     /// # const KV_DESCRIPTORS: &[u8] = &[];
-    /// tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello"))
+    /// tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello"))
     ///     .file_descriptor_set(KV_DESCRIPTORS)
     ///     .run();
     /// ```
@@ -222,12 +236,12 @@ impl Plugin {
     /// without one.
     pub fn try_run(self) -> Result<StopReason, Error> {
         let ready = self.prepare()?;
-        let mut builder = match ready.config.runtime {
+        let mut builder = match ready.options.runtime {
             RuntimeFlavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
             RuntimeFlavor::MultiThread => tokio::runtime::Builder::new_multi_thread(),
         };
         let runtime = builder.enable_all().build().map_err(Error::Runtime)?;
-        let grace = ready.config.shutdown_grace;
+        let grace = ready.options.shutdown_grace;
         let stop_began = OnceLock::new();
         let result = runtime.block_on(ready.serve(&stop_began));
         // Tasks still running (connections, blocking file IO) get what is left of the grace
@@ -254,8 +268,8 @@ impl Plugin {
     /// for the negotiated version.
     fn prepare(self) -> Result<Ready, Error> {
         self.check_configuration()?;
-        let launch = Launch::read(&self.config, |name| std::env::var_os(name))?;
-        if self.config.log_to_stderr {
+        let launch = Launch::read(&self.options, |name| std::env::var_os(name))?;
+        if self.options.log_to_stderr {
             crate::log::install_stderr_logger();
         }
         tracing::debug!(
@@ -270,7 +284,7 @@ impl Plugin {
             }
         }
         Ok(Ready {
-            config: self.config,
+            options: self.options,
             launch,
             routes,
             parent: self.parent,
@@ -280,16 +294,16 @@ impl Plugin {
 
     /// Checks what is the author's responsibility, whatever the environment.
     fn check_configuration(&self) -> Result<(), Error> {
-        let config = &self.config;
-        if config.cookie_key.is_empty() || config.cookie_value.is_empty() {
+        let options = &self.options;
+        if options.cookie_key.is_empty() || options.cookie_value.is_empty() {
             return Err(Error::EmptyCookie);
         }
-        if config.app_versions.is_empty() {
+        if options.app_versions.is_empty() {
             return Err(Error::NoAppVersions);
         }
         for service in &self.services {
             if let Some(version) = service.version
-                && !config.app_versions.contains(&version)
+                && !options.app_versions.contains(&version)
             {
                 return Err(Error::ServiceForUnsupportedVersion {
                     service: service.name,
@@ -297,7 +311,7 @@ impl Plugin {
                 });
             }
         }
-        for &version in &config.app_versions {
+        for &version in &options.app_versions {
             let mut names: HashSet<&str> = BUILT_IN_SERVICES.iter().copied().collect();
             for service in &self.services {
                 if service.version.is_none_or(|v| v == version) && !names.insert(service.name) {
@@ -332,7 +346,7 @@ fn add_reflection(routes: &mut RoutesBuilder, author_sets: &[&'static [u8]]) -> 
 
 /// A plugin whose environment has been checked, ready to listen and serve.
 struct Ready {
-    config: Config,
+    options: ServeOptions,
     launch: Launch,
     routes: RoutesBuilder,
     parent: Parent,
@@ -343,7 +357,7 @@ impl Ready {
     /// Serves until told to stop; records in `stop_began` when stopping began.
     async fn serve(self, stop_began: &OnceLock<Instant>) -> Result<StopReason, Error> {
         let Self {
-            config,
+            options,
             launch,
             mut routes,
             parent,
@@ -351,7 +365,7 @@ impl Ready {
         } = self;
 
         // Stop conditions first, so that nothing after the handshake can be missed.
-        let host = if config.exit_with_host {
+        let host = if options.exit_with_host {
             HostWatch::new(parent)?
         } else {
             HostWatch::Unwatched
@@ -360,7 +374,7 @@ impl Ready {
             tracing::debug!("the host exited before the plugin started serving");
             return Ok(StopReason::HostExited);
         }
-        let mut signals = Signals::new(config.ignore_sigint)?;
+        let mut signals = Signals::new(options.ignore_sigint)?;
 
         let (tls, server_cert, broker_tls) = match &launch.env.client_cert {
             Some(host_cert) => {
@@ -384,7 +398,7 @@ impl Ready {
             );
         }
 
-        let bound = listen::bind(config.transport, &launch)?;
+        let bound = listen::bind(options.transport, &launch)?;
         // go-plugin's multiplexed broker when the host asks for it: the host's one connection
         // carries yamux; the main server gets the streams opened without a knock.
         let mux = (launch.env.multiplex == Some(true)).then(tether_transport::Mux::new);
@@ -422,8 +436,8 @@ impl Ready {
             .add_service(stdio_hub.service());
         let accept_options = AcceptOptions {
             tls,
-            tls_handshake_timeout: config.tls_handshake_timeout,
-            error_backoff: config.accept_error_backoff,
+            tls_handshake_timeout: options.tls_handshake_timeout,
+            error_backoff: options.accept_error_backoff,
         };
         let incoming = match &mux {
             Some(mux) => mux.serve_first_connection(bound.listener, accept_options),
@@ -442,7 +456,7 @@ impl Ready {
         };
         print_handshake(&handshake)?;
         let mut capture = None;
-        if config.capture_stdio {
+        if options.capture_stdio {
             match stdio::capture(&stdio_hub) {
                 Ok((original_stderr, captured)) => {
                     crate::log::redirect(original_stderr);
@@ -487,16 +501,16 @@ impl Ready {
         broker.close();
         // The plugin's last output reaches the host before its stream ends.
         if let Some(capture) = capture {
-            let timeout = config.stdio_drain_timeout;
+            let timeout = options.stdio_drain_timeout;
             let _ = tokio::task::spawn_blocking(move || capture.finish(timeout)).await;
         }
         stdio_hub.close();
         let _ = stop_server.send(());
-        match tokio::time::timeout(config.shutdown_grace, server).await {
+        match tokio::time::timeout(options.shutdown_grace, server).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::warn!(%error, "the gRPC server failed while stopping"),
             Err(_) => tracing::warn!(
-                grace = ?config.shutdown_grace,
+                grace = ?options.shutdown_grace,
                 "connections still open after the shutdown grace period; stopping anyway"
             ),
         }
@@ -565,7 +579,7 @@ mod tests {
     #[test]
     fn the_async_variant_can_be_spawned_on_a_multi_thread_runtime() {
         fn assert_send<T: Send>(_: &T) {}
-        let future = serve(Config::new("K", "v")).run_async();
+        let future = Plugin::new(ServeOptions::new("K", "v")).run_async();
         assert_send(&future);
     }
 
@@ -579,7 +593,7 @@ mod tests {
 
     #[test]
     fn an_empty_cookie_is_a_configuration_error() {
-        let err = serve(Config::new("", "x"))
+        let err = Plugin::new(ServeOptions::new("", "x"))
             .check_configuration()
             .unwrap_err();
         assert!(matches!(err, Error::EmptyCookie));
@@ -587,15 +601,15 @@ mod tests {
 
     #[test]
     fn a_plugin_without_app_versions_is_a_configuration_error() {
-        let config = Config::new("K", "v").app_versions([]);
-        let err = serve(config).check_configuration().unwrap_err();
+        let options = ServeOptions::new("K", "v").app_versions([]);
+        let err = Plugin::new(options).check_configuration().unwrap_err();
         assert!(matches!(err, Error::NoAppVersions));
     }
 
     #[test]
     fn a_service_for_an_unlisted_version_is_a_configuration_error() {
-        let plugin =
-            serve(Config::new("K", "v").app_versions([1, 2])).add_service_for(3, controller());
+        let plugin = Plugin::new(ServeOptions::new("K", "v").app_versions([1, 2]))
+            .add_service_for(3, controller());
         let err = plugin.check_configuration().unwrap_err();
         assert!(matches!(
             err,
@@ -608,7 +622,7 @@ mod tests {
 
     #[test]
     fn a_service_named_like_a_built_in_one_is_rejected() {
-        let err = serve(Config::new("K", "v"))
+        let err = Plugin::new(ServeOptions::new("K", "v"))
             .add_service(health())
             .check_configuration()
             .unwrap_err();
@@ -622,13 +636,13 @@ mod tests {
 
     #[test]
     fn the_same_service_may_be_added_once_per_version_but_not_twice_for_one() {
-        let config = Config::new("K", "v").app_versions([1, 2]);
-        let per_version = serve(config.clone())
+        let options = ServeOptions::new("K", "v").app_versions([1, 2]);
+        let per_version = Plugin::new(options.clone())
             .add_service_for(1, stdio_service())
             .add_service_for(2, stdio_service());
         assert!(per_version.check_configuration().is_ok());
 
-        let twice = serve(config)
+        let twice = Plugin::new(options)
             .add_service(stdio_service())
             .add_service_for(2, stdio_service());
         assert!(matches!(
