@@ -25,11 +25,10 @@
 //! ```
 
 use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rustls_pki_types::CertificateDer;
 
-use crate::ValueKind;
 use crate::tls::{self, TlsError};
 use crate::version::{self, VersionListError};
 
@@ -249,15 +248,6 @@ impl LaunchEnv {
         }
     }
 
-    /// The private directory in which values of `kind` were delivered, if any.
-    #[must_use]
-    pub fn delivered_dir(&self, kind: ValueKind) -> Option<&Path> {
-        match kind {
-            ValueKind::Secret => self.secrets_dir.as_deref(),
-            ValueKind::Config => self.config_dir.as_deref(),
-        }
-    }
-
     /// The variables a host sets, in a fixed order: cookie, versions, ports, socket directory
     /// and group, `TMPDIR`, certificate, multiplexing, secrets and config directories. Unset
     /// fields are left out; the versions and ports are always written.
@@ -394,6 +384,7 @@ fn parse_go_bool(value: &OsStr) -> bool {
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+    use std::path::Path;
 
     use proptest::prelude::*;
 
@@ -594,7 +585,7 @@ mod tests {
     }
 
     #[test]
-    fn directories_are_passed_through_and_found_by_kind() {
+    fn directories_are_passed_through() {
         let env = read(&[
             ("BASIC_PLUGIN", "hello"),
             (UNIX_SOCKET_DIR, "/run/x"),
@@ -606,11 +597,8 @@ mod tests {
         assert_eq!(env.unix_socket_dir.as_deref(), Some(Path::new("/run/x")));
         assert_eq!(env.unix_socket_group.as_deref(), Some(OsStr::new("wheel")));
         assert_eq!(env.tmp_dir.as_deref(), Some(Path::new("/run/x")));
-        assert_eq!(
-            env.delivered_dir(ValueKind::Secret),
-            Some(Path::new("/dev/shm/s"))
-        );
-        assert_eq!(env.delivered_dir(ValueKind::Config), None);
+        assert_eq!(env.secrets_dir.as_deref(), Some(Path::new("/dev/shm/s")));
+        assert_eq!(env.config_dir, None);
     }
 
     #[test]
