@@ -196,6 +196,7 @@ mod listen;
 mod log;
 mod options;
 mod plugin;
+mod serve;
 mod stdio;
 
 pub mod config;

@@ -1,32 +1,26 @@
-//! The [`Plugin`] builder and the serve sequence: check, negotiate, listen, handshake, serve, stop.
+//! The [`Plugin`] builder and how it runs: check the author's choices, read the environment,
+//! pick the services for the negotiated version, then hand over to [`Ready::serve`].
 
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::fmt;
-use std::io::Write as _;
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
-use tether_proto::handshake::{CORE_PROTOCOL_VERSION, Handshake, Protocol};
-use tether_proto::plugin::grpc_controller_server::{self, GrpcController, GrpcControllerServer};
-use tether_proto::{HEALTH_SERVICE, plugin, tls};
-use tether_transport::{AcceptOptions, BrokerSetup, BrokerTls, GrpcBroker, ListenOn, Target};
-use tokio::sync::{Notify, oneshot};
-use tokio_rustls::TlsAcceptor;
+use tether_proto::plugin::grpc_controller_server;
+use tether_transport::GrpcBroker;
 use tonic::body::Body;
 use tonic::codegen::Service;
 use tonic::codegen::http::Request;
 use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
-use tonic_health::ServingStatus;
 
 use crate::env::Launch;
 use crate::error::{Error, StopReason};
-use crate::host::{HostWatch, Parent, Signals};
-use crate::listen;
+use crate::host::Parent;
 use crate::options::{RuntimeFlavor, ServeOptions};
-use crate::stdio::{self, StdioHub};
+use crate::serve::Ready;
 
 /// A plugin being assembled: its [`ServeOptions`] plus the gRPC services to serve.
 ///
@@ -344,225 +338,15 @@ fn add_reflection(routes: &mut RoutesBuilder, author_sets: &[&'static [u8]]) -> 
     Ok(())
 }
 
-/// A plugin whose environment has been checked, ready to listen and serve.
-struct Ready {
-    options: ServeOptions,
-    launch: Launch,
-    routes: RoutesBuilder,
-    parent: Parent,
-    broker: GrpcBroker,
-}
-
-impl Ready {
-    /// Serves until told to stop; records in `stop_began` when stopping began.
-    async fn serve(self, stop_began: &OnceLock<Instant>) -> Result<StopReason, Error> {
-        let Self {
-            options,
-            launch,
-            mut routes,
-            parent,
-            broker,
-        } = self;
-
-        // Stop conditions first, so that nothing after the handshake can be missed.
-        let host = if options.exit_with_host {
-            HostWatch::new(parent)?
-        } else {
-            HostWatch::Unwatched
-        };
-        if matches!(host, HostWatch::Gone) {
-            tracing::debug!("the host exited before the plugin started serving");
-            return Ok(StopReason::HostExited);
-        }
-        let mut signals = Signals::new(options.ignore_sigint)?;
-
-        let (tls, server_cert, broker_tls) = match &launch.env.client_cert {
-            Some(host_cert) => {
-                let identity = tls::Identity::generate().map_err(Error::Identity)?;
-                let server_config =
-                    tls::server_config(&identity, host_cert.clone()).map_err(Error::TlsConfig)?;
-                let broker_tls =
-                    BrokerTls::new(&identity, host_cert.clone()).map_err(Error::TlsConfig)?;
-                (
-                    Some(TlsAcceptor::from(Arc::new(server_config))),
-                    Some(identity.cert_der().to_vec()),
-                    Some(broker_tls),
-                )
-            }
-            None => (None, None, None),
-        };
-        if let Some(group) = &launch.env.unix_socket_group {
-            tracing::warn!(
-                ?group,
-                "PLUGIN_UNIX_SOCKET_GROUP is not supported yet; the socket keeps the default group"
-            );
-        }
-
-        let bound = listen::bind(options.transport, &launch)?;
-        // go-plugin's multiplexed broker when the host asks for it: the host's one connection
-        // carries yamux; the main server gets the streams opened without a knock.
-        let mux = (launch.env.multiplex == Some(true)).then(tether_transport::Mux::new);
-        broker.connect(BrokerSetup {
-            tls: broker_tls,
-            // Brokered sockets go next to the main one (the host's directory or the plugin's
-            // private one); TCP plugins broker over TCP too.
-            listen: match &bound.address {
-                tether_proto::handshake::Address::Unix(path) => ListenOn::Unix(
-                    path.parent()
-                        .map(ToOwned::to_owned)
-                        .unwrap_or_else(std::env::temp_dir),
-                ),
-                tether_proto::handshake::Address::Tcp(_) => ListenOn::Tcp {
-                    min: launch.env.ports.min,
-                    max: launch.env.ports.max,
-                },
-            },
-            policy: Arc::new(host_address_policy),
-            mux: mux.clone(),
-        });
-
-        let (health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_service_status(HEALTH_SERVICE, ServingStatus::Serving)
-            .await;
-        let stop = Arc::new(Notify::new());
-        let stdio_hub = StdioHub::default();
-        routes
-            .add_service(health_service)
-            .add_service(GrpcControllerServer::new(Controller {
-                stop: Arc::clone(&stop),
-            }))
-            .add_service(broker.service())
-            .add_service(stdio_hub.service());
-        let accept_options = AcceptOptions {
-            tls,
-            tls_handshake_timeout: options.tls_handshake_timeout,
-            error_backoff: options.accept_error_backoff,
-        };
-        let incoming = match &mux {
-            Some(mux) => mux.serve_first_connection(bound.listener, accept_options),
-            None => tether_transport::accept(bound.listener, accept_options),
-        };
-
-        let handshake = Handshake {
-            core_version: CORE_PROTOCOL_VERSION,
-            app_version: launch.app_version,
-            address: bound.address,
-            protocol: Protocol::Grpc,
-            server_cert,
-            // Field 7 only when the host set PLUGIN_MULTIPLEX_GRPC: older hosts split the line
-            // into at most six fields, and a seventh would corrupt the certificate.
-            multiplex: launch.env.multiplex,
-        };
-        print_handshake(&handshake)?;
-        let mut capture = None;
-        if options.capture_stdio {
-            match stdio::capture(&stdio_hub) {
-                Ok((original_stderr, captured)) => {
-                    crate::log::redirect(original_stderr);
-                    capture = Some(captured);
-                }
-                Err(error) => tracing::warn!(
-                    %error,
-                    "cannot capture stdout/stderr for plugin.GRPCStdio; output goes to the pipes"
-                ),
-            }
-        }
-        tracing::debug!(
-            network = handshake.address.network(),
-            address = %handshake.address,
-            tls = handshake.server_cert.is_some(),
-            "serving"
-        );
-
-        let (stop_server, server_stopping) = oneshot::channel::<()>();
-        let server = tonic::transport::Server::builder()
-            .add_routes(routes.routes())
-            .serve_with_incoming_shutdown(incoming, async {
-                // An error means the sender was dropped, which also means stop.
-                let _ = server_stopping.await;
-            });
-        let mut server = std::pin::pin!(server);
-
-        let reason = tokio::select! {
-            result = &mut server => {
-                return Err(result.map_or_else(Error::Serve, |()| Error::ServerStopped));
-            }
-            () = stop.notified() => StopReason::ShutdownRequested,
-            reason = signals.recv() => reason,
-            () = host.exited() => StopReason::HostExited,
-        };
-        let _ = stop_began.set(Instant::now());
-        tracing::debug!(?reason, "stopping");
-        health
-            .set_service_status(HEALTH_SERVICE, ServingStatus::NotServing)
-            .await;
-        // Long-lived streams end first, so the graceful stop need not wait for them.
-        broker.close();
-        // The plugin's last output reaches the host before its stream ends.
-        if let Some(capture) = capture {
-            let timeout = options.stdio_drain_timeout;
-            let _ = tokio::task::spawn_blocking(move || capture.finish(timeout)).await;
-        }
-        stdio_hub.close();
-        let _ = stop_server.send(());
-        match tokio::time::timeout(options.shutdown_grace, server).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%error, "the gRPC server failed while stopping"),
-            Err(_) => tracing::warn!(
-                grace = ?options.shutdown_grace,
-                "connections still open after the shutdown grace period; stopping anyway"
-            ),
-        }
-        if let Some(mux) = &mux {
-            mux.close();
-        }
-        // Removes the socket (and the private directory holding it).
-        drop(bound.cleanup);
-        Ok(reason)
-    }
-}
-
-/// Which addresses the host may announce for brokered connections: absolute unix socket paths
-/// (go-plugin hosts put them in their temporary directory) and loopback TCP addresses.
-fn host_address_policy(address: &tether_proto::handshake::Address) -> Result<Target, String> {
-    use tether_proto::handshake::Address;
-    match address {
-        Address::Unix(path) if path.is_absolute() => Ok(Target::Unix(path.clone())),
-        Address::Unix(_) => Err("a unix socket path must be absolute".to_owned()),
-        Address::Tcp(addr) if addr.ip().is_loopback() => Ok(Target::Tcp(*addr)),
-        Address::Tcp(_) => Err("a TCP address must be a loopback address".to_owned()),
-    }
-}
-
-/// Writes the handshake line as the first output on stdout.
-fn print_handshake(handshake: &Handshake) -> Result<(), Error> {
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{handshake}")
-        .and_then(|()| stdout.flush())
-        .map_err(Error::Handshake)
-}
-
-/// `plugin.GRPCController`: the host asks the plugin to stop.
-struct Controller {
-    stop: Arc<Notify>,
-}
-
-#[tonic::async_trait]
-impl GrpcController for Controller {
-    async fn shutdown(
-        &self,
-        _request: tonic::Request<plugin::Empty>,
-    ) -> Result<tonic::Response<plugin::Empty>, tonic::Status> {
-        // The server stops gracefully, so this response is still delivered.
-        self.stop.notify_one();
-        Ok(tonic::Response::new(plugin::Empty {}))
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use tether_proto::plugin::grpc_controller_server::GrpcControllerServer;
+    use tokio::sync::Notify;
+
     use super::*;
+    use crate::serve::Controller;
 
     fn health()
     -> tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>
