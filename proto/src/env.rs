@@ -301,7 +301,8 @@ impl LaunchEnv {
     /// # Errors
     /// The first problem, in this order: [`LaunchEnvError::CookieMissing`] or
     /// [`CookieMismatch`](LaunchEnvError::CookieMismatch), then
-    /// [`NotUnicode`](LaunchEnvError::NotUnicode) or [`InvalidVersions`](LaunchEnvError::InvalidVersions),
+    /// [`NotUnicode`](LaunchEnvError::NotUnicode) or
+    /// [`InvalidVersions`](LaunchEnvError::InvalidVersions),
     /// [`InvalidClientCert`](LaunchEnvError::InvalidClientCert),
     /// [`InvalidPort`](LaunchEnvError::InvalidPort) or
     /// [`PortRangeReversed`](LaunchEnvError::PortRangeReversed).

@@ -43,7 +43,8 @@
 //! }
 //!
 //! fn main() -> std::process::ExitCode {
-//!     tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1))
+//!     let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1);
+//!     tether_sdk::Plugin::new(options)
 //!         .add_service(KvServer::new(MemoryKv::default()))
 //!         .run()
 //! }
@@ -73,8 +74,8 @@
 //! 5. **AutoMTLS.** If the host sets `PLUGIN_CLIENT_CERT`, the plugin makes a throw-away key
 //!    pair and certificate, accepts only clients presenting exactly the host's certificate,
 //!    and announces its own certificate in the handshake. TLS handshakes run concurrently,
-//!    each limited by [`ServeOptions::tls_handshake_timeout`]; one that fails is logged and does not
-//!    disturb the others. Without the variable the plugin serves plaintext gRPC.
+//!    each limited by [`ServeOptions::tls_handshake_timeout`]; one that fails is logged and
+//!    does not disturb the others. Without the variable the plugin serves plaintext gRPC.
 //! 6. **Handshake.** Once the socket is listening, the plugin prints the handshake line
 //!    (`1|APP|unix|/path|grpc|CERT`) as its first stdout output and flushes it. go-plugin's
 //!    seventh (multiplexing) field is printed only when the host set `PLUGIN_MULTIPLEX_GRPC`
@@ -149,7 +150,8 @@
 //! }
 //!
 //! fn main() -> std::process::ExitCode {
-//!     let plugin = tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello"));
+//!     let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello");
+//!     let plugin = tether_sdk::Plugin::new(options);
 //!     let broker = plugin.broker();
 //!     plugin.add_service(CounterServer::new(MyCounter { broker })).run()
 //! }
@@ -174,8 +176,8 @@
 //! queue of [`STDIO_QUEUE_LEN`] chunks, or else written to the original fd after
 //! [`STDIO_OPEN_WAIT`]. At shutdown fd 1 is put back and what is still in the pipe goes to
 //! the host's stream before it ends (waiting at most [`DEFAULT_STDIO_DRAIN_TIMEOUT`], see
-//! [`ServeOptions::stdio_drain_timeout`]). fd 2 stays the host's stderr pipe, which every host drains and parses
-//! as log lines and which, unlike in-process capture, survives a crash.
+//! [`ServeOptions::stdio_drain_timeout`]). fd 2 stays the host's stderr pipe, which every host
+//! drains and parses as log lines and which, unlike in-process capture, survives a crash.
 //!
 //! # Secrets and config files
 //!
@@ -186,7 +188,7 @@
 //!
 //! # Not yet
 //!
-//! `PLUGIN_UNIX_SOCKET_GROUP` and server reflection.
+//! `PLUGIN_UNIX_SOCKET_GROUP`.
 
 mod delivered;
 mod env;

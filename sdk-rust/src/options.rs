@@ -123,7 +123,8 @@ impl ServeOptions {
     /// different services per version.
     ///
     /// ```
-    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_versions([2, 1, 2]);
+    /// let options =
+    ///     tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_versions([2, 1, 2]);
     /// assert_eq!(options.supported_app_versions(), &[1, 2]);
     /// ```
     pub fn app_versions(mut self, versions: impl IntoIterator<Item = u32>) -> Self {

@@ -108,7 +108,8 @@ impl Plugin {
     /// serves, i.e. inside call handlers.
     ///
     /// ```no_run
-    /// let plugin = tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello"));
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello");
+    /// let plugin = tether_sdk::Plugin::new(options);
     /// let broker = plugin.broker();
     /// // plugin.add_service(CounterServer::new(Counter { broker })).run();
     /// # drop((plugin, broker));
@@ -145,7 +146,8 @@ impl Plugin {
     /// # fn v1() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
     /// # fn v2() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
     /// // `v1()` and `v2()` make the servers of two versions of the app's service.
-    /// let plugin = tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_versions([1, 2]))
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_versions([1, 2]);
+    /// let plugin = tether_sdk::Plugin::new(options)
     ///     .add_service_for(1, v1())
     ///     .add_service_for(2, v2());
     /// # let _ = plugin;
