@@ -1,8 +1,11 @@
 //! Reading the secrets and config files the host delivered (`TETHER_SECRETS_DIR`,
 //! `TETHER_CONFIG_DIR`): shared by [`crate::secrets`] and [`crate::config`].
 
+use std::ffi::OsString;
 use std::io;
 use std::path::PathBuf;
+
+use tether_proto::ValueKind;
 
 /// Why a delivered secret or config file cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -10,24 +13,25 @@ use std::path::PathBuf;
 pub enum DeliveredError {
     /// The host delivered nothing of this kind: the variable is not set.
     #[error(
-        "no {kind} was delivered to this plugin ({variable} is not set), so `{name}` cannot be read; list `{name}` under `{kind}s` in the plugin's manifest and have the operator grant it"
+        "no {kind} was delivered to this plugin ({} is not set), so `{name}` cannot be read; list `{name}` under `{}` in the plugin's manifest and have the operator grant it",
+        kind.dir_var(),
+        kind.manifest_key()
     )]
     NothingDelivered {
-        /// `secret` or `config`.
-        kind: &'static str,
+        /// What was asked for; its [`ValueKind::dir_var`] is not set.
+        kind: ValueKind,
         /// The name asked for.
         name: String,
-        /// The environment variable that would name the directory.
-        variable: &'static str,
     },
     /// Other values were delivered, but not this one.
     #[error(
-        "{kind} `{name}` was not delivered to this plugin (not in {}); list it under `{kind}s` in the plugin's manifest and have the operator grant it",
-        dir.display()
+        "{kind} `{name}` was not delivered to this plugin (not in {}); list it under `{}` in the plugin's manifest and have the operator grant it",
+        dir.display(),
+        kind.manifest_key()
     )]
     NotDelivered {
-        /// `secret` or `config`.
-        kind: &'static str,
+        /// What was asked for.
+        kind: ValueKind,
         /// The name asked for.
         name: String,
         /// The delivery directory.
@@ -38,16 +42,16 @@ pub enum DeliveredError {
         "`{name}` is not a valid {kind} name: use ASCII letters, digits, `.`, `_` and `-`, not starting with `.`"
     )]
     InvalidName {
-        /// `secret` or `config`.
-        kind: &'static str,
+        /// What was asked for.
+        kind: ValueKind,
         /// The name asked for.
         name: String,
     },
     /// The file exists but cannot be read.
     #[error("cannot read {kind} `{name}` from {}: {source}", dir.display())]
     Io {
-        /// `secret` or `config`.
-        kind: &'static str,
+        /// What was asked for.
+        kind: ValueKind,
         /// The name asked for.
         name: String,
         /// The delivery directory.
@@ -58,10 +62,11 @@ pub enum DeliveredError {
     },
 }
 
-/// Reads the delivered file `name` from the directory named by `variable`.
+/// Reads the delivered file `name` of `kind` from the directory its variable names, looked up
+/// with `lookup` (which returns a variable's value, like [`std::env::var_os`]).
 pub(crate) fn read(
-    kind: &'static str,
-    variable: &'static str,
+    kind: ValueKind,
+    lookup: impl Fn(&str) -> Option<OsString>,
     name: &str,
 ) -> Result<Vec<u8>, DeliveredError> {
     let valid = !name.is_empty()
@@ -75,11 +80,10 @@ pub(crate) fn read(
             name: name.to_owned(),
         });
     }
-    let Some(dir) = std::env::var_os(variable).map(PathBuf::from) else {
+    let Some(dir) = lookup(kind.dir_var()).map(PathBuf::from) else {
         return Err(DeliveredError::NothingDelivered {
             kind,
             name: name.to_owned(),
-            variable,
         });
     };
     std::fs::read(dir.join(name)).map_err(|source| {
@@ -107,9 +111,15 @@ mod tests {
     #[test]
     fn names_that_could_leave_the_delivery_directory_are_refused_before_any_io() {
         for name in ["", ".", "..", "../etc/passwd", "a/b", ".hidden", "a\0b"] {
-            let err = read("secret", "TETHER_TEST_UNSET_VARIABLE", name).unwrap_err();
+            let err = read(ValueKind::Secret, |_| None, name).unwrap_err();
             assert!(
-                matches!(&err, DeliveredError::InvalidName { kind: "secret", .. }),
+                matches!(
+                    &err,
+                    DeliveredError::InvalidName {
+                        kind: ValueKind::Secret,
+                        ..
+                    }
+                ),
                 "{name:?}: {err}"
             );
         }
@@ -117,12 +127,13 @@ mod tests {
 
     #[test]
     fn nothing_delivered_says_which_variable_and_what_to_do() {
-        let err = read("config", "TETHER_TEST_UNSET_VARIABLE", "settings.json").unwrap_err();
+        let err = read(ValueKind::Config, |_| None, "settings.json").unwrap_err();
         let text = err.to_string();
+        assert!(text.contains("TETHER_CONFIG_DIR is not set"), "{text}");
+        assert!(text.contains("have the operator grant it"), "{text}");
         assert!(
-            text.contains("TETHER_TEST_UNSET_VARIABLE is not set"),
+            text.contains("under `config` in the plugin's manifest"),
             "{text}"
         );
-        assert!(text.contains("have the operator grant it"), "{text}");
     }
 }

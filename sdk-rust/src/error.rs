@@ -3,34 +3,29 @@
 use std::io;
 use std::path::PathBuf;
 
+use tether_proto::env::LaunchEnvError;
 use tether_proto::tls::TlsError;
-use tether_proto::version::VersionListError;
 
-/// What a plugin prints when it was started without its host's cookie (go-plugin's message,
-/// word for word).
-pub const NOT_LAUNCHED_BY_HOST_MESSAGE: &str = "This binary is a plugin. These are not meant to be executed directly.\n\
-     Please execute the program that consumes these plugins, which will\n\
-     load any plugins automatically";
+pub use tether_proto::env::NOT_LAUNCHED_BY_HOST_MESSAGE;
 
 /// Why a plugin could not start, or stopped serving with an error.
 ///
 /// Variants are grouped by the phase in which they happen: configuration (a bug in the
-/// plugin), environment and cookie (how the plugin was launched), negotiation, listening, TLS,
-/// and serving.
+/// plugin), environment (how the plugin was launched), listening, TLS, and serving.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     // --- Configuration: mistakes in the plugin's own code. ---
-    /// The cookie key or value given to [`Config::new`](crate::Config::new) is empty.
+    /// The cookie key or value given to [`ServeOptions::new`](crate::ServeOptions::new) is empty.
     #[error("misconfigured plugin: the magic cookie key and value must not be empty")]
     EmptyCookie,
-    /// The [`Config`](crate::Config) lists no app protocol versions.
+    /// The [`ServeOptions`](crate::ServeOptions) list no app protocol versions.
     #[error("misconfigured plugin: it supports no app protocol versions")]
     NoAppVersions,
     /// A service was added with [`Plugin::add_service_for`](crate::Plugin::add_service_for) for
-    /// a version the [`Config`](crate::Config) does not list.
+    /// a version the [`ServeOptions`](crate::ServeOptions) do not list.
     #[error(
-        "misconfigured plugin: service {service} was added for app protocol version {version}, which the configuration does not list"
+        "misconfigured plugin: service {service} was added for app protocol version {version}, which its ServeOptions do not list"
     )]
     ServiceForUnsupportedVersion {
         /// The gRPC service name.
@@ -53,48 +48,12 @@ pub enum Error {
     )]
     InvalidDescriptors(#[source] tonic_reflection::server::Error),
 
-    // --- Environment and cookie: how the plugin was launched. ---
-    /// The cookie environment variable is not set: the plugin was most likely run by hand.
-    /// Displays go-plugin's message for humans ([`NOT_LAUNCHED_BY_HOST_MESSAGE`]).
-    #[error("{NOT_LAUNCHED_BY_HOST_MESSAGE}")]
-    CookieMissing {
-        /// The cookie's environment variable name.
-        key: String,
-    },
-    /// The cookie environment variable has another value: the plugin was launched by a host of
-    /// another application. Displays the same message as [`Error::CookieMissing`].
-    #[error("{NOT_LAUNCHED_BY_HOST_MESSAGE}")]
-    CookieMismatch {
-        /// The cookie's environment variable name.
-        key: String,
-    },
-    /// A protocol environment variable is not valid Unicode.
-    #[error("environment variable {name} is not valid UTF-8")]
-    EnvNotUnicode {
-        /// The variable's name.
-        name: &'static str,
-    },
-    /// `PLUGIN_MIN_PORT` or `PLUGIN_MAX_PORT` is not a port number.
-    #[error("environment variable {name}={value:?} is not a TCP port number (0-65535)")]
-    InvalidPort {
-        /// The variable's name.
-        name: &'static str,
-        /// Its value.
-        value: String,
-    },
-    /// `PLUGIN_MIN_PORT` is greater than `PLUGIN_MAX_PORT`.
-    #[error("PLUGIN_MIN_PORT ({min}) is greater than PLUGIN_MAX_PORT ({max})")]
-    PortRangeReversed {
-        /// The lowest port.
-        min: u16,
-        /// The highest port.
-        max: u16,
-    },
-
-    // --- Negotiation: choosing the app protocol version. ---
-    /// `PLUGIN_PROTOCOL_VERSIONS` is not a comma-separated list of numbers.
-    #[error("PLUGIN_PROTOCOL_VERSIONS from the host is invalid: {0}")]
-    InvalidProtocolVersions(#[source] VersionListError),
+    // --- Environment: how the plugin was launched. ---
+    /// The host's launch environment is unusable: for a missing or wrong cookie (see
+    /// [`Error::is_not_launched_by_host`]) the plugin was most likely run by hand, and this
+    /// displays go-plugin's message for humans ([`NOT_LAUNCHED_BY_HOST_MESSAGE`]).
+    #[error(transparent)]
+    LaunchEnv(#[from] LaunchEnvError),
 
     // --- Listen: making the socket the host connects to. ---
     /// The private directory for the unix socket could not be created.
@@ -128,9 +87,6 @@ pub enum Error {
     },
 
     // --- TLS: AutoMTLS set-up. ---
-    /// `PLUGIN_CLIENT_CERT` does not hold exactly one PEM certificate.
-    #[error("PLUGIN_CLIENT_CERT from the host is not usable: {0}")]
-    InvalidClientCert(#[source] TlsError),
     /// The plugin's own key pair and certificate could not be generated.
     #[error("generating the plugin's TLS identity failed: {0}")]
     Identity(#[source] TlsError),
@@ -168,10 +124,7 @@ impl Error {
     /// wrong), in which case the message is for a human who ran it by hand.
     #[must_use]
     pub fn is_not_launched_by_host(&self) -> bool {
-        matches!(
-            self,
-            Self::CookieMissing { .. } | Self::CookieMismatch { .. }
-        )
+        matches!(self, Self::LaunchEnv(error) if error.is_not_launched_by_host())
     }
 }
 
@@ -184,7 +137,7 @@ pub enum StopReason {
     ShutdownRequested,
     /// The process received SIGTERM.
     Terminated,
-    /// The process received SIGINT (see [`Config::ignore_sigint`](crate::Config::ignore_sigint)).
+    /// The process received SIGINT (see [`ServeOptions::ignore_sigint`](crate::ServeOptions::ignore_sigint)).
     Interrupted,
     /// The process that launched the plugin exited.
     HostExited,

@@ -43,7 +43,8 @@
 //! }
 //!
 //! fn main() -> std::process::ExitCode {
-//!     tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1))
+//!     let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1);
+//!     tether_sdk::Plugin::new(options)
 //!         .add_service(KvServer::new(MemoryKv::default()))
 //!         .run()
 //! }
@@ -56,13 +57,13 @@
 //! # What happens at start-up
 //!
 //! 1. **Configuration check.** An empty cookie, no app versions, a service added for a version
-//!    the [`Config`] does not list, or two services with one gRPC name are [`Error`]s.
+//!    the [`ServeOptions`] do not list, or two services with one gRPC name are [`Error`]s.
 //! 2. **Cookie.** If the cookie variable is missing or wrong, the plugin was run by hand (or by
 //!    another application's host): [`Plugin::run`] prints go-plugin's message for humans
 //!    ([`NOT_LAUNCHED_BY_HOST_MESSAGE`]) to stderr and exits with status 1. Nothing is printed
 //!    to stdout.
 //! 3. **Negotiation.** The app protocol version is the highest of
-//!    [`Config::app_versions`] that the host offers in `PLUGIN_PROTOCOL_VERSIONS`, else the
+//!    [`ServeOptions::app_versions`] that the host offers in `PLUGIN_PROTOCOL_VERSIONS`, else the
 //!    plugin's lowest (the host then refuses the plugin with a clear message). Services added
 //!    with [`Plugin::add_service_for`] are served only for their version.
 //! 4. **Listening.** By default a unix socket: with a random name inside
@@ -73,8 +74,8 @@
 //! 5. **AutoMTLS.** If the host sets `PLUGIN_CLIENT_CERT`, the plugin makes a throw-away key
 //!    pair and certificate, accepts only clients presenting exactly the host's certificate,
 //!    and announces its own certificate in the handshake. TLS handshakes run concurrently,
-//!    each limited by [`Config::tls_handshake_timeout`]; one that fails is logged and does not
-//!    disturb the others. Without the variable the plugin serves plaintext gRPC.
+//!    each limited by [`ServeOptions::tls_handshake_timeout`]; one that fails is logged and
+//!    does not disturb the others. Without the variable the plugin serves plaintext gRPC.
 //! 6. **Handshake.** Once the socket is listening, the plugin prints the handshake line
 //!    (`1|APP|unix|/path|grpc|CERT`) as its first stdout output and flushes it. go-plugin's
 //!    seventh (multiplexing) field is printed only when the host set `PLUGIN_MULTIPLEX_GRPC`
@@ -90,15 +91,15 @@
 //! # Stopping
 //!
 //! The plugin stops — gracefully: no new connections, in-flight calls finish, for at most
-//! [`Config::shutdown_grace`] — and the process exits with status 0 when:
+//! [`ServeOptions::shutdown_grace`] — and the process exits with status 0 when:
 //!
 //! - the host calls `GRPCController.Shutdown` (the call still gets its response);
-//! - the process receives SIGTERM, or SIGINT (unless [`Config::ignore_sigint`]);
-//! - **the host exits.** [`serve`] records the parent process id; when serving starts the
+//! - the process receives SIGTERM, or SIGINT (unless [`ServeOptions::ignore_sigint`]);
+//! - **the host exits.** [`Plugin::new`] records the parent process id; when serving starts the
 //!   plugin opens a pidfd on that process and waits for it to become readable, which the
 //!   kernel signals when the process exits — no polling. The race between recording the pid
 //!   and opening the pidfd is closed by checking `getppid()` again after opening: if the
-//!   parent changed, the host is already gone. Turn this off with [`Config::exit_with_host`].
+//!   parent changed, the host is already gone. Turn this off with [`ServeOptions::exit_with_host`].
 //!   pidfds need Linux 5.3; elsewhere, or if `pidfd_open` is refused, a warning is logged and
 //!   the plugin relies on the host to stop it.
 //!
@@ -107,7 +108,7 @@
 //!
 //! # Logging
 //!
-//! The SDK logs with `tracing`. Unless told otherwise ([`Config::log_to_stderr`]) it installs
+//! The SDK logs with `tracing`. Unless told otherwise ([`ServeOptions::log_to_stderr`]) it installs
 //! a subscriber that writes one hclog JSON object per event (`@level`, `@message`, `@module`,
 //! `@timestamp` with six fractional digits, then the event's fields) to the plugin's real
 //! stderr, which go-plugin and tether hosts log at the matching level ([`HclogJson`] is the
@@ -149,7 +150,8 @@
 //! }
 //!
 //! fn main() -> std::process::ExitCode {
-//!     let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello"));
+//!     let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello");
+//!     let plugin = tether_sdk::Plugin::new(options);
 //!     let broker = plugin.broker();
 //!     plugin.add_service(CounterServer::new(MyCounter { broker })).run()
 //! }
@@ -168,14 +170,14 @@
 //!
 //! # Stdio
 //!
-//! After the handshake the plugin's fd 1 is a pipe (unless [`Config::capture_stdio`] is
+//! After the handshake the plugin's fd 1 is a pipe (unless [`ServeOptions::capture_stdio`] is
 //! off): whatever is written there — `print!`, C libraries, child processes — is streamed to a
 //! host that opens `plugin.GRPCStdio` (tether hosts and go-plugin ≥ 1.1), through a bounded
 //! queue of [`STDIO_QUEUE_LEN`] chunks, or else written to the original fd after
 //! [`STDIO_OPEN_WAIT`]. At shutdown fd 1 is put back and what is still in the pipe goes to
 //! the host's stream before it ends (waiting at most [`DEFAULT_STDIO_DRAIN_TIMEOUT`], see
-//! [`Config::stdio_drain_timeout`]). fd 2 stays the host's stderr pipe, which every host drains and parses
-//! as log lines and which, unlike in-process capture, survives a crash.
+//! [`ServeOptions::stdio_drain_timeout`]). fd 2 stays the host's stderr pipe, which every host
+//! drains and parses as log lines and which, unlike in-process capture, survives a crash.
 //!
 //! # Secrets and config files
 //!
@@ -186,7 +188,7 @@
 //!
 //! # Not yet
 //!
-//! `PLUGIN_UNIX_SOCKET_GROUP` and server reflection.
+//! `PLUGIN_UNIX_SOCKET_GROUP`.
 
 mod delivered;
 mod env;
@@ -194,8 +196,9 @@ mod error;
 mod host;
 mod listen;
 mod log;
+mod options;
 mod plugin;
-mod settings;
+mod serve;
 mod stdio;
 
 pub mod config;
@@ -204,11 +207,11 @@ pub mod secrets;
 pub use delivered::DeliveredError;
 pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
 pub use log::HclogJson;
-pub use plugin::{Plugin, serve};
-pub use settings::{
-    Config, DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, Transport,
+pub use options::{
+    DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, ServeOptions, Transport,
 };
+pub use plugin::Plugin;
 pub use stdio::{DEFAULT_STDIO_DRAIN_TIMEOUT, STDIO_CHUNK_LEN, STDIO_OPEN_WAIT, STDIO_QUEUE_LEN};
 pub use tether_transport::{
     BrokerConfig, BrokerError, BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,

@@ -4,13 +4,14 @@
 use std::path::Path;
 
 use tempfile::{TempDir, TempPath};
+use tether_proto::env::PortRange;
 use tether_proto::handshake::Address;
 use tether_transport::Listener;
 use tokio::net::UnixListener;
 
-use crate::env::{Launch, PortRange};
+use crate::env::Launch;
 use crate::error::Error;
-use crate::settings::Transport;
+use crate::options::Transport;
 
 /// Name of the socket inside a private directory the plugin made itself.
 const SOCKET_NAME: &str = "plugin.sock";
@@ -38,11 +39,12 @@ pub(crate) enum Cleanup {
 /// Binds the listener the handshake will announce. Must run inside a tokio runtime.
 pub(crate) fn bind(transport: Transport, launch: &Launch) -> Result<Bound, Error> {
     match transport {
-        Transport::Unix => match &launch.socket_dir {
-            Some(dir) => bind_unix_in_host_dir(dir),
-            None => bind_unix_in_private_dir(&std::env::temp_dir()),
+        Transport::Unix => match (&launch.env.unix_socket_dir, &launch.env.tmp_dir) {
+            (Some(dir), _) => bind_unix_in_host_dir(dir),
+            (None, Some(tmp)) => bind_unix_in_private_dir(tmp),
+            (None, None) => bind_unix_in_private_dir(&std::env::temp_dir()),
         },
-        Transport::Tcp => bind_tcp(launch.ports),
+        Transport::Tcp => bind_tcp(launch.env.ports),
     }
 }
 

@@ -1,56 +1,37 @@
-//! The [`Plugin`] builder and the serve sequence: check, negotiate, listen, handshake, serve, stop.
+//! The [`Plugin`] builder and how it runs: check the author's choices, read the environment,
+//! pick the services for the negotiated version, then hand over to [`Ready::serve`].
 
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::fmt;
-use std::io::Write as _;
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
-use tether_proto::handshake::{CORE_PROTOCOL_VERSION, Handshake, Protocol};
-use tether_proto::plugin::grpc_controller_server::{self, GrpcController, GrpcControllerServer};
-use tether_proto::{HEALTH_SERVICE, plugin, tls};
-use tether_transport::{AcceptOptions, BrokerSetup, BrokerTls, GrpcBroker, ListenOn, Target};
-use tokio::sync::{Notify, oneshot};
-use tokio_rustls::TlsAcceptor;
+use tether_proto::plugin::grpc_controller_server;
+use tether_transport::GrpcBroker;
 use tonic::body::Body;
 use tonic::codegen::Service;
 use tonic::codegen::http::Request;
 use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
-use tonic_health::ServingStatus;
 
 use crate::env::Launch;
 use crate::error::{Error, StopReason};
-use crate::host::{HostWatch, Parent, Signals};
-use crate::listen;
-use crate::settings::{Config, RuntimeFlavor};
-use crate::stdio::{self, StdioHub};
+use crate::host::Parent;
+use crate::options::{RuntimeFlavor, ServeOptions};
+use crate::serve::Ready;
 
-/// Starts assembling a plugin: add its gRPC services, then [`run`](Plugin::run) it.
+/// A plugin being assembled: its [`ServeOptions`] plus the gRPC services to serve.
 ///
-/// Call it first thing in `main`: it records the parent process id, which is how the plugin
-/// later notices that its host has exited.
-pub fn serve(config: Config) -> Plugin {
-    Plugin {
-        broker: GrpcBroker::new(HOST, config.broker.clone()),
-        config,
-        services: Vec::new(),
-        descriptor_sets: Vec::new(),
-        parent: Parent::record(),
-    }
-}
-
-/// A plugin being assembled: a [`Config`] plus the gRPC services to serve.
-///
-/// Made by [`serve`]; finished by [`run`](Self::run) (blocking, returns an [`ExitCode`]),
-/// [`try_run`](Self::try_run) (blocking, returns a typed result) or
-/// [`run_async`](Self::run_async) (on the caller's tokio runtime).
+/// Made by [`Plugin::new`], given services with [`add_service`](Self::add_service), then run
+/// by [`run`](Self::run) (blocking, returns an [`ExitCode`]), [`try_run`](Self::try_run)
+/// (blocking, returns a typed result) or [`run_async`](Self::run_async) (on the caller's
+/// tokio runtime).
 #[must_use = "a plugin does nothing until it is run"]
 pub struct Plugin {
     broker: GrpcBroker,
-    config: Config,
+    options: ServeOptions,
     services: Vec<AuthorService>,
     descriptor_sets: Vec<&'static [u8]>,
     parent: Parent,
@@ -68,7 +49,7 @@ impl fmt::Debug for Plugin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let services: Vec<_> = self.services.iter().map(|s| (s.name, s.version)).collect();
         f.debug_struct("Plugin")
-            .field("config", &self.config)
+            .field("options", &self.options)
             .field("services", &services)
             .finish_non_exhaustive()
     }
@@ -94,13 +75,41 @@ const BUILT_IN_DESCRIPTOR_SETS: &[&[u8]] = &[
 const HOST: &str = "the host";
 
 impl Plugin {
+    /// Starts assembling a plugin that serves as `options` say: add its gRPC services, then
+    /// [`run`](Self::run) it.
+    ///
+    /// Call it first thing in `main`: it records the parent process id, which is how the plugin
+    /// later notices that its host has exited.
+    ///
+    /// ```no_run
+    /// # use tonic_health::pb::health_server::{Health, HealthServer};
+    /// # fn kv_server() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
+    /// use tether_sdk::{Plugin, ServeOptions};
+    ///
+    /// fn main() -> std::process::ExitCode {
+    ///     Plugin::new(ServeOptions::new("BASIC_PLUGIN", "hello"))
+    ///         .add_service(kv_server())
+    ///         .run()
+    /// }
+    /// ```
+    pub fn new(options: ServeOptions) -> Self {
+        Self {
+            broker: GrpcBroker::new(HOST, options.broker.clone()),
+            options,
+            services: Vec::new(),
+            descriptor_sets: Vec::new(),
+            parent: Parent::record(),
+        }
+    }
+
     /// The plugin's [`GrpcBroker`]: hand a clone to the services that call back into the host
     /// (`broker.dial(id)` with an id the host sent) or serve something to it
     /// (`broker.accept_and_serve(broker.next_id(), service)`). It works once the plugin
     /// serves, i.e. inside call handlers.
     ///
     /// ```no_run
-    /// let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello"));
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello");
+    /// let plugin = tether_sdk::Plugin::new(options);
     /// let broker = plugin.broker();
     /// // plugin.add_service(CounterServer::new(Counter { broker })).run();
     /// # drop((plugin, broker));
@@ -129,15 +138,16 @@ impl Plugin {
     }
 
     /// Serves `service` only when `app_version` is the negotiated app protocol version — how a
-    /// plugin that supports several versions ([`Config::app_versions`]) serves each host the
-    /// API it expects. The version must be one the [`Config`] lists.
+    /// plugin that supports several versions ([`ServeOptions::app_versions`]) serves each host the
+    /// API it expects. The version must be one the [`ServeOptions`] list.
     ///
     /// ```no_run
     /// # use tonic_health::pb::health_server::{Health, HealthServer};
     /// # fn v1() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
     /// # fn v2() -> HealthServer<impl Health> { tonic_health::server::health_reporter().1 }
     /// // `v1()` and `v2()` make the servers of two versions of the app's service.
-    /// let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_versions([1, 2]))
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_versions([1, 2]);
+    /// let plugin = tether_sdk::Plugin::new(options)
     ///     .add_service_for(1, v1())
     ///     .add_service_for(2, v2());
     /// # let _ = plugin;
@@ -164,7 +174,7 @@ impl Plugin {
     ///
     /// ```no_run
     /// # const KV_DESCRIPTORS: &[u8] = &[];
-    /// tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello"))
+    /// tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello"))
     ///     .file_descriptor_set(KV_DESCRIPTORS)
     ///     .run();
     /// ```
@@ -222,12 +232,12 @@ impl Plugin {
     /// without one.
     pub fn try_run(self) -> Result<StopReason, Error> {
         let ready = self.prepare()?;
-        let mut builder = match ready.config.runtime {
+        let mut builder = match ready.options.runtime {
             RuntimeFlavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
             RuntimeFlavor::MultiThread => tokio::runtime::Builder::new_multi_thread(),
         };
         let runtime = builder.enable_all().build().map_err(Error::Runtime)?;
-        let grace = ready.config.shutdown_grace;
+        let grace = ready.options.shutdown_grace;
         let stop_began = OnceLock::new();
         let result = runtime.block_on(ready.serve(&stop_began));
         // Tasks still running (connections, blocking file IO) get what is left of the grace
@@ -254,8 +264,8 @@ impl Plugin {
     /// for the negotiated version.
     fn prepare(self) -> Result<Ready, Error> {
         self.check_configuration()?;
-        let launch = Launch::read(&self.config, |name| std::env::var_os(name))?;
-        if self.config.log_to_stderr {
+        let launch = Launch::read(&self.options, |name| std::env::var_os(name))?;
+        if self.options.log_to_stderr {
             crate::log::install_stderr_logger();
         }
         tracing::debug!(
@@ -270,7 +280,7 @@ impl Plugin {
             }
         }
         Ok(Ready {
-            config: self.config,
+            options: self.options,
             launch,
             routes,
             parent: self.parent,
@@ -280,16 +290,16 @@ impl Plugin {
 
     /// Checks what is the author's responsibility, whatever the environment.
     fn check_configuration(&self) -> Result<(), Error> {
-        let config = &self.config;
-        if config.cookie_key.is_empty() || config.cookie_value.is_empty() {
+        let options = &self.options;
+        if options.cookie_key.is_empty() || options.cookie_value.is_empty() {
             return Err(Error::EmptyCookie);
         }
-        if config.app_versions.is_empty() {
+        if options.app_versions.is_empty() {
             return Err(Error::NoAppVersions);
         }
         for service in &self.services {
             if let Some(version) = service.version
-                && !config.app_versions.contains(&version)
+                && !options.app_versions.contains(&version)
             {
                 return Err(Error::ServiceForUnsupportedVersion {
                     service: service.name,
@@ -297,7 +307,7 @@ impl Plugin {
                 });
             }
         }
-        for &version in &config.app_versions {
+        for &version in &options.app_versions {
             let mut names: HashSet<&str> = BUILT_IN_SERVICES.iter().copied().collect();
             for service in &self.services {
                 if service.version.is_none_or(|v| v == version) && !names.insert(service.name) {
@@ -330,225 +340,15 @@ fn add_reflection(routes: &mut RoutesBuilder, author_sets: &[&'static [u8]]) -> 
     Ok(())
 }
 
-/// A plugin whose environment has been checked, ready to listen and serve.
-struct Ready {
-    config: Config,
-    launch: Launch,
-    routes: RoutesBuilder,
-    parent: Parent,
-    broker: GrpcBroker,
-}
-
-impl Ready {
-    /// Serves until told to stop; records in `stop_began` when stopping began.
-    async fn serve(self, stop_began: &OnceLock<Instant>) -> Result<StopReason, Error> {
-        let Self {
-            config,
-            launch,
-            mut routes,
-            parent,
-            broker,
-        } = self;
-
-        // Stop conditions first, so that nothing after the handshake can be missed.
-        let host = if config.exit_with_host {
-            HostWatch::new(parent)?
-        } else {
-            HostWatch::Unwatched
-        };
-        if matches!(host, HostWatch::Gone) {
-            tracing::debug!("the host exited before the plugin started serving");
-            return Ok(StopReason::HostExited);
-        }
-        let mut signals = Signals::new(config.ignore_sigint)?;
-
-        let (tls, server_cert, broker_tls) = match &launch.client_cert {
-            Some(host_cert) => {
-                let identity = tls::Identity::generate().map_err(Error::Identity)?;
-                let server_config =
-                    tls::server_config(&identity, host_cert.clone()).map_err(Error::TlsConfig)?;
-                let broker_tls =
-                    BrokerTls::new(&identity, host_cert.clone()).map_err(Error::TlsConfig)?;
-                (
-                    Some(TlsAcceptor::from(Arc::new(server_config))),
-                    Some(identity.cert_der().to_vec()),
-                    Some(broker_tls),
-                )
-            }
-            None => (None, None, None),
-        };
-        if let Some(group) = &launch.socket_group {
-            tracing::warn!(
-                ?group,
-                "PLUGIN_UNIX_SOCKET_GROUP is not supported yet; the socket keeps the default group"
-            );
-        }
-
-        let bound = listen::bind(config.transport, &launch)?;
-        // go-plugin's multiplexed broker when the host asks for it: the host's one connection
-        // carries yamux; the main server gets the streams opened without a knock.
-        let mux = (launch.multiplex == Some(true)).then(tether_transport::Mux::new);
-        broker.connect(BrokerSetup {
-            tls: broker_tls,
-            // Brokered sockets go next to the main one (the host's directory or the plugin's
-            // private one); TCP plugins broker over TCP too.
-            listen: match &bound.address {
-                tether_proto::handshake::Address::Unix(path) => ListenOn::Unix(
-                    path.parent()
-                        .map(ToOwned::to_owned)
-                        .unwrap_or_else(std::env::temp_dir),
-                ),
-                tether_proto::handshake::Address::Tcp(_) => ListenOn::Tcp {
-                    min: launch.ports.min,
-                    max: launch.ports.max,
-                },
-            },
-            policy: Arc::new(host_address_policy),
-            mux: mux.clone(),
-        });
-
-        let (health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_service_status(HEALTH_SERVICE, ServingStatus::Serving)
-            .await;
-        let stop = Arc::new(Notify::new());
-        let stdio_hub = StdioHub::default();
-        routes
-            .add_service(health_service)
-            .add_service(GrpcControllerServer::new(Controller {
-                stop: Arc::clone(&stop),
-            }))
-            .add_service(broker.service())
-            .add_service(stdio_hub.service());
-        let accept_options = AcceptOptions {
-            tls,
-            tls_handshake_timeout: config.tls_handshake_timeout,
-            error_backoff: config.accept_error_backoff,
-        };
-        let incoming = match &mux {
-            Some(mux) => mux.serve_first_connection(bound.listener, accept_options),
-            None => tether_transport::accept(bound.listener, accept_options),
-        };
-
-        let handshake = Handshake {
-            core_version: CORE_PROTOCOL_VERSION,
-            app_version: launch.app_version,
-            address: bound.address,
-            protocol: Protocol::Grpc,
-            server_cert,
-            // Field 7 only when the host set PLUGIN_MULTIPLEX_GRPC: older hosts split the line
-            // into at most six fields, and a seventh would corrupt the certificate.
-            multiplex: launch.multiplex,
-        };
-        print_handshake(&handshake)?;
-        let mut capture = None;
-        if config.capture_stdio {
-            match stdio::capture(&stdio_hub) {
-                Ok((original_stderr, captured)) => {
-                    crate::log::redirect(original_stderr);
-                    capture = Some(captured);
-                }
-                Err(error) => tracing::warn!(
-                    %error,
-                    "cannot capture stdout/stderr for plugin.GRPCStdio; output goes to the pipes"
-                ),
-            }
-        }
-        tracing::debug!(
-            network = handshake.address.network(),
-            address = %handshake.address,
-            tls = handshake.server_cert.is_some(),
-            "serving"
-        );
-
-        let (stop_server, server_stopping) = oneshot::channel::<()>();
-        let server = tonic::transport::Server::builder()
-            .add_routes(routes.routes())
-            .serve_with_incoming_shutdown(incoming, async {
-                // An error means the sender was dropped, which also means stop.
-                let _ = server_stopping.await;
-            });
-        let mut server = std::pin::pin!(server);
-
-        let reason = tokio::select! {
-            result = &mut server => {
-                return Err(result.map_or_else(Error::Serve, |()| Error::ServerStopped));
-            }
-            () = stop.notified() => StopReason::ShutdownRequested,
-            reason = signals.recv() => reason,
-            () = host.exited() => StopReason::HostExited,
-        };
-        let _ = stop_began.set(Instant::now());
-        tracing::debug!(?reason, "stopping");
-        health
-            .set_service_status(HEALTH_SERVICE, ServingStatus::NotServing)
-            .await;
-        // Long-lived streams end first, so the graceful stop need not wait for them.
-        broker.close();
-        // The plugin's last output reaches the host before its stream ends.
-        if let Some(capture) = capture {
-            let timeout = config.stdio_drain_timeout;
-            let _ = tokio::task::spawn_blocking(move || capture.finish(timeout)).await;
-        }
-        stdio_hub.close();
-        let _ = stop_server.send(());
-        match tokio::time::timeout(config.shutdown_grace, server).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%error, "the gRPC server failed while stopping"),
-            Err(_) => tracing::warn!(
-                grace = ?config.shutdown_grace,
-                "connections still open after the shutdown grace period; stopping anyway"
-            ),
-        }
-        if let Some(mux) = &mux {
-            mux.close();
-        }
-        // Removes the socket (and the private directory holding it).
-        drop(bound.cleanup);
-        Ok(reason)
-    }
-}
-
-/// Which addresses the host may announce for brokered connections: absolute unix socket paths
-/// (go-plugin hosts put them in their temporary directory) and loopback TCP addresses.
-fn host_address_policy(address: &tether_proto::handshake::Address) -> Result<Target, String> {
-    use tether_proto::handshake::Address;
-    match address {
-        Address::Unix(path) if path.is_absolute() => Ok(Target::Unix(path.clone())),
-        Address::Unix(_) => Err("a unix socket path must be absolute".to_owned()),
-        Address::Tcp(addr) if addr.ip().is_loopback() => Ok(Target::Tcp(*addr)),
-        Address::Tcp(_) => Err("a TCP address must be a loopback address".to_owned()),
-    }
-}
-
-/// Writes the handshake line as the first output on stdout.
-fn print_handshake(handshake: &Handshake) -> Result<(), Error> {
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{handshake}")
-        .and_then(|()| stdout.flush())
-        .map_err(Error::Handshake)
-}
-
-/// `plugin.GRPCController`: the host asks the plugin to stop.
-struct Controller {
-    stop: Arc<Notify>,
-}
-
-#[tonic::async_trait]
-impl GrpcController for Controller {
-    async fn shutdown(
-        &self,
-        _request: tonic::Request<plugin::Empty>,
-    ) -> Result<tonic::Response<plugin::Empty>, tonic::Status> {
-        // The server stops gracefully, so this response is still delivered.
-        self.stop.notify_one();
-        Ok(tonic::Response::new(plugin::Empty {}))
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use tether_proto::plugin::grpc_controller_server::GrpcControllerServer;
+    use tokio::sync::Notify;
+
     use super::*;
+    use crate::serve::Controller;
 
     fn health()
     -> tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>
@@ -565,7 +365,7 @@ mod tests {
     #[test]
     fn the_async_variant_can_be_spawned_on_a_multi_thread_runtime() {
         fn assert_send<T: Send>(_: &T) {}
-        let future = serve(Config::new("K", "v")).run_async();
+        let future = Plugin::new(ServeOptions::new("K", "v")).run_async();
         assert_send(&future);
     }
 
@@ -579,7 +379,7 @@ mod tests {
 
     #[test]
     fn an_empty_cookie_is_a_configuration_error() {
-        let err = serve(Config::new("", "x"))
+        let err = Plugin::new(ServeOptions::new("", "x"))
             .check_configuration()
             .unwrap_err();
         assert!(matches!(err, Error::EmptyCookie));
@@ -587,15 +387,15 @@ mod tests {
 
     #[test]
     fn a_plugin_without_app_versions_is_a_configuration_error() {
-        let config = Config::new("K", "v").app_versions([]);
-        let err = serve(config).check_configuration().unwrap_err();
+        let options = ServeOptions::new("K", "v").app_versions([]);
+        let err = Plugin::new(options).check_configuration().unwrap_err();
         assert!(matches!(err, Error::NoAppVersions));
     }
 
     #[test]
     fn a_service_for_an_unlisted_version_is_a_configuration_error() {
-        let plugin =
-            serve(Config::new("K", "v").app_versions([1, 2])).add_service_for(3, controller());
+        let plugin = Plugin::new(ServeOptions::new("K", "v").app_versions([1, 2]))
+            .add_service_for(3, controller());
         let err = plugin.check_configuration().unwrap_err();
         assert!(matches!(
             err,
@@ -608,7 +408,7 @@ mod tests {
 
     #[test]
     fn a_service_named_like_a_built_in_one_is_rejected() {
-        let err = serve(Config::new("K", "v"))
+        let err = Plugin::new(ServeOptions::new("K", "v"))
             .add_service(health())
             .check_configuration()
             .unwrap_err();
@@ -622,13 +422,13 @@ mod tests {
 
     #[test]
     fn the_same_service_may_be_added_once_per_version_but_not_twice_for_one() {
-        let config = Config::new("K", "v").app_versions([1, 2]);
-        let per_version = serve(config.clone())
+        let options = ServeOptions::new("K", "v").app_versions([1, 2]);
+        let per_version = Plugin::new(options.clone())
             .add_service_for(1, stdio_service())
             .add_service_for(2, stdio_service());
         assert!(per_version.check_configuration().is_ok());
 
-        let twice = serve(config)
+        let twice = Plugin::new(options)
             .add_service(stdio_service())
             .add_service_for(2, stdio_service());
         assert!(matches!(

@@ -8,6 +8,7 @@
 //! ```
 
 use secrecy::SecretSlice;
+use tether_proto::ValueKind;
 
 use crate::delivered::{self, DeliveredError};
 
@@ -17,5 +18,5 @@ use crate::delivered::{self, DeliveredError};
 /// [`DeliveredError`] saying what to do when the secret was not requested, not granted or
 /// cannot be read.
 pub fn read(name: &str) -> Result<SecretSlice<u8>, DeliveredError> {
-    delivered::read("secret", tether_proto::env::SECRETS_DIR, name).map(SecretSlice::from)
+    delivered::read(ValueKind::Secret, |var| std::env::var_os(var), name).map(SecretSlice::from)
 }

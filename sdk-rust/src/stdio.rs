@@ -42,7 +42,7 @@ pub const STDIO_OPEN_WAIT: Duration = Duration::from_secs(1);
 /// `print!`s) to be handed to the host's stream before it stops serving. Short, because a
 /// child process that inherited fd 1 keeps the pipe open and the wait then runs out. Override
 /// with
-/// [`Config::stdio_drain_timeout`](crate::Config::stdio_drain_timeout).
+/// [`ServeOptions::stdio_drain_timeout`](crate::ServeOptions::stdio_drain_timeout).
 pub const DEFAULT_STDIO_DRAIN_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// The host's open `StreamStdio`, if any.

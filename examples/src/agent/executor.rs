@@ -45,8 +45,8 @@ pub enum Step {
 /// Serves `step` as an `Executor` plugin until the host stops it.
 #[must_use]
 pub fn serve_step(step: Step) -> ExitCode {
-    let plugin = tether_sdk::serve(
-        tether_sdk::Config::new(super::COOKIE_KEY, super::COOKIE_VALUE)
+    let plugin = tether_sdk::Plugin::new(
+        tether_sdk::ServeOptions::new(super::COOKIE_KEY, super::COOKIE_VALUE)
             .app_version(super::APP_VERSION),
     );
     let broker = plugin.broker();

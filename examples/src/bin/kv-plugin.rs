@@ -29,7 +29,7 @@ use tonic::{Request, Response, Status};
 fn main() -> ExitCode {
     // Up to 64 MiB values: reuse heap pages rather than fault in fresh ones per buffer.
     tether_examples::keep_large_allocations();
-    tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1))
+    tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1))
         .add_service(
             KvServer::new(FileKv)
                 .max_decoding_message_size(tether_examples::MAX_MESSAGE_SIZE)

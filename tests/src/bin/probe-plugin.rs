@@ -26,7 +26,7 @@ use tether_examples::kv::{Empty, GetRequest, GetResponse, PutRequest};
 use tonic::{Request, Response, Status};
 
 fn main() -> ExitCode {
-    tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1))
+    tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1))
         .add_service(KvServer::new(Probe))
         .run()
 }

@@ -27,10 +27,10 @@ const FLOOD_BYTES: usize = 100 * 1024 * 1024;
 
 fn main() -> ExitCode {
     let capture = std::env::var("STDIO_PLUGIN_CAPTURE").map_or(true, |v| v != "0");
-    let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    let config = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
         .app_version(1)
         .capture_stdio(capture);
-    tether_sdk::serve(config)
+    tether_sdk::Plugin::new(config)
         .add_service(CounterServer::new(Chatty))
         .run()
 }

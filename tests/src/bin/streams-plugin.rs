@@ -12,7 +12,9 @@ use tether_sdk::GrpcBroker;
 use tonic::{Request, Response, Status};
 
 fn main() -> ExitCode {
-    let plugin = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1));
+    let plugin = tether_sdk::Plugin::new(
+        tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1),
+    );
     let broker = plugin.broker();
     plugin
         .add_service(StreamsServer::new(StreamsService::default()))

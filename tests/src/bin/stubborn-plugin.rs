@@ -13,9 +13,11 @@ fn main() {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null());
     std::mem::forget(grandchild.spawn().expect("/bin/sh is installed"));
-    let code = tether_sdk::serve(tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(1))
-        .add_service(KvServer::new(Stubborn))
-        .run();
+    let code = tether_sdk::Plugin::new(
+        tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1),
+    )
+    .add_service(KvServer::new(Stubborn))
+    .run();
     // SAFETY: setting a signal's disposition to "ignore" has no preconditions.
     unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
     eprintln!("server stopped ({code:?}), but this plugin keeps running");

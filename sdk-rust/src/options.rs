@@ -1,4 +1,5 @@
-//! What a plugin author configures: cookie, app versions, transport, runtime, timeouts.
+//! How a plugin serves, as its author chooses: cookie, app versions, transport, runtime,
+//! timeouts.
 
 use std::time::Duration;
 
@@ -9,12 +10,12 @@ use std::time::Duration;
 /// finish on their own. With [`Plugin::run`](crate::Plugin::run), tasks still running when the
 /// period ends (including blocking file IO) are abandoned and the process exits. go-plugin hosts kill a plugin 2 s after asking it to shut down, so one
 /// second lets ordinary calls complete while the plugin still exits (and removes its socket) by
-/// itself. Override with [`Config::shutdown_grace`].
+/// itself. Override with [`ServeOptions::shutdown_grace`].
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
 pub use tether_transport::{DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT};
 
-/// The app protocol version a [`Config`] supports unless told otherwise.
+/// The app protocol version [`ServeOptions`] support unless told otherwise.
 pub const DEFAULT_APP_VERSION: u32 = 1;
 
 /// Where the plugin listens.
@@ -42,20 +43,23 @@ pub enum RuntimeFlavor {
     MultiThread,
 }
 
-/// A plugin's configuration: what it must agree on with its host, and how it serves.
+/// How a plugin serves: what it must agree on with its host (cookie, app versions), where it
+/// listens, and its runtime, timeouts and stdio.
+///
+/// The counterpart of go-plugin's `ServeConfig`; given to [`Plugin::new`](crate::Plugin::new).
 ///
 /// ```
 /// use std::time::Duration;
 ///
-/// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+/// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
 ///     .app_versions([1, 2])
 ///     .transport(tether_sdk::Transport::Tcp)
 ///     .shutdown_grace(Duration::from_millis(500));
-/// assert_eq!(config.supported_app_versions(), &[1, 2]);
+/// assert_eq!(options.supported_app_versions(), &[1, 2]);
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct Config {
+pub struct ServeOptions {
     pub(crate) cookie_key: String,
     pub(crate) cookie_value: String,
     pub(crate) app_versions: Vec<u32>,
@@ -72,8 +76,8 @@ pub struct Config {
     pub(crate) broker: tether_transport::BrokerConfig,
 }
 
-impl Config {
-    /// A configuration for a plugin whose host sets the environment variable `cookie_key` to
+impl ServeOptions {
+    /// Options for a plugin whose host sets the environment variable `cookie_key` to
     /// `cookie_value` (go-plugin's `MagicCookieKey`/`MagicCookieValue`), supporting app protocol
     /// version [`DEFAULT_APP_VERSION`].
     ///
@@ -81,8 +85,8 @@ impl Config {
     /// own; it is not a security feature.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello");
-    /// assert_eq!(config.supported_app_versions(), &[1]);
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello");
+    /// assert_eq!(options.supported_app_versions(), &[1]);
     /// ```
     pub fn new(cookie_key: impl Into<String>, cookie_value: impl Into<String>) -> Self {
         Self {
@@ -106,8 +110,8 @@ impl Config {
     /// Supports exactly one app protocol version.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_version(3);
-    /// assert_eq!(config.supported_app_versions(), &[3]);
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(3);
+    /// assert_eq!(options.supported_app_versions(), &[3]);
     /// ```
     pub fn app_version(self, version: u32) -> Self {
         self.app_versions([version])
@@ -119,8 +123,9 @@ impl Config {
     /// different services per version.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello").app_versions([2, 1, 2]);
-    /// assert_eq!(config.supported_app_versions(), &[1, 2]);
+    /// let options =
+    ///     tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_versions([2, 1, 2]);
+    /// assert_eq!(options.supported_app_versions(), &[1, 2]);
     /// ```
     pub fn app_versions(mut self, versions: impl IntoIterator<Item = u32>) -> Self {
         let mut versions: Vec<u32> = versions.into_iter().collect();
@@ -133,9 +138,9 @@ impl Config {
     /// Where to listen; [`Transport::Unix`] by default.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
     ///     .transport(tether_sdk::Transport::Tcp);
-    /// # let _ = config;
+    /// # let _ = options;
     /// ```
     pub fn transport(mut self, transport: Transport) -> Self {
         self.transport = transport;
@@ -147,9 +152,9 @@ impl Config {
     /// default. [`Plugin::run_async`](crate::Plugin::run_async) uses the caller's runtime.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
     ///     .runtime(tether_sdk::RuntimeFlavor::MultiThread);
-    /// # let _ = config;
+    /// # let _ = options;
     /// ```
     pub fn runtime(mut self, flavor: RuntimeFlavor) -> Self {
         self.runtime = flavor;
@@ -159,9 +164,9 @@ impl Config {
     /// How long a graceful stop may take; [`DEFAULT_SHUTDOWN_GRACE`] by default.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
     ///     .shutdown_grace(std::time::Duration::from_millis(200));
-    /// # let _ = config;
+    /// # let _ = options;
     /// ```
     pub fn shutdown_grace(mut self, grace: std::time::Duration) -> Self {
         self.shutdown_grace = grace;
@@ -171,9 +176,9 @@ impl Config {
     /// How long one TLS handshake may take; [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`] by default.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
     ///     .tls_handshake_timeout(std::time::Duration::from_secs(2));
-    /// # let _ = config;
+    /// # let _ = options;
     /// ```
     pub fn tls_handshake_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.tls_handshake_timeout = timeout;
@@ -183,9 +188,9 @@ impl Config {
     /// The pause after a failed `accept`; [`DEFAULT_ACCEPT_ERROR_BACKOFF`] by default.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
     ///     .accept_error_backoff(std::time::Duration::from_millis(10));
-    /// # let _ = config;
+    /// # let _ = options;
     /// ```
     pub fn accept_error_backoff(mut self, backoff: std::time::Duration) -> Self {
         self.accept_error_backoff = backoff;
@@ -198,8 +203,8 @@ impl Config {
     /// a wrapper script that exits at once.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello").exit_with_host(false);
-    /// # let _ = config;
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").exit_with_host(false);
+    /// # let _ = options;
     /// ```
     pub fn exit_with_host(mut self, enabled: bool) -> Self {
         self.exit_with_host = enabled;
@@ -215,8 +220,8 @@ impl Config {
     /// the same under hosts that do not put plugins in their own process group.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello").ignore_sigint(true);
-    /// # let _ = config;
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").ignore_sigint(true);
+    /// # let _ = options;
     /// ```
     pub fn ignore_sigint(mut self, ignore: bool) -> Self {
         self.ignore_sigint = ignore;
@@ -232,8 +237,8 @@ impl Config {
     /// the handshake.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello").log_to_stderr(false);
-    /// # let _ = config;
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").log_to_stderr(false);
+    /// # let _ = options;
     /// ```
     pub fn log_to_stderr(mut self, enabled: bool) -> Self {
         self.log_to_stderr = enabled;
@@ -246,8 +251,8 @@ impl Config {
     /// going to the original stderr. Turn it off for a plugin that manages its fds itself.
     ///
     /// ```
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello").capture_stdio(false);
-    /// # let _ = config;
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").capture_stdio(false);
+    /// # let _ = options;
     /// ```
     pub fn capture_stdio(mut self, enabled: bool) -> Self {
         self.capture_stdio = enabled;
@@ -259,9 +264,9 @@ impl Config {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
     ///     .stdio_drain_timeout(Duration::from_millis(200));
-    /// # let _ = config;
+    /// # let _ = options;
     /// ```
     pub fn stdio_drain_timeout(mut self, timeout: Duration) -> Self {
         self.stdio_drain_timeout = timeout;
@@ -274,9 +279,9 @@ impl Config {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let config = tether_sdk::Config::new("BASIC_PLUGIN", "hello")
+    /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
     ///     .broker(tether_sdk::BrokerConfig::new().dial_timeout(Duration::from_secs(2)));
-    /// # let _ = config;
+    /// # let _ = options;
     /// ```
     pub fn broker(mut self, broker: tether_transport::BrokerConfig) -> Self {
         self.broker = broker;
