@@ -2,18 +2,13 @@
 //! pick the services for the negotiated version, then hand over to [`Ready::serve`].
 
 use std::collections::HashSet;
-use std::convert::Infallible;
 use std::fmt;
 use std::process::ExitCode;
 use std::sync::OnceLock;
 use std::time::Instant;
 
 use tether_proto::plugin::grpc_controller_server;
-use tether_transport::GrpcBroker;
-use tonic::body::Body;
-use tonic::codegen::Service;
-use tonic::codegen::http::Request;
-use tonic::server::NamedService;
+use tether_transport::{GrpcBroker, GrpcService};
 use tonic::service::RoutesBuilder;
 
 use crate::env::Launch;
@@ -123,17 +118,7 @@ impl Plugin {
     ///
     /// `service` is a tonic server such as the generated `KvServer::new(my_impl)` (the same
     /// bounds as [`tonic::service::Routes::add_service`]).
-    pub fn add_service<S>(self, service: S) -> Self
-    where
-        S: Service<Request<Body>, Error = Infallible>
-            + NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Response: axum::response::IntoResponse,
-        S::Future: Send + 'static,
-    {
+    pub fn add_service<S: GrpcService>(self, service: S) -> Self {
         self.push(None, service)
     }
 
@@ -152,17 +137,7 @@ impl Plugin {
     ///     .add_service_for(2, v2());
     /// # let _ = plugin;
     /// ```
-    pub fn add_service_for<S>(self, app_version: u32, service: S) -> Self
-    where
-        S: Service<Request<Body>, Error = Infallible>
-            + NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Response: axum::response::IntoResponse,
-        S::Future: Send + 'static,
-    {
+    pub fn add_service_for<S: GrpcService>(self, app_version: u32, service: S) -> Self {
         self.push(Some(app_version), service)
     }
 
@@ -183,17 +158,7 @@ impl Plugin {
         self
     }
 
-    fn push<S>(mut self, version: Option<u32>, service: S) -> Self
-    where
-        S: Service<Request<Body>, Error = Infallible>
-            + NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Response: axum::response::IntoResponse,
-        S::Future: Send + 'static,
-    {
+    fn push<S: GrpcService>(mut self, version: Option<u32>, service: S) -> Self {
         self.services.push(AuthorService {
             name: S::NAME,
             version,
@@ -348,7 +313,13 @@ mod tests {
     use tokio::sync::Notify;
 
     use super::*;
+    use std::convert::Infallible;
+
     use crate::serve::Controller;
+    use tonic::body::Body;
+    use tonic::codegen::Service;
+    use tonic::codegen::http::Request;
+    use tonic::server::NamedService;
 
     fn health()
     -> tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>

@@ -19,6 +19,8 @@ use std::os::fd::AsFd as _;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use tether_transport::internal::lock;
+
 use tether_proto::plugin::StdioData;
 use tether_proto::plugin::grpc_stdio_server::{GrpcStdio, GrpcStdioServer};
 use tether_proto::plugin::stdio_data::Channel;
@@ -60,7 +62,7 @@ impl StdioHub {
     /// The host's stream; before one was ever opened, waits for it until `deadline`.
     fn sender(&self, deadline: Instant) -> Option<mpsc::Sender<StdioData>> {
         let (lock, opened) = &*self.0;
-        let mut slot = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self::lock(lock);
         while !slot.settled {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -77,7 +79,7 @@ impl StdioHub {
 
     fn set(&self, sender: Option<mpsc::Sender<StdioData>>) {
         let (lock, opened) = &*self.0;
-        let mut slot = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self::lock(lock);
         slot.sender = sender;
         slot.settled = true;
         opened.notify_all();

@@ -248,7 +248,7 @@ async fn a_request_that_is_not_granted_stops_only_that_plugin() {
     };
     assert_eq!(
         (refused.plugin.as_str(), refused.kind, refused.name.as_str()),
-        ("greedy", "secret", "b")
+        ("greedy", tether_proto::ValueKind::Secret, "b")
     );
     assert!(
         err.to_string()

@@ -7,6 +7,8 @@ use std::io::{self, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
+use tether_proto::ValueKind;
+
 use secrecy::{ExposeSecret as _, SecretSlice};
 use tempfile::TempDir;
 
@@ -85,8 +87,16 @@ impl DeliveredDir {
             .prefix("tether-delivery-")
             .permissions(Permissions::from_mode(0o700))
             .tempdir_in(base)?;
-        let secrets = write_all(dir.path(), "secrets", &delivery.secrets)?;
-        let config = write_all(dir.path(), "config", &delivery.config)?;
+        let secrets = write_all(
+            dir.path(),
+            ValueKind::Secret.manifest_key(),
+            &delivery.secrets,
+        )?;
+        let config = write_all(
+            dir.path(),
+            ValueKind::Config.manifest_key(),
+            &delivery.config,
+        )?;
         Ok(Self {
             dir,
             secrets,

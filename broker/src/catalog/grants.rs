@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use tether_proto::ValueKind;
+
 use crate::catalog::manifest::{Manifest, ManifestError};
 use crate::catalog::text::check_name;
 
@@ -48,14 +50,14 @@ struct GrantsFile {
 /// A secret or config file a plugin asks for but is not granted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "plugin `{plugin}` requests {kind} `{name}`, which is not granted to it; it does not start. Grant it (`[plugins.{plugin}] {kind}s = [\"{name}\"]` in the grants file) or remove it from the manifest {}", manifest.display()
+    "plugin `{plugin}` requests {kind} `{name}`, which is not granted to it; it does not start. Grant it (`[plugins.{plugin}] {} = [\"{name}\"]` in the grants file) or remove it from the manifest {}", kind.manifest_key(), manifest.display()
 )]
 #[non_exhaustive]
 pub struct NotGranted {
     /// The plugin.
     pub plugin: String,
     /// `secret` or `config`.
-    pub kind: &'static str,
+    pub kind: ValueKind,
     /// The name requested.
     pub name: String,
     /// The plugin's manifest.
@@ -123,14 +125,14 @@ impl Grants {
             .iter()
             .find(|n| !self.allows_secret(&manifest.name, n))
         {
-            return Err(refuse("secret", name));
+            return Err(refuse(ValueKind::Secret, name));
         }
         if let Some(name) = manifest
             .config
             .iter()
             .find(|n| !self.allows_config(&manifest.name, n))
         {
-            return Err(refuse("config", name));
+            return Err(refuse(ValueKind::Config, name));
         }
         Ok(())
     }
@@ -190,7 +192,7 @@ mod tests {
         let err = grants.check(&manifest("[\"x\", \"y\"]")).unwrap_err();
         assert_eq!(
             (err.plugin.as_str(), err.kind, err.name.as_str()),
-            ("a", "secret", "y")
+            ("a", ValueKind::Secret, "y")
         );
         assert!(
             err.to_string()

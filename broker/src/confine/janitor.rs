@@ -43,8 +43,10 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Component, Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+use tether_transport::internal::lock;
 
 /// How long a message to the janitor may wait for room in the lifeline before the janitor is
 /// considered stuck and replaced. The janitor reads continuously, so a write normally completes
@@ -180,7 +182,7 @@ impl Janitor {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 
     /// Forgets registration `id`; with `clean_now`, has the janitor kill its group and remove

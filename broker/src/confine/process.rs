@@ -9,8 +9,10 @@
 
 use std::io;
 use std::process::ExitStatus;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+use tether_transport::internal::lock;
 
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 use tokio::process::Child;
@@ -70,7 +72,7 @@ impl ProcessGroup {
     }
 
     fn hooks(&self) -> MutexGuard<'_, Vec<ExitHook>> {
-        self.on_exit.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.on_exit)
     }
 
     /// The leader's (the plugin's) process id, which is also the group id.
@@ -125,7 +127,7 @@ impl ProcessGroup {
     }
 
     fn lock(&self) -> MutexGuard<'_, Child> {
-        self.child.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.child)
     }
 
     fn check_locked(&self, child: &mut Child) -> io::Result<Option<ExitStatus>> {

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use tether_proto::ValueKind;
+
 use crate::catalog::grants::NotGranted;
 use crate::error::StartError;
 
@@ -30,7 +32,7 @@ pub enum UseError {
         /// The plugin.
         plugin: String,
         /// `secret` or `config`.
-        kind: &'static str,
+        kind: ValueKind,
         /// The name.
         name: String,
         /// The source's description.
@@ -42,7 +44,7 @@ pub enum UseError {
         /// The plugin.
         plugin: String,
         /// `secret` or `config`.
-        kind: &'static str,
+        kind: ValueKind,
         /// The name.
         name: String,
         /// Why.

@@ -5,6 +5,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use tether_proto::env::MagicCookie;
+
 use std::sync::Arc;
 
 use crate::catalog::delivery::Delivery;
@@ -30,8 +32,7 @@ use crate::launch::shutdown::{
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandshakeConfig {
-    pub(crate) cookie_key: OsString,
-    pub(crate) cookie_value: OsString,
+    pub(crate) cookie: MagicCookie,
     pub(crate) app_versions: Vec<u32>,
 }
 
@@ -41,10 +42,9 @@ impl HandshakeConfig {
     /// The cookie is not a security feature: it only tells a plugin binary that it was started
     /// by a host rather than by a person.
     #[must_use]
-    pub fn new(key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+    pub fn new(key: impl Into<String>, value: impl Into<OsString>) -> Self {
         Self {
-            cookie_key: key.into(),
-            cookie_value: value.into(),
+            cookie: MagicCookie::new(key, value),
             app_versions: vec![1],
         }
     }
@@ -503,19 +503,7 @@ impl<H> PluginClientBuilder<H> {
     ///     .host_service(logger); // e.g. a generated `LoggerServer::new(my_logger)`
     /// # let _ = builder;
     /// ```
-    pub fn host_service<S>(mut self, service: S) -> Self
-    where
-        S: tower::Service<
-                tonic::codegen::http::Request<tonic::body::Body>,
-                Error = std::convert::Infallible,
-            > + tonic::server::NamedService
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Response: axum::response::IntoResponse,
-        S::Future: Send + 'static,
-    {
+    pub fn host_service<S: tether_transport::GrpcService>(mut self, service: S) -> Self {
         self.settings.host_services = Some(match self.settings.host_services.take() {
             Some(routes) => routes.add_service(service),
             None => tonic::service::Routes::new(service),

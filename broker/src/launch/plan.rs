@@ -7,6 +7,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use rustls_pki_types::CertificateDer;
+use tether_proto::env::LaunchEnv;
+
 use crate::confine::sandbox::Paths;
 use crate::launch::builder::{HandshakeConfig, Settings};
 use crate::launch::spawn::{self, PluginEnv};
@@ -20,8 +23,8 @@ pub(crate) struct PlanInputs<'a> {
     pub(crate) private_dir: &'a Path,
     /// The delivered secrets/config, when anything was granted.
     pub(crate) delivered: Option<Delivered<'a>>,
-    /// The host's certificate (PEM) for AutoMTLS; `None` in plaintext.
-    pub(crate) client_cert_pem: Option<String>,
+    /// The host's certificate for AutoMTLS; `None` in plaintext.
+    pub(crate) client_cert: Option<CertificateDer<'static>>,
     /// The host's working directory, when it has one.
     pub(crate) host_cwd: Option<PathBuf>,
 }
@@ -59,27 +62,24 @@ impl LaunchPlan {
         handshake: &HandshakeConfig,
         inputs: PlanInputs<'_>,
     ) -> Self {
-        let mut protocol = spawn::protocol_env(
-            handshake,
-            inputs.client_cert_pem,
-            settings.port_range,
-            inputs.private_dir,
-            settings.multiplex,
-        );
-        if let Some(d) = &inputs.delivered {
-            if let Some(p) = d.secrets {
-                protocol.push((tether_proto::env::SECRETS_DIR.into(), p.into()));
-            }
-            if let Some(p) = d.config {
-                protocol.push((tether_proto::env::CONFIG_DIR.into(), p.into()));
-            }
-        }
+        let mut launch_env = LaunchEnv::new(handshake.cookie.clone());
+        launch_env.app_versions = handshake.app_versions.clone();
+        launch_env.ports.min = settings.port_range.0;
+        launch_env.ports.max = settings.port_range.1;
+        launch_env.client_cert = inputs.client_cert;
+        // go-plugin ≥ 1.5 creates its socket in PLUGIN_UNIX_SOCKET_DIR, older ones (1.0.1:
+        // `ioutil.TempFile("", "plugin")`) in the temporary directory: both are private.
+        launch_env.unix_socket_dir = Some(inputs.private_dir.to_owned());
+        launch_env.tmp_dir = Some(inputs.private_dir.to_owned());
+        launch_env.multiplex = settings.multiplex.then_some(true);
+        launch_env.secrets_dir = inputs.delivered.and_then(|d| d.secrets).map(Path::to_owned);
+        launch_env.config_dir = inputs.delivered.and_then(|d| d.config).map(Path::to_owned);
         let env = spawn::build_env(
             inputs.host_env,
             spawn::allowed_names(settings),
             &settings.env,
-            protocol,
-            &handshake.cookie_key,
+            launch_env.to_vars(),
+            &handshake.cookie.key,
         );
 
         let mut paths = Paths::default();
@@ -134,7 +134,7 @@ mod tests {
             ],
             private_dir,
             delivered,
-            client_cert_pem: Some("PEM".into()),
+            client_cert: Some(CertificateDer::from(vec![1, 2, 3])),
             host_cwd: Some("/home/operator".into()),
         }
     }
@@ -156,7 +156,13 @@ mod tests {
             vars.get(OsStr::new("PLUGIN_PROTOCOL_VERSIONS")).unwrap(),
             "1,2"
         );
-        assert_eq!(vars.get(OsStr::new("PLUGIN_CLIENT_CERT")).unwrap(), "PEM");
+        assert!(
+            vars.get(OsStr::new("PLUGIN_CLIENT_CERT"))
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("-----BEGIN CERTIFICATE-----")
+        );
         assert_eq!(
             vars.get(OsStr::new("PLUGIN_UNIX_SOCKET_DIR")).unwrap(),
             "/tmp/tether-x"
@@ -232,6 +238,40 @@ mod tests {
         assert_eq!(
             plan.paths.exec,
             [PathBuf::from("/opt/p"), PathBuf::from("/opt/python")]
+        );
+    }
+
+    #[test]
+    fn plaintext_launches_send_no_client_certificate_and_multiplexing_is_offered_only_when_asked() {
+        let mut no_tls = inputs(Path::new("/tmp/tether-x"), None);
+        no_tls.client_cert = None;
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("p")),
+            &HandshakeConfig::new("K", "V"),
+            no_tls,
+        );
+        assert!(!plan.env.vars.contains_key(OsStr::new("PLUGIN_CLIENT_CERT")));
+        assert!(
+            !plan
+                .env
+                .vars
+                .contains_key(OsStr::new("PLUGIN_MULTIPLEX_GRPC"))
+        );
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("p").multiplex(true)),
+            &HandshakeConfig::new("K", "V"),
+            inputs(Path::new("/tmp/tether-x"), None),
+        );
+        assert_eq!(
+            plan.env
+                .vars
+                .get(OsStr::new("PLUGIN_MULTIPLEX_GRPC"))
+                .unwrap(),
+            "true"
+        );
+        assert_eq!(
+            plan.env.vars.get(OsStr::new("PLUGIN_MIN_PORT")).unwrap(),
+            "10000"
         );
     }
 }

@@ -9,10 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use tempfile::TempDir;
-use tether_proto::{env, version};
 use tokio::process::{Child, Command};
 
-use crate::launch::builder::{HandshakeConfig, Settings};
+use crate::launch::builder::Settings;
 use crate::launch::plan::LaunchPlan;
 
 /// Longest unix socket path portable across the unix kernels tether runs on (`sun_path` is
@@ -117,36 +116,6 @@ fn check_runtime_dir_len(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// The protocol's variables for one launch.
-pub(crate) fn protocol_env(
-    handshake: &HandshakeConfig,
-    client_cert_pem: Option<String>,
-    port_range: (u16, u16),
-    private_dir: &Path,
-    multiplex: bool,
-) -> Vec<(OsString, OsString)> {
-    let mut vars = vec![
-        (handshake.cookie_key.clone(), handshake.cookie_value.clone()),
-        (
-            env::PROTOCOL_VERSIONS.into(),
-            version::format_list(&handshake.app_versions).into(),
-        ),
-        (env::MIN_PORT.into(), port_range.0.to_string().into()),
-        (env::MAX_PORT.into(), port_range.1.to_string().into()),
-        // go-plugin ≥ 1.5 creates its socket here…
-        (env::UNIX_SOCKET_DIR.into(), private_dir.into()),
-        // …and older ones (1.0.1: `ioutil.TempFile("", "plugin")`) in the temporary directory.
-        ("TMPDIR".into(), private_dir.into()),
-    ];
-    if let Some(pem) = client_cert_pem {
-        vars.push((env::CLIENT_CERT.into(), pem.into()));
-    }
-    if multiplex {
-        vars.push((env::MULTIPLEX_GRPC.into(), "true".into()));
-    }
-    vars
-}
-
 /// A plugin's complete environment.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct PluginEnv {
@@ -163,7 +132,7 @@ pub(crate) fn build_env<'a>(
     allowed: impl IntoIterator<Item = &'a OsStr>,
     explicit: &[(OsString, OsString)],
     protocol: Vec<(OsString, OsString)>,
-    cookie_key: &OsStr,
+    cookie_key: &str,
 ) -> PluginEnv {
     let mut out = PluginEnv::default();
     let allowed: BTreeSet<&OsStr> = allowed.into_iter().collect();
@@ -253,9 +222,8 @@ pub(crate) fn spawn(
 }
 
 /// Whether `name` is set by the protocol and so cannot come from the host or the user.
-pub(crate) fn is_reserved_env(name: &OsStr, cookie_key: &OsStr) -> bool {
+pub(crate) fn is_reserved_env(name: &OsStr, cookie_key: &str) -> bool {
     name == cookie_key
-        || name == "TMPDIR"
         || tether_proto::env::ALL
             .iter()
             .any(|reserved| name == *reserved)
@@ -291,7 +259,7 @@ mod tests {
             ["PATH", "LANG", "TZ"].map(OsStr::new),
             &[],
             vec![],
-            OsStr::new("COOKIE"),
+            "COOKIE",
         );
         assert_eq!(names(&env), ["LANG", "PATH"]);
         assert!(env.ignored.is_empty());
@@ -316,7 +284,7 @@ mod tests {
             ["PATH", "TMPDIR"].map(OsStr::new),
             &explicit,
             protocol,
-            OsStr::new("COOKIE"),
+            "COOKIE",
         );
         let get = |k: &str| env.vars.get(OsStr::new(k)).and_then(|v| v.to_str());
         assert_eq!(get("PATH"), Some("/opt/bin"));
@@ -326,48 +294,6 @@ mod tests {
         assert_eq!(get("TMPDIR"), Some("/tmp/tether-x"));
         let ignored: Vec<_> = env.ignored.iter().filter_map(|k| k.to_str()).collect();
         assert_eq!(ignored, ["COOKIE", "PLUGIN_CLIENT_CERT", "TMPDIR"]);
-    }
-
-    #[test]
-    fn the_protocol_sets_cookie_versions_ports_and_both_socket_directories() {
-        let hs = HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1, 3]);
-        let vars = protocol_env(
-            &hs,
-            Some("PEM".into()),
-            (10_000, 25_000),
-            Path::new("/tmp/t"),
-            false,
-        );
-        let map: BTreeMap<_, _> = vars.into_iter().collect();
-        let get = |k: &str| map.get(OsStr::new(k)).and_then(|v| v.to_str());
-        assert_eq!(get("BASIC_PLUGIN"), Some("hello"));
-        assert_eq!(get("PLUGIN_PROTOCOL_VERSIONS"), Some("1,3"));
-        assert_eq!(get("PLUGIN_MIN_PORT"), Some("10000"));
-        assert_eq!(get("PLUGIN_MAX_PORT"), Some("25000"));
-        assert_eq!(get("PLUGIN_UNIX_SOCKET_DIR"), Some("/tmp/t"));
-        assert_eq!(get("TMPDIR"), Some("/tmp/t"));
-        assert_eq!(get("PLUGIN_CLIENT_CERT"), Some("PEM"));
-        assert_eq!(get("PLUGIN_MULTIPLEX_GRPC"), None);
-    }
-
-    #[test]
-    fn plaintext_launches_send_no_client_certificate() {
-        let hs = HandshakeConfig::new("K", "V");
-        let vars = protocol_env(&hs, None, (1, 2), Path::new("/tmp/t"), false);
-        assert!(!vars.iter().any(|(k, _)| k == env::CLIENT_CERT));
-    }
-
-    #[test]
-    fn multiplexing_is_offered_only_when_asked_for() {
-        let hs = HandshakeConfig::new("K", "V");
-        let offered = |multiplex| {
-            protocol_env(&hs, None, (1, 2), Path::new("/tmp/t"), multiplex)
-                .into_iter()
-                .find(|(k, _)| k == env::MULTIPLEX_GRPC)
-                .map(|(_, v)| v)
-        };
-        assert_eq!(offered(true), Some("true".into()));
-        assert_eq!(offered(false), None);
     }
 
     #[test]

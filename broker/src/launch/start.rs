@@ -176,7 +176,7 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
             host_env: std::env::vars_os().collect(),
             private_dir: resources.dir.path(),
             delivered,
-            client_cert_pem: resources.identity.as_ref().map(Identity::cert_pem),
+            client_cert: resources.identity.as_ref().map(|i| i.cert_der().clone()),
             host_cwd: std::env::current_dir().ok(),
         },
     );

@@ -2,9 +2,11 @@
 //! crashes, hangs or keeps running out its deadline.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
+
+use tether_transport::internal::lock;
 
 use tonic::transport::Channel;
 
@@ -176,11 +178,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        *self
-            .running
-            .last_release
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        *lock(&self.running.last_release) = Instant::now();
         self.running
             .leases
             .send_modify(|n| *n = n.saturating_sub(1));

@@ -10,8 +10,10 @@ pub(crate) mod supervision;
 use std::collections::{BTreeMap, VecDeque};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
+
+use tether_transport::internal::lock;
 
 use tokio::sync::{Mutex, Notify, watch};
 use tonic::transport::Channel;
@@ -122,10 +124,7 @@ pub(super) struct Running {
 
 impl Running {
     pub(super) fn take_client(&self) -> Option<PluginClient> {
-        self.client
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+        lock(&self.client).take()
     }
 }
 

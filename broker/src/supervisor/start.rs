@@ -1,6 +1,8 @@
 //! Launching a catalog plugin: its grants checked, its secrets and config fetched, its state
 //! directory made, and its manifest turned into a [`PluginClientBuilder`].
 
+use tether_proto::ValueKind;
+
 use crate::catalog::delivery::Delivery;
 use crate::catalog::manifest::Manifest;
 use crate::error::UseError;
@@ -14,8 +16,8 @@ impl crate::supervisor::Broker {
         inner.options.grants.check(manifest)?;
         let mut delivery = Delivery::new();
         for (kind, names, source) in [
-            ("secret", &manifest.secrets, &inner.options.secrets),
-            ("config", &manifest.config, &inner.options.config),
+            (ValueKind::Secret, &manifest.secrets, &inner.options.secrets),
+            (ValueKind::Config, &manifest.config, &inner.options.config),
         ] {
             for name in names {
                 let value = source
@@ -32,10 +34,9 @@ impl crate::supervisor::Broker {
                         name: name.clone(),
                         source_name: source.describe(),
                     })?;
-                delivery = if kind == "secret" {
-                    delivery.secret(name.clone(), value)
-                } else {
-                    delivery.config(name.clone(), value)
+                delivery = match kind {
+                    ValueKind::Secret => delivery.secret(name.clone(), value),
+                    ValueKind::Config => delivery.config(name.clone(), value),
                 };
             }
         }

@@ -1,8 +1,10 @@
 //! Watching a running plugin: its exit, periodic health checks, idle stop, and killing it when
 //! hung.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use tether_transport::internal::lock;
 
 use crate::launch::client::PluginClient;
 use crate::launch::health::{self, HealthFailure};
@@ -20,13 +22,7 @@ pub const DEFAULT_HUNG_TIMEOUT: Duration = Duration::from_secs(5);
 /// Watches one running plugin until it crashes, hangs or idles out.
 pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<Running>) {
     let plugin = slot.manifest.name.clone();
-    let Some(exited) = running
-        .client
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .map(PluginClient::exited)
-    else {
+    let Some(exited) = lock(&running.client).as_ref().map(PluginClient::exited) else {
         return;
     };
     tokio::pin!(exited);
@@ -37,13 +33,7 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
     loop {
         let idle_deadline = {
             let in_use = *leases.borrow_and_update() > 0;
-            (!in_use).then(|| {
-                *running
-                    .last_release
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    + idle_timeout
-            })
+            (!in_use).then(|| *lock(&running.last_release) + idle_timeout)
         };
         tokio::select! {
             status = &mut exited => {
@@ -69,10 +59,7 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
                 let Err(failure) = health::check(running.channel.clone(), inner.options.health_timeout).await else {
                     continue;
                 };
-                let exited_meanwhile = running
-                    .client
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
+                let exited_meanwhile = lock(&running.client)
                     .as_ref()
                     .is_none_or(|c| c.exit_status().is_some());
                 if exited_meanwhile {

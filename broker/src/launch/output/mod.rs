@@ -6,7 +6,9 @@ pub(crate) mod sink;
 pub(crate) mod stdio;
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use tether_transport::internal::lock;
 
 use tokio::io::AsyncRead;
 use tokio::sync::watch;
@@ -159,9 +161,7 @@ pub(crate) type SharedTail = Arc<Mutex<StderrTail>>;
 
 /// Reads a snapshot of a shared tail (a poisoned lock still holds valid bytes).
 pub(crate) fn snapshot(tail: &SharedTail) -> String {
-    tail.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .snapshot()
+    lock(tail).snapshot()
 }
 
 /// Drains `stderr` until it ends: logs each line at its parsed level (see [`plugin_log`]) and
@@ -184,7 +184,7 @@ where
             match reader.next_line().await {
                 Ok(Some(line)) => {
                     {
-                        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+                        let mut tail = lock(&tail);
                         tail.push(line.bytes());
                         if matches!(line, Line::Complete(_)) {
                             tail.push(b"\n");
