@@ -6,7 +6,7 @@ use tether_broker::{Delivery, HandshakeConfig, PluginClient, SecretSource as _};
 
 use crate::args::TargetArgs;
 use crate::error::CliError;
-use crate::installation::Installation;
+use crate::installation::{Installation, Origin};
 
 /// Splits `--cookie KEY=VALUE`.
 pub(crate) fn parse_cookie(cookie: &str) -> Result<(&str, &str), CliError> {
@@ -64,7 +64,7 @@ async fn launch_from_catalog(
     dir: &Path,
     plugin: &str,
 ) -> Result<PluginClient, CliError> {
-    let install = Installation::load_dir(dir, &target.install)?;
+    let install = Installation::load_dir(dir, Origin::Flag, &target.install)?;
     let m = install.manifest(plugin)?;
     install.grants.check(m).map_err(|e| CliError::Delivery {
         plugin: plugin.to_owned(),

@@ -8,8 +8,8 @@ use tether_sdk::GrpcBroker;
 use tonic::{Request, Response, Status};
 
 use super::host_calls::HostCalls;
-use super::v1::executor_server::{Executor, ExecutorServer};
-use super::v1::{ExecuteRequest, ExecuteResponse, Phase};
+use crate::v1::executor_server::{Executor, ExecutorServer};
+use crate::v1::{ExecuteRequest, ExecuteResponse, Phase};
 
 /// Why a step failed: one sentence saying what is wrong and what to do. It is returned to the
 /// host as [`Phase::Failed`] with this message (not as a gRPC error: the plugin works, the
@@ -46,15 +46,15 @@ pub enum Step {
 #[must_use]
 pub fn serve_step(step: Step) -> ExitCode {
     let plugin = tether_sdk::serve(
-        tether_sdk::Config::new(super::COOKIE_KEY, super::COOKIE_VALUE)
-            .app_version(super::APP_VERSION),
+        tether_sdk::Config::new(crate::COOKIE_KEY, crate::COOKIE_VALUE)
+            .app_version(crate::APP_VERSION),
     );
     let broker = plugin.broker();
     plugin
         .add_service(ExecutorServer::new(StepExecutor { step, broker }))
         // Lets `tether call --catalog … PLUGIN tether.agent.v1.Executor/Execute …` work without
         // the .proto file.
-        .file_descriptor_set(super::v1::FILE_DESCRIPTOR_SET)
+        .file_descriptor_set(crate::v1::FILE_DESCRIPTOR_SET)
         .run()
 }
 

@@ -1,16 +1,16 @@
-//! The host side of `tether.agent.v1.Host`: what `tether run` serves to every plugin it
-//! launches (as a tether host service), so steps can report progress, log, and fetch
-//! artifacts.
+//! The host side of `tether.agent.v1.Host`: what a run serves to every plugin it launches
+//! (as a tether host service, see [`serve_host`](super::serve_host)), so steps can report
+//! progress, log, and fetch artifacts.
 //!
 //! # Which artifacts a plugin may fetch
 //! Least privilege: the host serves artifact `NAME` to plugin `P` only for a step of the
 //! workflow that `P` runs and whose params name `NAME` (`artifact = "NAME"` or
-//! `artifacts = [...]`, see [`crate::workflow`]). Which plugin is calling comes from the
+//! `artifacts = [...]`, see [`Workflow`]). Which plugin is calling comes from the
 //! connection (each plugin gets its own service instance), not from the request, so a plugin
 //! cannot fetch for another plugin's step; the names come from the workflow file, so data a
 //! step receives from an earlier plugin cannot widen what it may read. Names are plain file
-//! names resolved in the artifact directory (`--artifacts DIR`, default
-//! `examples/agent/artifacts` next to the catalog), so no name can leave it (a symbolic link
+//! names resolved in the artifact directory (`tether run --artifacts DIR`, default
+//! `artifacts` next to the catalog), so no name can leave it (a symbolic link
 //! the operator puts in that directory is followed: the directory is the operator's).
 
 use std::collections::HashMap;
@@ -19,36 +19,40 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use indicatif::ProgressBar;
-use tether_examples::agent::v1::host_server::{Host, HostServer};
-use tether_examples::agent::v1::{
-    Ack, ArtifactChunk, FetchArtifactRequest, LogLevel, LogLine, ProgressReport,
-};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::workflow::Workflow;
+use super::observer::{Observer, ProgressEvent};
+use super::workflow::Workflow;
+use crate::v1::host_server::{Host, HostServer};
+use crate::v1::{Ack, ArtifactChunk, FetchArtifactRequest, LogLevel, LogLine, ProgressReport};
 
 /// How many bytes of an artifact travel in one `ArtifactChunk`.
-pub(crate) const ARTIFACT_CHUNK_LEN: usize = 64 * 1024;
+pub const ARTIFACT_CHUNK_LEN: usize = 64 * 1024;
 
 /// The largest artifact the host serves (bigger ones are refused with
-/// `RESOURCE_EXHAUSTED`), matching the demo plugins' own limit.
-pub(crate) const MAX_ARTIFACT_LEN: u64 = tether_examples::agent::host_calls::MAX_ARTIFACT_LEN;
+/// `RESOURCE_EXHAUSTED`), matching the plugin side's own limit.
+pub const MAX_ARTIFACT_LEN: u64 = crate::plugin::MAX_ARTIFACT_LEN;
 
 /// What the plugins called back, for the summary.
 #[derive(Debug, Default)]
-pub(crate) struct CallbackCounts {
-    pub(crate) progress: AtomicU64,
-    pub(crate) logs: AtomicU64,
-    pub(crate) fetches: AtomicU64,
-    pub(crate) bytes_served: AtomicU64,
-    pub(crate) refused: AtomicU64,
+pub struct CallbackCounts {
+    /// Progress reports.
+    pub progress: AtomicU64,
+    /// Log lines.
+    pub logs: AtomicU64,
+    /// Artifacts served.
+    pub fetches: AtomicU64,
+    /// Bytes of the artifacts served.
+    pub bytes_served: AtomicU64,
+    /// Artifact fetches refused.
+    pub refused: AtomicU64,
 }
 
 impl CallbackCounts {
     /// One line for the summary.
-    pub(crate) fn summary(&self) -> String {
+    #[must_use]
+    pub fn summary(&self) -> String {
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
             "{} progress reports, {} log lines, {} artifact fetches ({} bytes), {} refused",
@@ -63,7 +67,7 @@ impl CallbackCounts {
 
 /// Which artifacts each (plugin, step) may fetch, and where they are.
 #[derive(Debug)]
-pub(crate) struct ArtifactPolicy {
+pub struct ArtifactPolicy {
     dir: PathBuf,
     /// (plugin, step) → artifact names.
     allowed: HashMap<(String, String), Vec<String>>,
@@ -71,7 +75,8 @@ pub(crate) struct ArtifactPolicy {
 
 impl ArtifactPolicy {
     /// The policy of `workflow`, serving from `dir`.
-    pub(crate) fn new(dir: PathBuf, workflow: &Workflow) -> Self {
+    #[must_use]
+    pub fn new(dir: PathBuf, workflow: &Workflow) -> Self {
         let mut allowed: HashMap<(String, String), Vec<String>> = HashMap::new();
         for step in &workflow.steps {
             allowed
@@ -105,28 +110,39 @@ impl ArtifactPolicy {
 }
 
 /// The `Host` service for one plugin.
-#[derive(Debug, Clone)]
-pub(crate) struct AgentHost {
+#[derive(Clone)]
+pub struct AgentHost {
     plugin: String,
     policy: Arc<ArtifactPolicy>,
     counts: Arc<CallbackCounts>,
-    /// The progress bar, when on a terminal: progress reports show in its message.
-    bar: Option<ProgressBar>,
+    /// Told about progress reports (e.g. a progress bar's message).
+    observer: Arc<dyn Observer>,
+}
+
+impl std::fmt::Debug for AgentHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentHost")
+            .field("plugin", &self.plugin)
+            .field("policy", &self.policy)
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AgentHost {
     /// The service for `plugin`.
-    pub(crate) fn new(
+    #[must_use]
+    pub fn new(
         plugin: String,
         policy: Arc<ArtifactPolicy>,
         counts: Arc<CallbackCounts>,
-        bar: Option<ProgressBar>,
+        observer: Arc<dyn Observer>,
     ) -> HostServer<Self> {
         HostServer::new(Self {
             plugin,
             policy,
             counts,
-            bar,
+            observer,
         })
     }
 }
@@ -141,23 +157,22 @@ impl Host for AgentHost {
     ) -> Result<Response<Ack>, Status> {
         let report = request.into_inner();
         self.counts.progress.fetch_add(1, Ordering::Relaxed);
-        let amount = match report.total {
-            0 => format!("{}", report.done),
-            total => format!("{}/{total}", report.done),
+        let event = ProgressEvent {
+            plugin: &self.plugin,
+            step: &report.step,
+            done: report.done,
+            total: report.total,
+            message: &report.message,
         };
         tracing::debug!(
             target: "tether::agent",
             plugin = %self.plugin,
             step = %report.step,
-            "progress {amount}: {}",
+            "progress {}: {}",
+            event.amount(),
             report.message
         );
-        if let Some(bar) = &self.bar {
-            bar.set_message(format!(
-                "{} ({}): {} {amount}",
-                report.step, self.plugin, report.message
-            ));
-        }
+        self.observer.progress(&event);
         Ok(Response::new(Ack {}))
     }
 

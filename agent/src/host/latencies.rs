@@ -4,21 +4,31 @@ use std::time::Duration;
 
 /// Every step's duration.
 #[derive(Debug, Default)]
-pub(crate) struct Latencies {
+pub struct Latencies {
     samples: Vec<Duration>,
 }
 
 impl Latencies {
-    pub(crate) fn push(&mut self, d: Duration) {
+    /// Adds one step's duration.
+    pub fn push(&mut self, d: Duration) {
         self.samples.push(d);
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// How many steps were timed.
+    #[must_use]
+    pub fn len(&self) -> usize {
         self.samples.len()
     }
 
+    /// Whether no step was timed.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
     /// The `q` quantile (nearest rank), zero when empty.
-    pub(crate) fn quantile(&self, q: f64) -> Duration {
+    #[must_use]
+    pub fn quantile(&self, q: f64) -> Duration {
         if self.samples.is_empty() {
             return Duration::ZERO;
         }

@@ -8,10 +8,10 @@
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use super::executor::{StepError, text};
 use super::hash::hex;
-use super::host_calls::HostCalls;
-use super::v1::LogLevel;
+use crate::plugin::HostCalls;
+use crate::plugin::{StepError, text};
+use crate::v1::LogLevel;
 
 /// The step.
 ///

@@ -24,35 +24,44 @@ use toml::Spanned;
 /// A workflow file that cannot be used: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}:{line}: {message}; fix the workflow file", file.display())]
-pub(crate) struct WorkflowError {
-    pub(crate) file: PathBuf,
+pub struct WorkflowError {
+    /// The workflow file.
+    pub file: PathBuf,
     /// 1-based line (1 when the file could not be read).
-    pub(crate) line: usize,
-    pub(crate) message: String,
+    pub line: usize,
+    /// What is wrong there.
+    pub message: String,
 }
 
 /// A parsed workflow.
 #[derive(Debug, Clone)]
-pub(crate) struct Workflow {
-    pub(crate) name: String,
-    pub(crate) steps: Vec<Step>,
+pub struct Workflow {
+    /// The workflow's name (`name = "…"`).
+    pub name: String,
+    /// The steps, in the order they run.
+    pub steps: Vec<Step>,
 }
 
 /// One step.
 #[derive(Debug, Clone)]
-pub(crate) struct Step {
-    pub(crate) name: String,
-    pub(crate) plugin: String,
-    /// A JSON object.
-    pub(crate) params_json: String,
+pub struct Step {
+    /// The step's name (sent to the plugin as `ExecuteRequest.step`).
+    pub name: String,
+    /// The catalog plugin that runs it.
+    pub plugin: String,
+    /// Its params, a JSON object.
+    pub params_json: String,
     /// The artifacts its params name (`artifact`, `artifacts`): the only ones the host serves
     /// to this step.
-    pub(crate) artifacts: Vec<String>,
+    pub artifacts: Vec<String>,
 }
 
 /// Checks that `name` can name an artifact: a plain file name of ASCII letters, digits, `.`,
 /// `_` and `-`, not starting with `.` (so no paths, `..` or hidden files), at most 255 bytes.
-pub(crate) fn artifact_name(name: &str) -> Result<&str, String> {
+///
+/// # Errors
+/// The sentence to show when it cannot.
+pub fn artifact_name(name: &str) -> Result<&str, String> {
     let plain = !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('.')
@@ -113,7 +122,10 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 impl Workflow {
     /// Reads and parses `file`; every plugin named must be in `plugins`.
-    pub(crate) fn load(file: &Path, plugins: &[String]) -> Result<Self, WorkflowError> {
+    ///
+    /// # Errors
+    /// When the file cannot be read or [`parse`](Self::parse) refuses it.
+    pub fn load(file: &Path, plugins: &[String]) -> Result<Self, WorkflowError> {
         let text = std::fs::read_to_string(file).map_err(|e| WorkflowError {
             file: file.to_owned(),
             line: 1,
@@ -123,11 +135,11 @@ impl Workflow {
     }
 
     /// Parses the workflow `text` read from `file`.
-    pub(crate) fn parse(
-        text: &str,
-        file: &Path,
-        plugins: &[String],
-    ) -> Result<Self, WorkflowError> {
+    ///
+    /// # Errors
+    /// A TOML or schema error, a workflow without steps, a step whose plugin is not in
+    /// `plugins` or whose params name a bad artifact: each with its line.
+    pub fn parse(text: &str, file: &Path, plugins: &[String]) -> Result<Self, WorkflowError> {
         let error = |offset: usize, message: String| WorkflowError {
             file: file.to_owned(),
             line: line_of(text, offset),

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::executor::StepError;
+use crate::plugin::StepError;
 
 /// The step.
 ///

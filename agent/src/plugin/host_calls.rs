@@ -5,8 +5,8 @@ use tokio_stream::StreamExt as _;
 use tonic::transport::Channel;
 
 use super::executor::StepError;
-use super::v1::host_client::HostClient;
-use super::v1::{FetchArtifactRequest, LogLevel, LogLine, ProgressReport};
+use crate::v1::host_client::HostClient;
+use crate::v1::{FetchArtifactRequest, LogLevel, LogLine, ProgressReport};
 
 /// The largest artifact a step accepts from the host: a host that streams more is cut off
 /// with an error instead of filling the plugin's memory.

@@ -5,7 +5,7 @@ use secrecy::ExposeSecret as _;
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use super::executor::{StepError, text};
+use crate::plugin::{StepError, text};
 
 /// The step.
 ///

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::executor::StepError;
+use crate::plugin::StepError;
 
 /// The step.
 ///

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::executor::{StepError, text};
+use crate::plugin::{StepError, text};
 
 /// The step.
 ///

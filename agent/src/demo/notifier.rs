@@ -11,8 +11,8 @@ use secrecy::ExposeSecret as _;
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use super::executor::{StepError, text};
 use super::hash::hex;
+use crate::plugin::{StepError, text};
 
 /// The secret the notifier needs (requested in its manifest, granted in the demo's grants).
 pub const TOKEN_SECRET: &str = "webhook-token";

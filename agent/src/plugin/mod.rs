@@ -1,0 +1,9 @@
+//! The plugin side: serving a step function as a `tether.agent.v1.Executor` plugin, and the
+//! step's calls back into the host's `tether.agent.v1.Host` service.
+
+mod executor;
+mod host_calls;
+
+pub(crate) use executor::text;
+pub use executor::{HostStepFn, Step, StepError, StepFn, StepFuture, serve_step};
+pub use host_calls::{HostCalls, MAX_ARTIFACT_LEN};
