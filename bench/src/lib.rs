@@ -1,7 +1,7 @@
 //! Benchmarks of tether side by side with HashiCorp go-plugin, on the same machine in the same
 //! run.
 //!
-//! `bash bench/run.sh` builds what it needs (release `kv-host`, `kv-plugin`, `pingpong` and
+//! `bash bench/run.sh` builds what it needs (release `kv-bench`, `counter-bench`, `kv-plugin`, `counter-plugin`, `pingpong` and
 //! `tether-bench`; the Go peers with `tests/go/build.sh`) and runs the `tether-bench`
 //! orchestrator, which
 //!
@@ -14,8 +14,10 @@
 //! 3. writes the generated section of `BENCHMARKS.md` and `bench-results.json` ([`report`]),
 //!    with the machine ([`machine`]), the goals and what each measured.
 //!
-//! The hosts' `measure` subcommands (`examples/src/bin/kv-host/measure.rs`,
-//! `tests/go/kvhost/measure.go`) do the timing; `pingpong` (`src/bin/pingpong.rs`) is the floor.
+//! The drivers' `measure` subcommands do the timing: tether's `kv-bench` and `counter-bench`
+//! (`src/bin/kv-bench/`, `src/bin/counter-bench/`: tether hosts of the KV and counter examples'
+//! contracts) and go-plugin's (`tests/go/kvhost/measure.go`, `tests/go/counterhost`);
+//! `pingpong` (`src/bin/pingpong.rs`) is the floor.
 //! `cargo bench -p tether-bench` runs divan micro-benchmarks of the handshake codec and
 //! certificate generation.
 

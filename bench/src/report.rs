@@ -417,7 +417,7 @@ pub fn markdown(results: &Results, ctx: &Context) -> String {
          is `pingpong`: two processes exchanging the same bytes over a unix socket with \
          blocking reads and writes (launch: spawn → connect → one 64 B exchange); it has no \
          concurrency or host-memory figure. Callbacks use go-plugin's `examples/bidirectional` \
-         contract (`counter-host`, `tests/go/counterhost`): a `Put` whose `AddHelper` the host \
+         contract (`counter-bench`, `tests/go/counterhost`): a `Put` whose `AddHelper` the host \
          serves on a fresh broker id for that call (host → plugin → host → plugin → host, \
          listener, dial and TLS handshake included) against a plain `Get`, interleaved; \
          go-plugin 1.0.1 runs it in plaintext (its broker dial-backs fail under AutoMTLS). \

@@ -26,7 +26,7 @@ pub struct System {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SystemKind {
     /// A KV host's `measure` subcommand with `KV_PLUGIN` set to a KV plugin (tether's
-    /// `kv-host`/`kv-plugin` or go-plugin's `kvhost`/`kvplugin`).
+    /// `kv-bench`/`kv-plugin` or go-plugin's `kvhost`/`kvplugin`).
     KvHost {
         /// The host program.
         host: PathBuf,
@@ -49,7 +49,7 @@ pub enum SystemKind {
 /// A counter host and plugin: `COUNTER_PLUGIN=<plugin> <host> <args…> measure callback …`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CounterPrograms {
-    /// The host program (`counter-host`, go-plugin's `counterhost`).
+    /// The host program (`counter-bench`, go-plugin's `counterhost`).
     pub host: PathBuf,
     /// The plugin program.
     pub plugin: PathBuf,

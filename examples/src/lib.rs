@@ -46,6 +46,39 @@ pub fn key_path(key: &str) -> Result<std::path::PathBuf, tonic::Status> {
     Ok(std::path::PathBuf::from(format!("kv_{key}")))
 }
 
+/// `$var` (e.g. `KV_PLUGIN`), split like a shell would into program and arguments: how the
+/// example hosts learn which plugin to launch.
+///
+/// # Errors
+/// The sentence to print when the variable is unset, empty, not UTF-8 or not splittable.
+pub fn plugin_command(var: &str) -> Result<(String, Vec<String>), String> {
+    let command = std::env::var_os(var)
+        .ok_or_else(|| format!("{var} is not set; set it to the plugin's command line"))?
+        .into_string()
+        .map_err(|_| format!("{var} is not valid UTF-8"))?;
+    let mut words = shell_words::split(&command)
+        .map_err(|e| format!("{var}={command:?} cannot be split into words: {e}"))?;
+    if words.is_empty() {
+        return Err(format!("{var} is empty; set it to the plugin command"));
+    }
+    let program = words.remove(0);
+    Ok((program, words))
+}
+
+/// Log lines on stderr, filtered by `$var` (`tracing` syntax, default `warn`), coloured only
+/// on a terminal.
+pub fn init_logging(var: &str) {
+    use std::io::IsTerminal as _;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env(var)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
 /// An error and its sources on one line, `a: b: c`, skipping a source whose text its parent
 /// already contains (the example hosts' error messages).
 #[must_use]
@@ -66,7 +99,7 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 /// The largest value the KV example host and plugin carry: 64 MiB.
 ///
 /// tonic (like grpc-go) refuses to decode a message over 4 MiB by default; the KV example
-/// raises the limit so that `kv-host measure payload` can move 64 MiB values (issue 6's
+/// raises the limit so that `kv-bench measure payload` can move 64 MiB values (issue 6's
 /// large-message benchmark). A go-plugin KV plugin keeps grpc-go's 4 MiB receive cap.
 pub const MAX_VALUE_LEN: usize = 64 * 1024 * 1024;
 

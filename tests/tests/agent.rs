@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sha2::{Digest as _, Sha256};
+use tether_tests::bins;
 use tether_tests::peers::repo_root;
 use tether_tests::procs;
-
-const TETHER: &str = env!("CARGO_BIN_EXE_tests-tether");
 
 /// Exit statuses documented in `cli/src/main.rs`.
 const EXIT_STEP_FAILED: i32 = 1;
@@ -19,7 +18,7 @@ const EXIT_INPUT: i32 = 4;
 /// `tether ARGS` in `work`, with the demo's catalog as the default catalog (what `cargo run`
 /// gives a source checkout through `.cargo/config.toml`).
 fn tether(work: &Path, args: &[&str]) -> Output {
-    Command::new(TETHER)
+    Command::new(bins::TETHER.path())
         .args(args)
         .env("TETHER_CATALOG", demo().join("catalog"))
         .current_dir(work)

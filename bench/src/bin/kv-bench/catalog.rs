@@ -1,4 +1,4 @@
-//! `kv-host measure catalog`: a lazy catalog of many plugins, of which a few are used.
+//! `kv-bench measure catalog`: a lazy catalog of many plugins, of which a few are used.
 //!
 //! Writes `--manifests M` manifests (`plugin-0000.toml` …, each naming the `KV_PLUGIN` program,
 //! linked or copied to `bin/` beside them because a manifest's command is relative to its
@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use tether_broker::{Broker, Catalog};
 use tether_examples::kv::PutRequest;
 
-use crate::measure::join;
-use crate::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
+use crate::launcher::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
+use crate::samples::join;
 
 /// The measurement's parameters.
 pub(crate) struct CatalogRun {
@@ -40,7 +40,7 @@ pub(crate) async fn run(launcher: &Launcher, params: CatalogRun) -> Result<Strin
         .into());
     }
     let work = tempfile::Builder::new()
-        .prefix("kv-host-catalog-")
+        .prefix("kv-bench-catalog-")
         .tempdir()?;
     let dir = work.path().join("plugins");
     std::fs::create_dir(&dir)?;

@@ -1,4 +1,4 @@
-//! `kv-host measure`: raw measurements for the `tether-bench` harness.
+//! `kv-bench measure`: raw measurements for the `tether-bench` harness.
 //!
 //! Each metric prints one line of space-separated `key=value` pairs on stdout; sample lists are
 //! comma-separated nanoseconds. `tests/go/kvhost measure` implements the same metrics with the
@@ -21,14 +21,15 @@
 //! plugin's 4 MiB receive limit) prints `failed=` and the gRPC code name, and the status message
 //! on stderr; the exit status is still 0, because a refused size is a result.
 
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
 use tether_broker::PluginClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 
-use crate::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
+use crate::catalog::{self, CatalogRun};
+use crate::launcher::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
+use crate::samples::join_ns;
 
 /// Unmeasured `Get`s before `unary` and `rate` start timing (connection and allocator warm-up).
 pub(crate) const DEFAULT_WARMUP_CALLS: u64 = 100;
@@ -36,7 +37,7 @@ pub(crate) const DEFAULT_WARMUP_CALLS: u64 = 100;
 /// The key `payload` writes and reads.
 const PAYLOAD_KEY: &str = "bench_payload";
 
-/// One metric of `kv-host measure`.
+/// One metric of `kv-bench measure`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Metric {
     /// Spawn → first 64-byte `Put` done, COUNT times: `samples_ns=…`.
@@ -174,9 +175,9 @@ pub(crate) async fn run(launcher: &Launcher, metric: Metric) -> Result<(), Failu
             used,
             repeat,
         } => {
-            crate::catalog::run(
+            catalog::run(
                 launcher,
-                crate::catalog::CatalogRun {
+                CatalogRun {
                     manifests,
                     used,
                     repeat,
@@ -283,7 +284,7 @@ async fn payload(plugin: &PluginClient, size: usize, rounds: u64) -> Result<Stri
             Ok(response) => value = response.into_inner().value,
             Err(status) => {
                 eprintln!(
-                    "kv-host: measure payload: {size}-byte round trip failed: {:?}: {}",
+                    "kv-bench: measure payload: {size}-byte round trip failed: {:?}: {}",
                     status.code(),
                     status.message()
                 );
@@ -350,21 +351,4 @@ fn vm_rss_kb(status_path: &str) -> Result<u64, Failure> {
         .and_then(|rest| rest.trim().strip_suffix("kB"))
         .and_then(|kb| kb.trim().parse().ok())
         .ok_or_else(|| format!("{status_path} has no readable VmRSS line").into())
-}
-
-/// Durations as comma-separated nanoseconds.
-fn join_ns(samples: &[Duration]) -> String {
-    join(samples.iter().map(Duration::as_nanos))
-}
-
-/// Comma-separated values, the samples format of every `measure` line.
-pub(crate) fn join<T: std::fmt::Display>(values: impl Iterator<Item = T>) -> String {
-    let mut text = String::new();
-    for (i, v) in values.enumerate() {
-        if i > 0 {
-            text.push(',');
-        }
-        let _ = write!(text, "{v}");
-    }
-    text
 }
