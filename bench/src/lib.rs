@@ -8,7 +8,7 @@
 //! 1. runs every [`suite::Measurement`] on every [`suite::System`] — tether host ↔ tether
 //!    plugin, go-plugin v1.8 host ↔ plugin, Debian's go-plugin 1.0.1 host ↔ plugin, and the raw
 //!    unix-socket floor (`pingpong`) — in alternating rounds;
-//! 2. parses each program's one-line output ([`line`]) and computes every statistic itself
+//! 2. parses each program's one-line output ([`line`](mod@line)) and computes every statistic itself
 //!    ([`stats`], nearest-rank percentiles, median round), so both systems are judged by the
 //!    same code;
 //! 3. writes the generated section of `BENCHMARKS.md` and `bench-results.json` ([`report`]),

@@ -3,7 +3,7 @@
 //! secrets.
 //!
 //! [`checksum`] calls back into the host's `tether.agent.v1.Host` service (artifacts, progress,
-//! a log line) through [`HostCalls`](crate::plugin::HostCalls); the others work on their params
+//! a log line) through [`HostCalls`]; the others work on their params
 //! and input alone.
 //!
 //! The steps are served by the `tether` binary itself (`tether demo-plugin NAME`, which calls
