@@ -76,8 +76,8 @@ pub(crate) enum CliError {
     #[error(
         "no catalog: --catalog DIR was not given, ${env} is not set, and there is no ./{default} directory in {}; pass --catalog DIR or set {env}",
         cwd.display(),
-        env = crate::installation::CATALOG_ENV,
-        default = crate::installation::DEFAULT_CATALOG
+        env = crate::catalog_origin::CATALOG_ENV,
+        default = crate::catalog_origin::DEFAULT_CATALOG
     )]
     NoCatalog { cwd: PathBuf },
     /// The current directory cannot be read (to find `./catalog`).
@@ -87,7 +87,7 @@ pub(crate) enum CliError {
     #[error("cannot read the catalog directory {} (from {origin})", dir.display())]
     Catalog {
         dir: PathBuf,
-        origin: crate::installation::Origin,
+        origin: crate::catalog_origin::Origin,
         #[source]
         source: std::io::Error,
     },

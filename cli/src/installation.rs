@@ -8,41 +8,13 @@
 //! (a value already in the environment wins).
 
 use std::ffi::OsString;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use tether_broker::{Catalog, DirSecretSource, Grants, Manifest, ManifestError};
 
 use crate::args::{CatalogArgs, InstallArgs};
+use crate::catalog_origin::{CATALOG_ENV, DEFAULT_CATALOG, Origin};
 use crate::error::CliError;
-
-/// The environment variable naming the catalog directory when `--catalog` is not given.
-pub(crate) const CATALOG_ENV: &str = "TETHER_CATALOG";
-
-/// The catalog directory used when neither `--catalog` nor [`CATALOG_ENV`] names one, relative
-/// to the current directory.
-pub(crate) const DEFAULT_CATALOG: &str = "catalog";
-
-/// Where the catalog directory came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Origin {
-    /// `--catalog DIR`.
-    Flag,
-    /// [`CATALOG_ENV`].
-    Env,
-    /// [`DEFAULT_CATALOG`] in the current directory.
-    CurrentDir,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Flag => write!(f, "--catalog"),
-            Self::Env => write!(f, "${CATALOG_ENV}"),
-            Self::CurrentDir => write!(f, "./{DEFAULT_CATALOG} in the current directory"),
-        }
-    }
-}
 
 /// The catalog directory: `flag`, else `env` (the value of [`CATALOG_ENV`]; empty counts as
 /// unset), else [`DEFAULT_CATALOG`] under `cwd` when it is a directory there. The last two are

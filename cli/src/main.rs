@@ -35,6 +35,7 @@
 
 mod args;
 mod call;
+mod catalog_origin;
 mod check;
 mod descriptors;
 mod error;

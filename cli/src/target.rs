@@ -5,8 +5,9 @@ use std::path::Path;
 use tether_broker::{Delivery, HandshakeConfig, PluginClient, SecretSource as _};
 
 use crate::args::TargetArgs;
+use crate::catalog_origin::Origin;
 use crate::error::CliError;
-use crate::installation::{Installation, Origin};
+use crate::installation::Installation;
 
 /// Splits `--cookie KEY=VALUE`.
 pub(crate) fn parse_cookie(cookie: &str) -> Result<(&str, &str), CliError> {

@@ -8,20 +8,9 @@ use tether_sdk::GrpcBroker;
 use tonic::{Request, Response, Status};
 
 use super::host_calls::HostCalls;
+use super::step_error::StepError;
 use crate::v1::executor_server::{Executor, ExecutorServer};
 use crate::v1::{ExecuteRequest, ExecuteResponse, Phase};
-
-/// Why a step failed: one sentence saying what is wrong and what to do. It is returned to the
-/// host as [`Phase::Failed`] with this message (not as a gRPC error: the plugin works, the
-/// step does not).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepError(pub String);
-
-impl<T: std::fmt::Display> From<T> for StepError {
-    fn from(message: T) -> Self {
-        Self(message.to_string())
-    }
-}
 
 /// A step: `(params, input)` → `(outputs, one-line summary)`.
 pub type StepFn =

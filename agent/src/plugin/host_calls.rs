@@ -4,7 +4,7 @@ use tether_sdk::GrpcBroker;
 use tokio_stream::StreamExt as _;
 use tonic::transport::Channel;
 
-use super::executor::StepError;
+use super::step_error::StepError;
 use crate::v1::host_client::HostClient;
 use crate::v1::{FetchArtifactRequest, LogLevel, LogLine, ProgressReport};
 
