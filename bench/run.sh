@@ -3,7 +3,7 @@
 #
 #   bash bench/run.sh [--quick] [tether-bench options]
 #
-# Builds the release programs (kv-host, kv-plugin, counter-host, counter-plugin, pingpong,
+# Builds the release programs (kv-plugin, counter-plugin, and the drivers kv-bench, counter-bench, pingpong,
 # tether-bench) and the Go go-plugin peers (tests/go/build.sh: go-plugin v1.8 with the machine's
 # Go, Debian's go-plugin 1.0.1 with Go 1.19), then runs tether-bench, which alternates tether, go-plugin and the raw unix-socket
 # floor in rounds and writes BENCHMARKS.md (its generated section) and bench-results.json.
@@ -13,9 +13,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 echo "bench/run.sh: building release programs" >&2
-cargo build --release --locked -p tether-examples --bin kv-host --bin kv-plugin \
-	--bin counter-host --bin counter-plugin \
-	-p tether-bench --bin tether-bench --bin pingpong
+cargo build --release --locked -p tether-examples --bin kv-plugin --bin counter-plugin \
+	-p tether-bench --bin tether-bench --bin kv-bench --bin counter-bench --bin pingpong
 echo "bench/run.sh: building the Go go-plugin peers" >&2
 bash tests/go/build.sh target/go-peers
 exec target/release/tether-bench "$@"

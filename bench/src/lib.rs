@@ -1,21 +1,23 @@
 //! Benchmarks of tether side by side with HashiCorp go-plugin, on the same machine in the same
 //! run.
 //!
-//! `bash bench/run.sh` builds what it needs (release `kv-host`, `kv-plugin`, `pingpong` and
+//! `bash bench/run.sh` builds what it needs (release `kv-bench`, `counter-bench`, `kv-plugin`, `counter-plugin`, `pingpong` and
 //! `tether-bench`; the Go peers with `tests/go/build.sh`) and runs the `tether-bench`
 //! orchestrator, which
 //!
 //! 1. runs every [`suite::Measurement`] on every [`suite::System`] — tether host ↔ tether
 //!    plugin, go-plugin v1.8 host ↔ plugin, Debian's go-plugin 1.0.1 host ↔ plugin, and the raw
 //!    unix-socket floor (`pingpong`) — in alternating rounds;
-//! 2. parses each program's one-line output ([`line`]) and computes every statistic itself
+//! 2. parses each program's one-line output ([`line`](mod@line)) and computes every statistic itself
 //!    ([`stats`], nearest-rank percentiles, median round), so both systems are judged by the
 //!    same code;
 //! 3. writes the generated section of `BENCHMARKS.md` and `bench-results.json` ([`report`]),
 //!    with the machine ([`machine`]), the goals and what each measured.
 //!
-//! The hosts' `measure` subcommands (`examples/src/bin/kv-host/measure.rs`,
-//! `tests/go/kvhost/measure.go`) do the timing; `pingpong` (`src/bin/pingpong.rs`) is the floor.
+//! The drivers' `measure` subcommands do the timing: tether's `kv-bench` and `counter-bench`
+//! (`src/bin/kv-bench/`, `src/bin/counter-bench/`: tether hosts of the KV and counter examples'
+//! contracts) and go-plugin's (`tests/go/kvhost/measure.go`, `tests/go/counterhost`);
+//! `pingpong` (`src/bin/pingpong.rs`) is the floor.
 //! `cargo bench -p tether-bench` runs divan micro-benchmarks of the handshake codec and
 //! certificate generation.
 

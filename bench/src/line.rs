@@ -1,4 +1,4 @@
-//! The one-line output of `kv-host measure`, `kvhost measure` and `pingpong`.
+//! The one-line output of `kv-bench measure`, `kvhost measure` and `pingpong`.
 //!
 //! Space-separated `key=value` pairs; a sample list is comma-separated nanoseconds:
 //! `samples_ns=51234,49876`, `calls=1000 elapsed_ns=51234567`, `failed=ResourceExhausted`.

@@ -28,7 +28,7 @@ struct Cli {
     /// Rounds (default 3; 1 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: Option<u32>,
-    /// Where `kv-host`, `kv-plugin`, `counter-host`, `counter-plugin` and `pingpong` are
+    /// Where `kv-bench`, `kv-plugin`, `counter-bench`, `counter-plugin` and `pingpong` are
     /// (release builds).
     #[arg(long, default_value = "target/release")]
     bin_dir: PathBuf,
@@ -213,10 +213,10 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
             id: report::TETHER,
             label: "tether".into(),
             kind: SystemKind::KvHost {
-                host: need(&cli.bin_dir, "kv-host")?,
+                host: need(&cli.bin_dir, "kv-bench")?,
                 plugin: need(&cli.bin_dir, "kv-plugin")?,
                 counter: Some(CounterPrograms {
-                    host: need(&cli.bin_dir, "counter-host")?,
+                    host: need(&cli.bin_dir, "counter-bench")?,
                     plugin: need(&cli.bin_dir, "counter-plugin")?,
                     host_args: Vec::new(),
                     multiplex: true,

@@ -191,10 +191,10 @@ mod tests {
             id: "tether",
             label: "tether".into(),
             kind: SystemKind::KvHost {
-                host: "/bin/kv-host".into(),
+                host: "/bin/kv-bench".into(),
                 plugin: "/bin/kv-plugin".into(),
                 counter: Some(crate::suite::CounterPrograms {
-                    host: "/bin/counter-host".into(),
+                    host: "/bin/counter-bench".into(),
                     plugin: "/bin/counter-plugin".into(),
                     host_args: vec!["--plaintext".into()],
                     multiplex: true,
@@ -276,7 +276,7 @@ mod tests {
             id: "tether",
             label: "tether".into(),
             kind: SystemKind::KvHost {
-                host: "/bin/kv-host".into(),
+                host: "/bin/kv-bench".into(),
                 plugin: "/bin/kv-plugin".into(),
                 counter: None,
                 tether: true,

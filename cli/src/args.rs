@@ -29,8 +29,9 @@ pub(crate) enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run a workflow of steps through the catalog's plugins (the agent demo without
-    /// arguments) and print a summary.
+    /// Run a workflow of steps through the catalog's plugins (by default the workflow next to
+    /// the catalog; in a source checkout, `cargo run` gives the agent demo's) and print a
+    /// summary.
     Run(RunArgs),
     /// List the catalog's plugins.
     List(CatalogArgs),
@@ -72,8 +73,8 @@ pub(crate) struct InstallArgs {
 /// A catalog directory.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct CatalogArgs {
-    /// The catalog: a directory of plugin manifests (*.toml) [default: the agent demo's,
-    /// examples/agent/catalog].
+    /// The catalog: a directory of plugin manifests (*.toml) [default: $TETHER_CATALOG, else
+    /// ./catalog].
     #[arg(long, value_name = "DIR")]
     pub(crate) catalog: Option<PathBuf>,
     #[command(flatten)]
@@ -84,7 +85,7 @@ pub(crate) struct CatalogArgs {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) catalog: CatalogArgs,
-    /// The workflow file (TOML) [default: the agent demo's, examples/agent/workflow.toml].
+    /// The workflow file (TOML) [default: DIR/../workflow.toml, next to the catalog].
     #[arg(value_name = "WORKFLOW")]
     pub(crate) workflow: Option<PathBuf>,
     /// Run the workflow this many times (plugins stay running between runs).

@@ -11,6 +11,7 @@ use crate::installation::Installation;
 /// Prints `ok NAME` or `problem: …` lines; fails if there is a problem.
 pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
+    println!("catalog {}", install.describe());
     let mut problems: Vec<String> = install
         .bad_manifests
         .iter()

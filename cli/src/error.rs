@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use tether_agent::host::RunError;
+
 /// Exit status: the plugin answered with a gRPC error.
 pub(crate) const EXIT_CALL: u8 = 1;
 /// Exit status: the plugin could not be started or ended badly.
@@ -70,10 +72,22 @@ pub(crate) enum CliError {
     /// The response cannot be written as JSON.
     #[error("the response cannot be written as JSON")]
     BadResponse(#[source] serde_json::Error),
+    /// No catalog was named and there is none in the current directory.
+    #[error(
+        "no catalog: --catalog DIR was not given, ${env} is not set, and there is no ./{default} directory in {}; pass --catalog DIR or set {env}",
+        cwd.display(),
+        env = crate::catalog_origin::CATALOG_ENV,
+        default = crate::catalog_origin::DEFAULT_CATALOG
+    )]
+    NoCatalog { cwd: PathBuf },
+    /// The current directory cannot be read (to find `./catalog`).
+    #[error("cannot read the current directory")]
+    CurrentDir(#[source] std::io::Error),
     /// The catalog directory cannot be read.
-    #[error("cannot read the catalog directory {}", dir.display())]
+    #[error("cannot read the catalog directory {} (from {origin})", dir.display())]
     Catalog {
         dir: PathBuf,
+        origin: crate::catalog_origin::Origin,
         #[source]
         source: std::io::Error,
     },
@@ -95,24 +109,13 @@ pub(crate) enum CliError {
     Delivery { plugin: String, reason: String },
     /// The workflow file is bad.
     #[error("{0}")]
-    Workflow(#[source] crate::workflow::WorkflowError),
+    Workflow(#[source] tether_agent::host::WorkflowError),
     /// The state directory cannot be made.
     #[error("cannot create a temporary state directory")]
     StateDir(#[source] std::io::Error),
-    /// A step's plugin could not be started or used.
-    #[error("step `{step}` could not run")]
-    Step {
-        step: String,
-        #[source]
-        source: Box<tether_broker::UseError>,
-    },
-    /// A step ran and reported failure.
-    #[error("step `{step}` (plugin `{plugin}`) failed: {message}")]
-    StepFailed {
-        step: String,
-        plugin: String,
-        message: String,
-    },
+    /// A step could not run, or ran and reported failure.
+    #[error(transparent)]
+    Run(tether_agent::host::RunError),
     /// The plugin answered with a gRPC error.
     #[error("{method} failed: {code:?}: {message}", code = status.code(), message = status.message())]
     Call {
@@ -125,13 +128,15 @@ impl CliError {
     /// The process exit status for this error.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
-            Self::Call { .. } | Self::StepFailed { .. } => EXIT_CALL,
+            Self::Call { .. } | Self::Run(RunError::StepFailed { .. }) => EXIT_CALL,
             Self::Start(_)
             | Self::Shutdown(_)
-            | Self::Step { .. }
+            | Self::Run(_)
             | Self::Delivery { .. }
             | Self::StateDir(_) => EXIT_START,
-            Self::Catalog { .. }
+            Self::NoCatalog { .. }
+            | Self::CurrentDir(_)
+            | Self::Catalog { .. }
             | Self::Grants(_)
             | Self::CatalogProblems { .. }
             | Self::UnknownPlugin { .. }

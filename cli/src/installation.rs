@@ -1,18 +1,43 @@
-//! A catalog with its policy: manifests, grants, secret and config sources, and where the
-//! binaries are.
+//! A catalog with its policy: where it is, its manifests, grants, secret and config sources,
+//! and where the binaries are.
+//!
+//! # Which catalog
+//! `--catalog DIR`, else `$TETHER_CATALOG`, else `./catalog` when that directory exists
+//! ([`locate`]); nothing is baked in at build time. A source checkout's
+//! `.cargo/config.toml` sets `TETHER_CATALOG` to the agent demo's catalog for `cargo run`
+//! (a value already in the environment wins).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use tether_broker::{Catalog, DirSecretSource, Grants, Manifest, catalog::ManifestError};
 
 use crate::args::{CatalogArgs, InstallArgs};
+use crate::catalog_origin::{CATALOG_ENV, DEFAULT_CATALOG, Origin};
 use crate::error::CliError;
 
-/// The agent demo's directory in this source tree: `catalog/`, `grants.toml`, `secrets/`,
-/// `workflow.toml`.
-pub(crate) fn demo_dir() -> PathBuf {
-    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
-    cli.parent().unwrap_or(cli).join("examples/agent")
+/// The catalog directory: `flag`, else `env` (the value of [`CATALOG_ENV`]; empty counts as
+/// unset), else [`DEFAULT_CATALOG`] under `cwd` when it is a directory there. The last two are
+/// made absolute against `cwd`, so that plugins started in their own state directories still
+/// find their relative commands.
+pub(crate) fn locate(
+    flag: Option<&Path>,
+    env: Option<OsString>,
+    cwd: &Path,
+) -> Result<(PathBuf, Origin), CliError> {
+    if let Some(dir) = flag {
+        return Ok((dir.to_owned(), Origin::Flag));
+    }
+    if let Some(dir) = env.filter(|v| !v.is_empty()) {
+        return Ok((cwd.join(dir), Origin::Env));
+    }
+    let default = cwd.join(DEFAULT_CATALOG);
+    if default.is_dir() {
+        return Ok((default, Origin::CurrentDir));
+    }
+    Err(CliError::NoCatalog {
+        cwd: cwd.to_owned(),
+    })
 }
 
 /// A loaded catalog and what goes with it.
@@ -20,6 +45,8 @@ pub(crate) fn demo_dir() -> PathBuf {
 pub(crate) struct Installation {
     /// The catalog directory.
     pub(crate) dir: PathBuf,
+    /// Where [`dir`](Self::dir) came from.
+    pub(crate) origin: Origin,
     /// The good manifests, commands resolved.
     pub(crate) catalog: Catalog,
     /// The manifests that could not be loaded.
@@ -33,26 +60,28 @@ pub(crate) struct Installation {
 }
 
 impl Installation {
-    /// Loads the catalog of `args` (the demo's by default).
+    /// Loads the catalog of `args` ([`locate`]d).
     pub(crate) fn load(args: &CatalogArgs) -> Result<Self, CliError> {
-        let dir = args
-            .catalog
-            .clone()
-            .unwrap_or_else(|| demo_dir().join("catalog"));
-        Self::load_dir(&dir, &args.install)
+        let cwd = std::env::current_dir().map_err(CliError::CurrentDir)?;
+        let (dir, origin) = locate(args.catalog.as_deref(), std::env::var_os(CATALOG_ENV), &cwd)?;
+        Self::load_dir(&dir, origin, &args.install)
     }
 
-    /// Loads the catalog in `dir`.
-    pub(crate) fn load_dir(dir: &Path, install: &InstallArgs) -> Result<Self, CliError> {
+    /// Loads the catalog in `dir`, which came from `origin`.
+    pub(crate) fn load_dir(
+        dir: &Path,
+        origin: Origin,
+        install: &InstallArgs,
+    ) -> Result<Self, CliError> {
         let loaded = Catalog::load_dir(dir).map_err(|source| CliError::Catalog {
             dir: dir.to_owned(),
+            origin,
             source,
         })?;
-        let parent = dir.parent().unwrap_or(Path::new("."));
         let grants = match &install.grants {
             Some(file) => Grants::load(file).map_err(CliError::Grants)?,
             None => {
-                let file = parent.join("grants.toml");
+                let file = beside(dir, "grants.toml");
                 if file.is_file() {
                     Grants::load(&file).map_err(CliError::Grants)?
                 } else {
@@ -64,13 +93,13 @@ impl Installation {
             install
                 .secrets
                 .clone()
-                .unwrap_or_else(|| parent.join("secrets")),
+                .unwrap_or_else(|| beside(dir, "secrets")),
         );
         let config = DirSecretSource::new(
             install
                 .config
                 .clone()
-                .unwrap_or_else(|| parent.join("config")),
+                .unwrap_or_else(|| beside(dir, "config")),
         );
         let mut catalog = Catalog::default();
         for manifest in loaded.manifests() {
@@ -82,6 +111,7 @@ impl Installation {
         }
         Ok(Self {
             dir: dir.to_owned(),
+            origin,
             catalog,
             bad_manifests: loaded.errors().to_vec(),
             grants,
@@ -101,10 +131,26 @@ impl Installation {
             })
     }
 
+    /// `DIR (from ORIGIN)`, for output headers.
+    pub(crate) fn describe(&self) -> String {
+        format!("{} (from {})", self.dir.display(), self.origin)
+    }
+
+    /// The file or directory `name` beside the catalog directory (`DIR/../name`), where the
+    /// defaults for the grants, secrets, workflow and artifacts are.
+    pub(crate) fn beside(&self, name: &str) -> PathBuf {
+        beside(&self.dir, name)
+    }
+
     /// The plugins' names.
     pub(crate) fn names(&self) -> Vec<String> {
         self.catalog.manifests().map(|m| m.name.clone()).collect()
     }
+}
+
+/// `dir/../name`.
+fn beside(dir: &Path, name: &str) -> PathBuf {
+    dir.parent().unwrap_or(Path::new(".")).join(name)
 }
 
 /// A command `bin/NAME` that is not in the catalog's `bin/` is looked up in `bin_dir`
@@ -155,6 +201,35 @@ mod tests {
 
         let outside_bin = resolve_binary(dir.path(), manifest(dir.path(), "y"), Some(elsewhere));
         assert_eq!(outside_bin.command, dir.path().join("y"));
+    }
+
+    #[test]
+    fn the_flag_wins_then_the_environment_then_the_current_directory() {
+        let cwd = tempfile::tempdir().unwrap();
+        std::fs::create_dir(cwd.path().join(DEFAULT_CATALOG)).unwrap();
+        let env = || Some(OsString::from("/srv/catalog"));
+
+        let flag = locate(Some(Path::new("mine")), env(), cwd.path()).unwrap();
+        assert_eq!(flag, (PathBuf::from("mine"), Origin::Flag));
+        let from_env = locate(None, env(), cwd.path()).unwrap();
+        assert_eq!(from_env, (PathBuf::from("/srv/catalog"), Origin::Env));
+        let relative_env = locate(None, Some(OsString::from("site/cat")), cwd.path()).unwrap();
+        assert_eq!(relative_env.0, cwd.path().join("site/cat"));
+        for unset in [None, Some(OsString::new())] {
+            let here = locate(None, unset, cwd.path()).unwrap();
+            assert_eq!(here, (cwd.path().join(DEFAULT_CATALOG), Origin::CurrentDir));
+        }
+    }
+
+    #[test]
+    fn without_any_catalog_the_error_says_what_was_looked_for() {
+        let cwd = tempfile::tempdir().unwrap();
+        let err = locate(None, None, cwd.path()).unwrap_err();
+        let text = err.to_string();
+        for looked_for in ["--catalog", "TETHER_CATALOG", "./catalog"] {
+            assert!(text.contains(looked_for), "{text}");
+        }
+        assert!(text.contains(&cwd.path().display().to_string()), "{text}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::installation::Installation;
 /// Prints one line per plugin; bad manifests go to stderr and make the exit status non-zero.
 pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
-    println!("catalog {}", install.dir.display());
+    println!("catalog {}", install.describe());
     for m in install.catalog.manifests() {
         let mut line = format!("{:<16} {}", m.name, m.command.display());
         for arg in &m.args {

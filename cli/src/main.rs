@@ -6,12 +6,17 @@
 //! tether call --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello proto.KV/Get '{"key":"x"}'
 //! {"value":"eQ=="}
 //! tether inspect --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
-//! tether run                       # the agent demo: examples/agent/{catalog,workflow.toml,artifacts}
+//! tether run                       # the catalog's workflow: DIR/../{workflow.toml,artifacts}
 //! tether run --repeat 100          # ≥ 1,000 steps, with steps/s
-//! tether list; tether check        # the demo catalog (or --catalog DIR)
+//! tether list; tether check        # --catalog DIR, else $TETHER_CATALOG, else ./catalog
 //! tether call --catalog examples/agent/catalog word-count \
 //!     tether.agent.v1.Executor/Execute '{"step":"x","paramsJson":"{\"text\":\"a b\"}"}'
 //! ```
+//!
+//! The catalog of `list`, `check` and `run` is `--catalog DIR`, else `$TETHER_CATALOG`, else
+//! `./catalog`; each says which it used. In a source checkout, `cargo run` sets
+//! `TETHER_CATALOG` to the agent demo's catalog (`.cargo/config.toml`), so
+//! `cargo run --release --bin tether -- run` runs the demo.
 //!
 //! Message types come from `--proto` files (compiled in-process, no system `protoc`) or, without
 //! them, from the plugin's gRPC server reflection (tether and go-plugin plugins serve it). JSON
@@ -26,11 +31,11 @@
 //! | 3 | the plugin could not be started, or ended badly |
 //! | 1 | a workflow step failed (`run`) |
 //! | 3 | a step's plugin could not be started or used (`run`) |
-//! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, a catalog with problems (`list`, `check`) |
+//! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, no catalog found, a catalog with problems (`list`, `check`) |
 
-mod agent_host;
 mod args;
 mod call;
+mod catalog_origin;
 mod check;
 mod descriptors;
 mod error;
@@ -39,9 +44,7 @@ mod installation;
 mod list;
 mod logging;
 mod run;
-mod stats;
 mod target;
-mod workflow;
 
 use std::process::ExitCode;
 
@@ -85,22 +88,10 @@ fn main() -> ExitCode {
 }
 
 /// Serves the agent demo's Rust plugin `name` (the SDK builds its own runtime and logging).
+/// Why the demo's steps are served by `tether` itself: see `tether_agent`'s crate docs.
 fn demo_plugin(name: &str) -> ExitCode {
-    match tether_examples::agent::PLUGINS
-        .iter()
-        .find(|(n, _)| *n == name)
-    {
-        Some((_, step)) => tether_examples::agent::serve_step(*step),
-        None => {
-            let known: Vec<&str> = tether_examples::agent::PLUGINS
-                .iter()
-                .map(|(n, _)| *n)
-                .collect();
-            eprintln!(
-                "tether: error: there is no demo plugin `{name}`; the demo plugins are: {}",
-                known.join(", ")
-            );
-            ExitCode::from(2)
-        }
-    }
+    tether_agent::demo::serve(name).unwrap_or_else(|e| {
+        eprintln!("tether: error: {e}");
+        ExitCode::from(2)
+    })
 }

@@ -1,21 +1,21 @@
-//! `tether run`: the agent. Runs a workflow's steps through the catalog's plugins, starting a
-//! plugin only when a step first needs it, and prints a summary.
+//! `tether run`: the agent. Runs a workflow's steps through the catalog's plugins with
+//! [`tether_agent::host::run`], starting a plugin only when a step first needs it, shows
+//! progress, and prints a summary.
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use tether_agent::host::{
+    self, ArtifactPolicy, CallbackCounts, Observer, ProgressEvent, Step, Workflow,
+};
 use tether_broker::Broker;
-use tether_examples::agent::v1::executor_client::ExecutorClient;
-use tether_examples::agent::v1::{ExecuteRequest, Phase};
 
-use crate::agent_host::{AgentHost, ArtifactPolicy, CallbackCounts};
 use crate::args::RunArgs;
 use crate::error::CliError;
-use crate::installation::{Installation, demo_dir};
-use crate::stats::Latencies;
-use crate::workflow::Workflow;
+use crate::installation::Installation;
 
 /// Runs the workflow `--repeat` times and prints the summary.
 pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
@@ -26,7 +26,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     let file = args
         .workflow
         .clone()
-        .unwrap_or_else(|| demo_dir().join("workflow.toml"));
+        .unwrap_or_else(|| install.beside("workflow.toml"));
     let workflow = Workflow::load(&file, &install.names()).map_err(CliError::Workflow)?;
 
     let temp_state;
@@ -40,39 +40,31 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
             temp_state.path().to_owned()
         }
     };
+    let catalog = install.describe();
     let in_catalog = install.catalog.len();
     let names = install.names();
-    let artifacts = args.artifacts.clone().unwrap_or_else(|| {
-        install
-            .dir
-            .parent()
-            .unwrap_or(std::path::Path::new("."))
-            .join("artifacts")
-    });
+    let artifacts = args
+        .artifacts
+        .clone()
+        .unwrap_or_else(|| install.beside("artifacts"));
     let policy = Arc::new(ArtifactPolicy::new(artifacts, &workflow));
     let counts = Arc::new(CallbackCounts::default());
     let total_steps = workflow.steps.len() as u64 * u64::from(args.repeat);
-    let progress = Progress::new(total_steps);
-    let bar = progress.bar();
-    let host_counts = Arc::clone(&counts);
-    let broker = Broker::builder(install.catalog, state_dir)
+    let progress = Arc::new(Progress::new(total_steps));
+    let builder = Broker::builder(install.catalog, state_dir)
         .grants(install.grants)
         .secrets(install.secrets)
-        .config_source(install.config)
-        // Every plugin gets its own `tether.agent.v1.Host`, which knows whose calls it serves.
-        .customize(move |builder| {
-            let host = AgentHost::new(
-                builder.plugin_name(),
-                Arc::clone(&policy),
-                Arc::clone(&host_counts),
-                bar.clone(),
-            );
-            builder.host_service(host)
-        })
-        .build();
+        .config_source(install.config);
+    let broker = host::serve_host(
+        builder,
+        policy,
+        Arc::clone(&counts),
+        Arc::clone(&progress) as Arc<dyn Observer>,
+    )
+    .build();
 
     let started = Instant::now();
-    let result = run_steps(&broker, &workflow, args.repeat, &progress).await;
+    let result = host::run(&broker, &workflow, args.repeat, progress.as_ref()).await;
     let elapsed = started.elapsed();
     progress.finish();
     let started_plugins: Vec<&str> = names
@@ -81,9 +73,11 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
         .map(String::as_str)
         .collect();
     broker.shutdown().await;
-    let (latencies, output) = result?;
+    let outcome = result.map_err(CliError::Run)?;
+    let latencies = &outcome.latencies;
 
     println!("workflow: {} ({})", workflow.name, file.display());
+    println!("catalog: {catalog}");
     println!(
         "steps run: {} ({} steps x {} runs)",
         latencies.len(),
@@ -97,7 +91,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
         started_plugins.join(", ")
     );
     println!("callbacks: {}", counts.summary());
-    println!("output: {output}");
+    println!("output: {}", outcome.output);
     println!("total time: {}", format_duration(elapsed));
     println!(
         "per step: p50 {}, p99 {}",
@@ -111,62 +105,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Runs every step `repeat` times; each step's input is the previous step's outputs. Returns
-/// the latencies and the last step's outputs.
-async fn run_steps(
-    broker: &Broker,
-    workflow: &Workflow,
-    repeat: u32,
-    progress: &Progress,
-) -> Result<(Latencies, String), CliError> {
-    let mut latencies = Latencies::default();
-    let mut input = String::new();
-    for _ in 0..repeat {
-        input = "{}".to_owned();
-        for step in &workflow.steps {
-            let began = Instant::now();
-            let lease = broker
-                .acquire(&step.plugin)
-                .await
-                .map_err(|source| CliError::Step {
-                    step: step.name.clone(),
-                    source: Box::new(source),
-                })?;
-            let request = ExecuteRequest {
-                step: step.name.clone(),
-                params_json: step.params_json.clone(),
-                input_json: input.clone(),
-            };
-            let response = lease
-                .call(|channel| async move { ExecutorClient::new(channel).execute(request).await })
-                .await
-                .map_err(|source| CliError::Step {
-                    step: step.name.clone(),
-                    source: Box::new(source),
-                })?;
-            drop(lease);
-            latencies.push(began.elapsed());
-            if response.phase() != Phase::Succeeded {
-                return Err(CliError::StepFailed {
-                    step: step.name.clone(),
-                    plugin: step.plugin.clone(),
-                    message: response.message,
-                });
-            }
-            progress.step(&step.name, &step.plugin, &response.message);
-            input = response.outputs_json;
-        }
-    }
-    Ok((latencies, input))
-}
-
 /// A progress bar on a terminal, plain lines (first run only) otherwise.
 enum Progress {
     Bar(ProgressBar),
-    Lines {
-        total: u64,
-        done: std::cell::Cell<u64>,
-    },
+    Lines { total: u64, done: AtomicU64 },
 }
 
 impl Progress {
@@ -182,33 +124,7 @@ impl Progress {
         } else {
             Self::Lines {
                 total,
-                done: std::cell::Cell::new(0),
-            }
-        }
-    }
-
-    /// The progress bar, when there is one.
-    fn bar(&self) -> Option<ProgressBar> {
-        match self {
-            Self::Bar(bar) => Some(bar.clone()),
-            Self::Lines { .. } => None,
-        }
-    }
-
-    fn step(&self, step: &str, plugin: &str, message: &str) {
-        match self {
-            Self::Bar(bar) => {
-                bar.set_message(format!("{step} ({plugin})"));
-                bar.inc(1);
-            }
-            Self::Lines { total, done } => {
-                let n = done.get() + 1;
-                done.set(n);
-                // One line per step would drown a long run: lines for the first 20 steps,
-                // then every 10%.
-                if n <= 20 || n == *total || n % (*total / 10).max(1) == 0 {
-                    eprintln!("[{n}/{total}] {step} ({plugin}): {message}");
-                }
+                done: AtomicU64::new(0),
             }
         }
     }
@@ -216,6 +132,32 @@ impl Progress {
     fn finish(&self) {
         if let Self::Bar(bar) = self {
             bar.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn step_done(&self, step: &Step, message: &str) {
+        match self {
+            Self::Bar(bar) => {
+                bar.set_message(format!("{} ({})", step.name, step.plugin));
+                bar.inc(1);
+            }
+            Self::Lines { total, done } => {
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                // One line per step would drown a long run: lines for the first 20 steps,
+                // then every 10%.
+                if n <= 20 || n == *total || n % (*total / 10).max(1) == 0 {
+                    eprintln!("[{n}/{total}] {} ({}): {message}", step.name, step.plugin);
+                }
+            }
+        }
+    }
+
+    /// The progress bar's message shows the report; plain lines do not.
+    fn progress(&self, event: &ProgressEvent<'_>) {
+        if let Self::Bar(bar) = self {
+            bar.set_message(event.to_string());
         }
     }
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 use tether_broker::{Delivery, HandshakeConfig, PluginClient, SecretSource as _};
 
 use crate::args::TargetArgs;
+use crate::catalog_origin::Origin;
 use crate::error::CliError;
 use crate::installation::Installation;
 
@@ -64,7 +65,7 @@ async fn launch_from_catalog(
     dir: &Path,
     plugin: &str,
 ) -> Result<PluginClient, CliError> {
-    let install = Installation::load_dir(dir, &target.install)?;
+    let install = Installation::load_dir(dir, Origin::Flag, &target.install)?;
     let m = install.manifest(plugin)?;
     install.grants.check(m).map_err(|e| CliError::Delivery {
         plugin: plugin.to_owned(),

@@ -1,5 +1,7 @@
 //! Support code for tether's integration tests and the misbehaving plugins in `src/bin/`.
 //!
+//! - [`bins`]: the workspace's programs (example hosts and plugins, `tether`, benchmark
+//!   drivers), found in the target directory.
 //! - [`example_host`]: drive the example hosts (KV, counter) as a user would.
 //! - [`procs`]: find processes a test left behind.
 //! - [`cgroups`]: whether plugins must get pids cgroups here, and reading one.
@@ -8,6 +10,7 @@
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
 
+pub mod bins;
 pub mod cgroups;
 pub mod example_host;
 pub mod misbehave;

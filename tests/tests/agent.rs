@@ -7,18 +7,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sha2::{Digest as _, Sha256};
+use tether_tests::bins;
 use tether_tests::peers::repo_root;
 use tether_tests::procs;
-
-const TETHER: &str = env!("CARGO_BIN_EXE_tests-tether");
 
 /// Exit statuses documented in `cli/src/main.rs`.
 const EXIT_STEP_FAILED: i32 = 1;
 const EXIT_INPUT: i32 = 4;
 
+/// `tether ARGS` in `work`, with the demo's catalog as the default catalog (what `cargo run`
+/// gives a source checkout through `.cargo/config.toml`).
 fn tether(work: &Path, args: &[&str]) -> Output {
-    Command::new(TETHER)
+    Command::new(bins::TETHER.path())
         .args(args)
+        .env("TETHER_CATALOG", demo().join("catalog"))
         .current_dir(work)
         .output()
         .unwrap()
@@ -104,7 +106,7 @@ fn the_notifier_signs_with_its_granted_secret_and_never_writes_it() {
     let outbox = std::fs::read_to_string(state.join("notifier/outbox.jsonl")).unwrap();
     let line: serde_json::Value = serde_json::from_str(outbox.lines().next().unwrap()).unwrap();
     let message = line["message"].as_str().unwrap();
-    let expected = tether_examples::agent::notifier::signature(&secret(), message);
+    let expected = tether_agent::demo::notifier::signature(&secret(), message);
     assert_eq!(line["signature"], expected.as_str());
     let secret_text = String::from_utf8(secret()).unwrap();
     for text in [outbox, stdout(&out), stderr(&out)] {

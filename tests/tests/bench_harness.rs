@@ -1,5 +1,5 @@
 //! The benchmark harness (`tether-bench`) against the real programs it drives: every
-//! measurement of tether's `kv-host`/`counter-host`, go-plugin's `kvhost`/`counterhost` (v1.8,
+//! measurement of tether's drivers `kv-bench`/`counter-bench`, go-plugin's `kvhost`/`counterhost` (v1.8,
 //! and 1.0.1 for the plaintext callback) and the `pingpong` floor yields values the harness
 //! accepts, with tiny counts. Nothing here asserts a timing — speed
 //! is measured by `bash bench/run.sh`, not by tests.
@@ -12,14 +12,9 @@ use tether_bench::run::DEFAULT_RUN_TIMEOUT;
 use tether_bench::suite::{
     CallbackMode, CounterPrograms, Counts, MIB, Measurement, System, SystemKind, Value,
 };
+use tether_tests::bins;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
-
-const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-kv-host");
-const RUST_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
-const PINGPONG: &str = env!("CARGO_BIN_EXE_tests-pingpong");
-const RUST_COUNTER_HOST: &str = env!("CARGO_BIN_EXE_tests-counter-host");
-const RUST_COUNTER_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-counter-plugin");
 
 /// Smaller than `Counts::QUICK`: debug builds.
 const SMOKE: Counts = Counts {
@@ -108,11 +103,11 @@ fn every_measurement_of_the_tether_host_yields_numbers_including_64_mib_messages
     let work = tempfile::tempdir().unwrap();
     let system = kv(
         "tether",
-        Path::new(RUST_HOST),
-        Path::new(RUST_PLUGIN),
+        Path::new(bins::KV_BENCH.path()),
+        Path::new(bins::KV_PLUGIN.path()),
         counter(
-            Path::new(RUST_COUNTER_HOST),
-            Path::new(RUST_COUNTER_PLUGIN),
+            Path::new(bins::COUNTER_BENCH.path()),
+            Path::new(bins::COUNTER_PLUGIN.path()),
             &[],
             true,
         ),
@@ -233,7 +228,7 @@ fn the_raw_socket_floor_yields_launch_unary_payload_and_memory() {
         id: "floor",
         label: "floor".into(),
         kind: SystemKind::Floor {
-            pingpong: PathBuf::from(PINGPONG),
+            pingpong: PathBuf::from(bins::PINGPONG.path()),
         },
     };
     let values = measure_all(&system, work.path());

@@ -10,10 +10,9 @@ use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
+use tether_tests::bins;
 use tether_tests::procs;
 use tonic::{Request, Response, Status};
-
-const COUNTER_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-counter-plugin");
 
 struct Adder;
 
@@ -37,7 +36,7 @@ fn entries(dir: &Path) -> usize {
 async fn callbacks_leave_no_sockets_descriptors_or_processes_behind() {
     let work = tempfile::tempdir().unwrap();
     let launch = || {
-        PluginClient::builder(COUNTER_PLUGIN)
+        PluginClient::builder(bins::COUNTER_PLUGIN.path())
             .current_dir(work.path())
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
             .start()

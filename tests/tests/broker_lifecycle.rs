@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use tether_broker::{Broker, Catalog, DirSecretSource, Grants, Lease, UseError};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_tests::bins;
 use tether_tests::procs;
 use tether_tests::world::{PluginSpec, World};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
-const KV_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 const BROKER_HOST: &str = env!("CARGO_BIN_EXE_broker-host");
 
 /// How long a test waits for something the broker does in the background.
@@ -87,7 +87,10 @@ fn plugin_processes(world: &World) -> usize {
 async fn a_job_calling_two_of_200_plugins_starts_exactly_two_processes() {
     let world = World::new();
     for i in 0..200 {
-        world.add_plugin(&PluginSpec::new(&format!("plugin-{i:03}"), KV_PLUGIN));
+        world.add_plugin(&PluginSpec::new(
+            &format!("plugin-{i:03}"),
+            bins::KV_PLUGIN.path(),
+        ));
     }
     // One broken manifest does not stop the catalog.
     std::fs::write(

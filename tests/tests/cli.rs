@@ -6,11 +6,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use tether_tests::bins;
 use tether_tests::peers::{self, GoPlugin, repo_root};
 use tether_tests::procs;
-
-const TETHER: &str = env!("CARGO_BIN_EXE_tests-tether");
-const RUST_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 
 /// Exit statuses documented in `cli/src/main.rs`.
 const EXIT_CALL: i32 = 1;
@@ -18,7 +16,7 @@ const EXIT_START: i32 = 3;
 const EXIT_INPUT: i32 = 4;
 
 fn tether(work: &Path, args: &[&str]) -> Output {
-    Command::new(TETHER)
+    Command::new(bins::TETHER.path())
         .args(args)
         .current_dir(work)
         .output()
@@ -70,12 +68,12 @@ fn put_then_get(plugin: &Path, extra: &[&str]) {
 
 #[test]
 fn call_puts_and_gets_through_a_tether_plugin_with_proto_files() {
-    put_then_get(Path::new(RUST_PLUGIN), &["--proto", &kv_proto()]);
+    put_then_get(Path::new(bins::KV_PLUGIN.path()), &["--proto", &kv_proto()]);
 }
 
 #[test]
 fn call_learns_types_from_a_tether_plugin_by_server_reflection() {
-    put_then_get(Path::new(RUST_PLUGIN), &[]);
+    put_then_get(Path::new(bins::KV_PLUGIN.path()), &[]);
 }
 
 #[test]
@@ -124,7 +122,7 @@ fn bad_input_gives_one_clear_error_line_and_a_non_zero_exit() {
         let mut full = vec![
             "call",
             "--cmd",
-            RUST_PLUGIN,
+            bins::KV_PLUGIN.path(),
             "--cookie",
             "BASIC_PLUGIN=hello",
             "--proto",

@@ -21,12 +21,12 @@ use tether_examples::streams_proto::streams_client::StreamsClient;
 use tether_examples::streams_proto::streams_server::StreamsServer;
 use tether_examples::streams_proto::{CountRequest, Number, SleepRequest};
 use tether_proto::tls::Identity;
+use tether_tests::bins;
 use tether_tests::world::{PluginSpec, World};
 use tether_tests::{cgroups, procs};
 use tokio_stream::StreamExt as _;
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
-const KV_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 const STREAMS_PLUGIN: &str = env!("CARGO_BIN_EXE_streams-plugin");
 const STUBBORN_PLUGIN: &str = env!("CARGO_BIN_EXE_stubborn-plugin");
 
@@ -195,7 +195,7 @@ async fn noise_lines_before_a_valid_handshake_are_skipped_and_the_plugin_serves(
     // handshake) and then runs the real plugin, which prints the handshake.
     let script = r#"echo "starting up..."; printf 'caf\351\n'; echo "a|b|c"; exec "$0""#;
     let plugin = PluginClient::builder("/bin/sh")
-        .args(["-c", script, KV_PLUGIN])
+        .args(["-c", script, bins::KV_PLUGIN.path()])
         // Landlock lets the plugin (`/bin/sh`) execute only system programs, not the test's.
         .sandbox(tether_broker::SandboxMode::Off)
         .current_dir(work.path())
@@ -293,7 +293,7 @@ fn start_with_host_identity(
     host: &Identity,
 ) -> (std::process::Child, ReattachConfig, Vec<u8>) {
     use std::io::BufRead as _;
-    let mut child = std::process::Command::new(KV_PLUGIN)
+    let mut child = std::process::Command::new(bins::KV_PLUGIN.path())
         .env_clear()
         .env("PLUGIN_CLIENT_CERT", host.cert_pem())
         .env("BASIC_PLUGIN", "hello")
@@ -435,7 +435,7 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
         &PluginSpec::new("bomb", PROBE)
             .tables(&format!("[limits]\nprocesses = {BOMB_MAX_PROCESSES}")),
     );
-    world.add_plugin(&PluginSpec::new("kv", KV_PLUGIN));
+    world.add_plugin(&PluginSpec::new("kv", bins::KV_PLUGIN.path()));
     let broker = broker(&world).build();
     let bomb = broker.acquire("bomb").await.unwrap();
     let bomb_dir = world.state().join("bomb");

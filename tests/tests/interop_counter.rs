@@ -14,28 +14,27 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
+use tether_tests::bins;
 use tether_tests::example_host::{ExampleHost, describe};
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 
-const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-counter-host");
-const RUST_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-counter-plugin");
-
 #[test]
 fn tether_host_and_tether_plugin_add_through_a_callback_with_automtls() {
-    ExampleHost::counter(RUST_HOST, RUST_PLUGIN).counter_round_trip();
+    ExampleHost::counter(bins::COUNTER_HOST.path(), bins::COUNTER_PLUGIN.path())
+        .counter_round_trip();
 }
 
 #[test]
 fn tether_host_and_tether_plugin_add_through_a_callback_in_plaintext() {
-    ExampleHost::counter(RUST_HOST, RUST_PLUGIN)
+    ExampleHost::counter(bins::COUNTER_HOST.path(), bins::COUNTER_PLUGIN.path())
         .tls(false)
         .counter_round_trip();
 }
 
 #[test]
 fn tether_host_and_tether_plugin_add_through_a_multiplexed_callback() {
-    ExampleHost::counter(RUST_HOST, RUST_PLUGIN)
+    ExampleHost::counter(bins::COUNTER_HOST.path(), bins::COUNTER_PLUGIN.path())
         .options(["--multiplex"])
         .counter_round_trip();
 }
@@ -48,7 +47,7 @@ fn tether_host_multiplexes_callbacks_to_a_go_plugin_v1_8() {
     ) else {
         return;
     };
-    ExampleHost::counter(RUST_HOST, &go.counter_plugin)
+    ExampleHost::counter(bins::COUNTER_HOST.path(), &go.counter_plugin)
         .options(["--multiplex"])
         .counter_round_trip();
 }
@@ -61,7 +60,7 @@ fn go_host_v1_8_multiplexes_callbacks_to_a_tether_plugin() {
     ) else {
         return;
     };
-    ExampleHost::counter(&go.counter_host, RUST_PLUGIN)
+    ExampleHost::counter(&go.counter_host, bins::COUNTER_PLUGIN.path())
         .options(["--multiplex"])
         .counter_round_trip();
 }
@@ -77,10 +76,10 @@ macro_rules! interop_tests {
         }
     )*};
     (@run rust_host, $go:ident, $tls:expr) => {
-        ExampleHost::counter(RUST_HOST, &$go.counter_plugin).tls($tls).counter_round_trip()
+        ExampleHost::counter(bins::COUNTER_HOST.path(), &$go.counter_plugin).tls($tls).counter_round_trip()
     };
     (@run go_host, $go:ident, $tls:expr) => {
-        ExampleHost::counter(&$go.counter_host, RUST_PLUGIN).tls($tls).counter_round_trip()
+        ExampleHost::counter(&$go.counter_host, bins::COUNTER_PLUGIN.path()).tls($tls).counter_round_trip()
     };
 }
 
@@ -104,8 +103,8 @@ fn a_go_plugin_v1_0_1_cannot_call_back_under_automtls_and_the_host_reports_why()
         return;
     };
     let work = tempfile::tempdir().unwrap();
-    let put =
-        ExampleHost::counter(RUST_HOST, &go.counter_plugin).run(work.path(), &["put", "c", "5"]);
+    let put = ExampleHost::counter(bins::COUNTER_HOST.path(), &go.counter_plugin)
+        .run(work.path(), &["put", "c", "5"]);
     assert_eq!(put.status.code(), Some(1), "{}", describe(&put));
     let stderr = String::from_utf8_lossy(&put.stderr);
     assert!(
@@ -122,7 +121,7 @@ fn a_go_plugin_v1_0_1_cannot_call_back_under_automtls_and_the_host_reports_why()
 #[test]
 fn a_tether_plugin_reaches_a_host_service_without_an_id_next_to_per_call_callbacks() {
     let work = tempfile::tempdir().unwrap();
-    let host = ExampleHost::counter(RUST_HOST, RUST_PLUGIN);
+    let host = ExampleHost::counter(bins::COUNTER_HOST.path(), bins::COUNTER_PLUGIN.path());
     let put = |args: &[&str]| {
         let out = host.run(work.path(), args);
         assert!(out.status.success(), "{args:?}: {}", describe(&out));

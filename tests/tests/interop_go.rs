@@ -12,12 +12,10 @@
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
 use tether_broker::{HandshakeConfig, PluginClient, ShutdownOutcome};
+use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
-
-const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-kv-host");
-const RUST_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 
 macro_rules! interop_tests {
     ($($name:ident: $variant:expr, $direction:ident, $tls:expr;)*) => {$(
@@ -30,10 +28,10 @@ macro_rules! interop_tests {
         }
     )*};
     (@run rust_host, $go:ident, $tls:expr) => {
-        ExampleHost::kv(RUST_HOST, &$go.plugin).tls($tls).kv_round_trip()
+        ExampleHost::kv(bins::KV_HOST.path(), &$go.plugin).tls($tls).kv_round_trip()
     };
     (@run go_host, $go:ident, $tls:expr) => {
-        ExampleHost::kv(&$go.host, RUST_PLUGIN).tls($tls).kv_round_trip()
+        ExampleHost::kv(&$go.host, bins::KV_PLUGIN.path()).tls($tls).kv_round_trip()
     };
 }
 
@@ -50,12 +48,12 @@ interop_tests! {
 
 #[test]
 fn tether_host_runs_a_tether_plugin_with_automtls() {
-    ExampleHost::kv(RUST_HOST, RUST_PLUGIN).kv_round_trip();
+    ExampleHost::kv(bins::KV_HOST.path(), bins::KV_PLUGIN.path()).kv_round_trip();
 }
 
 #[test]
 fn tether_host_runs_a_tether_plugin_in_plaintext() {
-    ExampleHost::kv(RUST_HOST, RUST_PLUGIN)
+    ExampleHost::kv(bins::KV_HOST.path(), bins::KV_PLUGIN.path())
         .tls(false)
         .kv_round_trip();
 }

@@ -17,12 +17,11 @@ use std::time::Duration;
 use tether_broker::{HandshakeConfig, PluginClient, ShutdownOutcome};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 use tether_tests::python::{self, PYTHON};
-
-const RUST_HOST: &str = env!("CARGO_BIN_EXE_tests-kv-host");
 
 /// How long a test waits for a plugin to exit after its host died.
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
@@ -42,7 +41,7 @@ fn kv_host_runs_the_python_kv_plugin_with_automtls() {
         return;
     };
     kv_round_trip(
-        Path::new(RUST_HOST),
+        Path::new(bins::KV_HOST.path()),
         &py.kv_plugin_command(),
         &py.kv_host_sandbox_args(),
         true,
@@ -60,7 +59,12 @@ fn kv_host_offering_multiplexing_runs_the_python_kv_plugin_in_the_default_mode()
     };
     let mut args = py.kv_host_sandbox_args();
     args.push("--multiplex".to_owned());
-    kv_round_trip(Path::new(RUST_HOST), &py.kv_plugin_command(), &args, true);
+    kv_round_trip(
+        Path::new(bins::KV_HOST.path()),
+        &py.kv_plugin_command(),
+        &args,
+        true,
+    );
 }
 
 #[test]
@@ -69,7 +73,7 @@ fn kv_host_runs_the_python_kv_plugin_in_plaintext() {
         return;
     };
     kv_round_trip(
-        Path::new(RUST_HOST),
+        Path::new(bins::KV_HOST.path()),
         &py.kv_plugin_command(),
         &py.kv_host_sandbox_args(),
         false,
@@ -202,8 +206,6 @@ async fn a_python_plugin_exits_when_its_host_dies() {
     );
 }
 
-const COUNTER_HOST: &str = env!("CARGO_BIN_EXE_tests-counter-host");
-
 /// [`ExampleHost::counter_round_trip`] with the Python counter plugin, which dials the host's
 /// `AddHelper` through `plugin.GRPCBroker`. `host_args` go before the subcommand.
 fn counter_round_trip(host: &Path, py: &python::PythonPeer, host_args: &[String], tls: bool) {
@@ -223,7 +225,7 @@ fn counter_host_and_the_python_counter_plugin_add_through_a_callback_with_automt
         return;
     };
     counter_round_trip(
-        Path::new(COUNTER_HOST),
+        Path::new(bins::COUNTER_HOST.path()),
         &py,
         &py.kv_host_sandbox_args(),
         true,
@@ -238,7 +240,7 @@ fn counter_host_and_the_python_counter_plugin_add_through_a_callback_in_plaintex
         return;
     };
     counter_round_trip(
-        Path::new(COUNTER_HOST),
+        Path::new(bins::COUNTER_HOST.path()),
         &py,
         &py.kv_host_sandbox_args(),
         false,
@@ -256,7 +258,7 @@ fn the_python_counter_plugin_reaches_a_tether_host_service_without_an_id() {
     };
     let mut args = py.kv_host_sandbox_args();
     args.push("--host-service".to_owned());
-    counter_round_trip(Path::new(COUNTER_HOST), &py, &args, true);
+    counter_round_trip(Path::new(bins::COUNTER_HOST.path()), &py, &args, true);
 }
 
 /// go-plugin's own bidirectional hosts drive the Python counter plugin. Under AutoMTLS the

@@ -10,15 +10,14 @@ use std::time::Duration;
 use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, ShutdownOutcome};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_tests::bins;
 use tether_tests::procs;
-
-const KV_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 
 /// How long a test waits for a process to exit after it was told (or its host died).
 const EXIT_DEADLINE: Duration = Duration::from_secs(5);
 
 fn kv_plugin(work: &Path) -> PluginClientBuilder<HandshakeConfig> {
-    PluginClient::builder(KV_PLUGIN)
+    PluginClient::builder(bins::KV_PLUGIN.path())
         .current_dir(work)
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
 }
@@ -136,7 +135,7 @@ async fn a_plugin_exits_when_its_host_dies() {
     let mut host = Command::new("sh")
         .arg("-c")
         .arg(r#""$0" & echo $!; wait"#)
-        .arg(KV_PLUGIN)
+        .arg(bins::KV_PLUGIN.path())
         .env_clear()
         .env("BASIC_PLUGIN", "hello")
         .env("PLUGIN_PROTOCOL_VERSIONS", "1")

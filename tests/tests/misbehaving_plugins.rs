@@ -11,6 +11,7 @@ use tether_broker::{
     HandshakeConfig, PluginClient, PluginClientBuilder, StartError, error::Incompatibility,
     error::OutputLimit, error::Phase, error::StartErrorKind,
 };
+use tether_tests::bins;
 use tether_tests::procs;
 
 /// Start timeout used by these tests: long enough for a loaded 2-core machine to print a
@@ -77,7 +78,7 @@ fn assert_no_process_runs(pid_dir: &Path) {
 #[tokio::test]
 async fn a_plugin_started_with_the_wrong_cookie_exits_and_its_message_is_quoted() {
     let sb = Sandbox::new();
-    let builder = PluginClient::builder(env!("CARGO_BIN_EXE_tests-kv-plugin"))
+    let builder = PluginClient::builder(bins::KV_PLUGIN.path())
         .current_dir(sb.work.path())
         .runtime_dir(sb.runtime.path())
         .start_timeout(TEST_START_TIMEOUT)
@@ -95,7 +96,7 @@ async fn a_plugin_started_with_the_wrong_cookie_exits_and_its_message_is_quoted(
         "",
         "nothing may be printed on stdout"
     );
-    assert!(err.to_string().contains("tests-kv-plugin"), "{err}");
+    assert!(err.to_string().contains("kv-plugin"), "{err}");
     sb.assert_nothing_left();
 }
 
@@ -289,7 +290,7 @@ async fn the_host_keeps_serving_after_a_plugin_failed_to_start() {
     let sb = Sandbox::new();
     let _ = start_err(sb.builder(env!("CARGO_BIN_EXE_exit-before-handshake"))).await;
     let plugin = sb
-        .builder(env!("CARGO_BIN_EXE_tests-kv-plugin"))
+        .builder(bins::KV_PLUGIN.path())
         .start()
         .await
         .expect("a good plugin starts after a bad one failed");

@@ -22,12 +22,12 @@ use tether_examples::streams::{self, StreamsService, StreamsState};
 use tether_examples::streams_proto::exerciser_client::ExerciserClient;
 use tether_examples::streams_proto::streams_server::StreamsServer;
 use tether_examples::streams_proto::{ExerciseRequest, ServeRequest};
+use tether_tests::bins;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 use tonic::{Request, Response, Status};
 
 const STREAMS_PLUGIN: &str = env!("CARGO_BIN_EXE_streams-plugin");
-const RUST_COUNTER_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-counter-plugin");
 
 /// How many connected sockets the kernel lists for `socket` (accepted connections carry the
 /// listener's path in `/proc/net/unix`; the listener itself is not connected).
@@ -232,7 +232,7 @@ async fn a_tether_host_multiplexes_callbacks_with_a_go_plugin_v1_8_under_automtl
 #[tokio::test]
 async fn a_tether_host_multiplexes_callbacks_with_a_tether_counter_plugin() {
     counter_in_one_launch(
-        Path::new(RUST_COUNTER_PLUGIN),
+        Path::new(bins::COUNTER_PLUGIN.path()),
         false,
         BrokerMode::Multiplexed,
     )
@@ -267,7 +267,7 @@ fn a_go_host_v1_8_with_multiplexing_on_calls_back_a_tether_plugin_over_one_conne
         let out = Command::new(&go.counter_host)
             .arg("--multiplex")
             .args(args)
-            .env("COUNTER_PLUGIN", RUST_COUNTER_PLUGIN)
+            .env("COUNTER_PLUGIN", bins::COUNTER_PLUGIN.path())
             .env("COUNTERHOST_LOG_LEVEL", "info")
             .current_dir(work.path())
             .output()
@@ -293,7 +293,7 @@ fn a_go_host_v1_8_with_multiplexing_on_calls_back_a_tether_plugin_over_one_conne
 /// The first stdout line of the tether counter plugin started with `env` (and the cookie).
 fn handshake_line(env: &[(&str, &str)]) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(RUST_COUNTER_PLUGIN)
+    let mut child = Command::new(bins::COUNTER_PLUGIN.path())
         .env_clear()
         .env("BASIC_PLUGIN", "hello")
         .env("PLUGIN_PROTOCOL_VERSIONS", "1")

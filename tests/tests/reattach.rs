@@ -11,9 +11,8 @@ use std::process::{Child, Command, Stdio};
 use tether_broker::{ReattachConfig, ReattachedPlugin, launch::ReattachedOutcome};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_tests::bins;
 use tether_tests::peers::{self, GoPlugin};
-
-const KV_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 
 /// Starts `plugin` by hand, as a debugger or test harness would (plaintext: reattach configs
 /// carry no certificates), and returns it with the reattach JSON built from its handshake
@@ -93,7 +92,7 @@ async fn reattach_put_get_and_end(plugin: &Path) {
 
 #[tokio::test]
 async fn a_running_tether_plugin_is_reattached_used_and_ended() {
-    reattach_put_get_and_end(Path::new(KV_PLUGIN)).await;
+    reattach_put_get_and_end(Path::new(bins::KV_PLUGIN.path())).await;
 }
 
 #[tokio::test]
@@ -107,7 +106,7 @@ async fn a_running_go_plugin_v1_8_is_reattached_used_and_ended() {
 #[tokio::test]
 async fn a_pid_that_is_not_the_plugin_is_never_signalled() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut plugin, json) = start_by_hand(Path::new(KV_PLUGIN), dir.path());
+    let (mut plugin, json) = start_by_hand(Path::new(bins::KV_PLUGIN.path()), dir.path());
     let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
     let mut config = ReattachConfig::from_json(&json).unwrap();
     config.pid = i32::try_from(bystander.id()).unwrap();
@@ -129,8 +128,11 @@ async fn a_pid_that_is_not_the_plugin_is_never_signalled() {
 async fn a_running_plugin_is_reattached_over_mutual_tls_with_the_certificates_given() {
     let dir = tempfile::tempdir().unwrap();
     let identity = tether_proto::tls::Identity::generate().unwrap();
-    let (mut child, json, line) =
-        start_by_hand_with(Path::new(KV_PLUGIN), dir.path(), Some(identity.cert_pem()));
+    let (mut child, json, line) = start_by_hand_with(
+        Path::new(bins::KV_PLUGIN.path()),
+        dir.path(),
+        Some(identity.cert_pem()),
+    );
     let handshake = tether_proto::handshake::Handshake::parse(line.trim().as_bytes()).unwrap();
     let plugin_cert = handshake
         .server_cert

@@ -15,10 +15,9 @@ use std::time::{Duration, Instant};
 use tether_broker::{Broker, Catalog};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_tests::bins;
 use tether_tests::procs;
 use tether_tests::world::{PluginSpec, World};
-
-const KV_PLUGIN: &str = env!("CARGO_BIN_EXE_tests-kv-plugin");
 
 /// Plugins in the catalog; every round starts, calls and stops each of them.
 const PLUGINS: usize = 100;
@@ -123,7 +122,10 @@ async fn round(world: &World, round: usize) {
 async fn soak_100_plugins_cycled_through_start_call_stop_keep_the_host_flat() {
     let world = World::new();
     for i in 0..PLUGINS {
-        world.add_plugin(&PluginSpec::new(&format!("p{i:03}"), KV_PLUGIN));
+        world.add_plugin(&PluginSpec::new(
+            &format!("p{i:03}"),
+            bins::KV_PLUGIN.path(),
+        ));
     }
     let duration = soak_duration();
 

@@ -3,7 +3,7 @@
 //! It does what a plugin call does minus everything a plugin system adds: the parent binds a
 //! unix socket in a private temporary directory, spawns itself as an echo child that connects
 //! to it, and exchanges bytes with blocking reads and writes — no TLS, no HTTP/2, no protobuf,
-//! no async runtime. Arguments and output lines match `kv-host measure` / `kvhost measure`:
+//! no async runtime. Arguments and output lines match `kv-bench measure` / `kvhost measure`:
 //!
 //! ```text
 //! pingpong launch --count L              samples_ns=…   spawn → connect → one 64 B exchange

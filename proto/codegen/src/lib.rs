@@ -69,8 +69,8 @@ pub const JOBS: &[Job] = &[
         protos: &["examples/proto/agent.proto"],
         includes: &["examples/proto"],
         package: "tether.agent.v1",
-        output: "examples/src/generated/tether.agent.v1.rs",
-        descriptor: "examples/src/generated/agent.bin",
+        output: "agent/src/generated/tether.agent.v1.rs",
+        descriptor: "agent/src/generated/agent.bin",
     },
 ];
 

@@ -1,0 +1,16 @@
+//! The host side: workflow files, the `tether.agent.v1.Host` service every plugin gets, and
+//! the runner that calls each step's `Executor` through a [`Broker`](tether_broker::Broker).
+
+mod latencies;
+mod observer;
+mod runner;
+mod service;
+mod workflow;
+
+pub use latencies::Latencies;
+pub use observer::{Observer, ProgressEvent, Silent};
+pub use runner::{Outcome, RunError, run, serve_host};
+pub use service::{
+    ARTIFACT_CHUNK_LEN, AgentHost, ArtifactPolicy, CallbackCounts, MAX_ARTIFACT_LEN,
+};
+pub use workflow::{Step, Workflow, WorkflowError, artifact_name};

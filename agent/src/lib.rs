@@ -1,0 +1,46 @@
+//! `tether-agent`: run workflows through a catalog of `tether.agent.v1.Executor` plugins.
+//!
+//! The protocol ([`v1`], from `examples/proto/agent.proto`) has two services: plugins serve
+//! `Executor.Execute(step, params, input) → (phase, outputs, message)`, and the host serves
+//! `Host` back to each plugin (progress reports, log lines, artifacts), as a tether host
+//! service. Any plugin, in any language, that serves `Executor` with the handshake cookie
+//! [`COOKIE_KEY`]`=`[`COOKIE_VALUE`] and app version [`APP_VERSION`] can run a step.
+//!
+//! - [`host`]: workflow files ([`host::Workflow`]), the `Host` service with its least-privilege
+//!   artifact policy ([`host::ArtifactPolicy`]), and the runner ([`host::run`]) that acquires
+//!   each step's plugin from a [`Broker`](tether_broker::Broker) when the step first needs it.
+//!   `tether run` is this runner with a progress bar and a summary.
+//! - [`plugin`]: the plugin side: serve a step function as an `Executor` plugin
+//!   ([`plugin::serve_step`]) and call the host back ([`plugin::HostCalls`]).
+//! - [`demo`]: the agent demo's Rust steps (the catalog in `examples/agent/`).
+//!
+//! # Why the demo lives in the `tether` binary
+//! Every demo step is its own plugin process with its own manifest, sandbox and secrets, and
+//! would naturally be its own binary. But the README's one command,
+//! `cargo run --release --bin tether -- run`, builds only the `tether` binary, and the demo must
+//! run from a fresh checkout with nothing built by hand first. So the demo catalog's manifests
+//! run `bin/tether demo-plugin NAME` (`bin/tether` resolves to the running `tether` when the
+//! catalog has no `bin/tether` of its own), and `tether`'s hidden `demo-plugin` subcommand only
+//! calls [`demo::serve`]. The cost: the `tether` binary carries the demo steps (a few hundred
+//! lines, no extra dependencies beyond this crate's), and a demo plugin shares `tether`'s
+//! binary hash. Real catalogs name their own plugin binaries and never use `demo-plugin`.
+
+pub mod demo;
+pub mod host;
+pub mod plugin;
+
+/// Generated code of `examples/proto/agent.proto` (`tether.agent.v1`), by `tether-codegen`.
+#[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+pub mod v1 {
+    include!("generated/tether.agent.v1.rs");
+
+    /// The encoded `FileDescriptorSet` of `agent.proto`, for gRPC server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/agent.bin");
+}
+
+/// The magic cookie's name every agent plugin expects.
+pub const COOKIE_KEY: &str = "TETHER_AGENT_PLUGIN";
+/// The magic cookie's value.
+pub const COOKIE_VALUE: &str = "executor";
+/// The app protocol version of `tether.agent.v1`.
+pub const APP_VERSION: u32 = 1;

@@ -1,0 +1,49 @@
+//! The callback go-plugin's example makes: a `Put` whose `AddHelper` the host serves on a
+//! fresh broker id for that call only.
+
+use tether_broker::GrpcBroker;
+use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
+use tether_examples::counter::counter_client::CounterClient;
+use tether_examples::counter::{PutRequest, SumRequest, SumResponse};
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+/// Any error of a run.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The host's adder, served to the plugin on broker ids.
+pub(crate) struct Adder;
+
+#[tonic::async_trait]
+impl AddHelper for Adder {
+    async fn sum(&self, request: Request<SumRequest>) -> Result<Response<SumResponse>, Status> {
+        let SumRequest { a, b } = request.into_inner();
+        let r = a
+            .checked_add(b)
+            .ok_or_else(|| Status::out_of_range(format!("{a} + {b} overflows a 64-bit integer")))?;
+        Ok(Response::new(SumResponse { r }))
+    }
+}
+
+/// `Put` as go-plugin's example does it: `AddHelper` served on a fresh id for this call only.
+pub(crate) async fn put(
+    broker: &GrpcBroker,
+    counter: &mut CounterClient<Channel>,
+    key: &str,
+    value: i64,
+) -> Result<(), BoxError> {
+    let id = broker.next_id();
+    let served = broker
+        .accept_and_serve(id, AddHelperServer::new(Adder))
+        .await?;
+    let result = counter
+        .put(PutRequest {
+            add_server: id,
+            key: key.to_owned(),
+            value,
+        })
+        .await;
+    drop(served);
+    result.map_err(|status| format!("put {key:?} failed (plugin answered {status})"))?;
+    Ok(())
+}

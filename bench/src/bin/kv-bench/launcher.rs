@@ -1,0 +1,108 @@
+//! Launching the KV plugin the same way for every measurement, and what a measurement's
+//! failure is.
+
+use std::error::Error;
+
+use tether_broker::{HandshakeConfig, PluginClient};
+use tether_examples::kv::kv_client::KvClient;
+use tonic::transport::Channel;
+
+/// The 64-byte value the measurements write and read.
+pub(crate) const BENCH_VALUE: &[u8; 64] =
+    b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// The key the measurements write and read.
+pub(crate) const BENCH_KEY: &str = "bench";
+
+/// A failure, with the exit status it maps to.
+pub(crate) struct Failure {
+    error: Box<dyn Error + Send + Sync>,
+    /// The exit status.
+    pub(crate) code: u8,
+}
+
+impl Failure {
+    /// The error and its causes on one line.
+    pub(crate) fn message(&self) -> String {
+        tether_examples::error_chain(&*self.error)
+    }
+}
+
+impl<E: Into<Box<dyn Error + Send + Sync>>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Self {
+            error: error.into(),
+            code: 1,
+        }
+    }
+}
+
+/// A KV client that carries messages up to [`tether_examples::MAX_MESSAGE_SIZE`] both ways
+/// (tonic's default decode limit is 4 MiB).
+pub(crate) fn kv_client(channel: Channel) -> KvClient<Channel> {
+    KvClient::new(channel)
+        .max_decoding_message_size(tether_examples::MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(tether_examples::MAX_MESSAGE_SIZE)
+}
+
+/// Runs `work` unless SIGINT or SIGTERM comes first (then exit status 130), so that a plugin
+/// started outside `work` is still shut down properly. If a signal interrupts a start, the
+/// dropped start ends the plugin it was starting.
+pub(crate) async fn interruptible<F: Future>(work: F) -> Result<F::Output, Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (mut int, mut term) = (
+        signal(SignalKind::interrupt())?,
+        signal(SignalKind::terminate())?,
+    );
+    tokio::select! {
+        output = work => Ok(output),
+        _ = int.recv() => Err(interrupted("SIGINT")),
+        _ = term.recv() => Err(interrupted("SIGTERM")),
+    }
+}
+
+fn interrupted(signal: &str) -> Failure {
+    Failure {
+        error: format!("interrupted by {signal}").into(),
+        code: 130,
+    }
+}
+
+/// `$KV_PLUGIN`, split into program and arguments.
+pub(crate) fn plugin_command() -> Result<(String, Vec<String>), Failure> {
+    tether_examples::plugin_command("KV_PLUGIN").map_err(|error| Failure {
+        error: error.into(),
+        code: 2,
+    })
+}
+
+/// Starts the plugin the same way every time.
+pub(crate) struct Launcher {
+    pub(crate) program: String,
+    pub(crate) args: Vec<String>,
+    pub(crate) plaintext: bool,
+    pub(crate) multiplex: bool,
+    pub(crate) allow_exec: Vec<std::path::PathBuf>,
+    pub(crate) allow_read: Vec<std::path::PathBuf>,
+    pub(crate) sandbox: tether_broker::SandboxMode,
+}
+
+impl Launcher {
+    pub(crate) async fn start(&self) -> Result<PluginClient, tether_broker::StartError> {
+        let mut builder = PluginClient::builder(&self.program)
+            .args(&self.args)
+            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+            .multiplex(self.multiplex)
+            .sandbox(self.sandbox);
+        if self.plaintext {
+            builder = builder.plaintext();
+        }
+        for dir in &self.allow_exec {
+            builder = builder.sandbox_allow_exec(dir);
+        }
+        for dir in &self.allow_read {
+            builder = builder.sandbox_allow_read(dir);
+        }
+        builder.start().await
+    }
+}

@@ -1,0 +1,354 @@
+//! `kv-bench measure`: raw measurements for the `tether-bench` harness.
+//!
+//! Each metric prints one line of space-separated `key=value` pairs on stdout; sample lists are
+//! comma-separated nanoseconds. `tests/go/kvhost measure` implements the same metrics with the
+//! same arguments, keys and call sequence for go-plugin, so the harness compares like with like
+//! and computes every statistic itself.
+//!
+//! | metric | what is timed | output |
+//! |---|---|---|
+//! | `launch --count L` | spawn → handshake → mTLS → first 64-byte `Put` done, L times (shutdown not timed) | `samples_ns=…` |
+//! | `unary --calls N` | N sequential `Get`s of a 64-byte value after `--warmup` unmeasured ones | `samples_ns=…` |
+//! | `rate --calls N --concurrency C` | N `Get`s of a 64-byte value spread over C concurrent callers | `calls=N elapsed_ns=…` |
+//! | `payload --size B --rounds K` | K × (`Put` of B bytes, `Get` of them back) after one unmeasured round | `bytes=… elapsed_ns=…` or `failed=CODE` |
+//! | `plugin-rss` | VmRSS of the plugin process after one `Put` and one `Get` | `rss_kb=…` |
+//! | `host-rss --plugins P` | this host's VmRSS with 1 and then P live plugins, each called once | `first_kb=… last_kb=… plugins=P` |
+//! | `catalog --manifests M --use U --repeat R` | tether only: load a catalog of M manifests, then one `Put` on U of them through a lazy [`Broker`](tether_broker::Broker) (see `catalog.rs`) | `load_ns=… use_ns=… started=…` |
+//!
+//! `launch` honours the global `--sandbox` option (tether's confinement; go-plugin has none).
+//!
+//! `bytes` counts request and response payload (2 × B × K). A failed `payload` call (e.g. a
+//! plugin's 4 MiB receive limit) prints `failed=` and the gRPC code name, and the status message
+//! on stderr; the exit status is still 0, because a refused size is a result.
+
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+use tether_broker::PluginClient;
+use tether_examples::kv::{GetRequest, PutRequest};
+
+use crate::catalog::{self, CatalogRun};
+use crate::launcher::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
+use crate::samples::join_ns;
+
+/// Unmeasured `Get`s before `unary` and `rate` start timing (connection and allocator warm-up).
+pub(crate) const DEFAULT_WARMUP_CALLS: u64 = 100;
+
+/// The key `payload` writes and reads.
+const PAYLOAD_KEY: &str = "bench_payload";
+
+/// One metric of `kv-bench measure`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Metric {
+    /// Spawn → first 64-byte `Put` done, COUNT times: `samples_ns=…`.
+    Launch {
+        /// Number of launches.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        count: u64,
+    },
+    /// Sequential 64-byte `Get`s on one plugin: `samples_ns=…`.
+    Unary {
+        /// Number of timed calls.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        calls: u64,
+        /// Untimed calls first.
+        #[arg(long, default_value_t = DEFAULT_WARMUP_CALLS)]
+        warmup: u64,
+    },
+    /// 64-byte `Get`s over concurrent callers on one plugin: `calls=N elapsed_ns=…`.
+    Rate {
+        /// Number of timed calls in total.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        calls: u64,
+        /// Concurrent callers (tasks sharing the plugin's connection).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        concurrency: u64,
+        /// Untimed sequential calls first.
+        #[arg(long, default_value_t = DEFAULT_WARMUP_CALLS)]
+        warmup: u64,
+    },
+    /// `Put` of SIZE bytes then `Get` of them back, ROUNDS times: `bytes=… elapsed_ns=…`.
+    Payload {
+        /// Value size in bytes (at most `tether_examples::MAX_VALUE_LEN`).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        size: u64,
+        /// Timed rounds, after one untimed round.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: u64,
+    },
+    /// VmRSS of the plugin process after one `Put` and one `Get`: `rss_kb=…`.
+    PluginRss,
+    /// This host's VmRSS with one and with PLUGINS live plugins: `first_kb=… last_kb=… plugins=…`.
+    HostRss {
+        /// Live plugins at the second reading (at least 2).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+        plugins: u64,
+    },
+    /// Load a catalog of MANIFESTS plugins and use USE of them, REPEAT times:
+    /// `load_ns=… use_ns=… started=…`.
+    Catalog {
+        /// Manifests in the catalog.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        manifests: u64,
+        /// Plugins used (started and called once) per repeat.
+        #[arg(long = "use", value_parser = clap::value_parser!(u64).range(1..))]
+        used: u64,
+        /// Repeats.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        repeat: u64,
+    },
+}
+
+/// Measures `metric` and prints its line.
+pub(crate) async fn run(launcher: &Launcher, metric: Metric) -> Result<(), Failure> {
+    let line = match metric {
+        Metric::Launch { count } => {
+            let mut samples = Vec::new();
+            for _ in 0..count {
+                let t0 = Instant::now();
+                let plugin = interruptible(launcher.start()).await??;
+                let result = interruptible(put_small(&plugin)).await;
+                let elapsed = t0.elapsed();
+                plugin.shutdown().await?;
+                result??;
+                samples.push(elapsed);
+            }
+            format!("samples_ns={}", join_ns(&samples))
+        }
+        Metric::Unary { calls, warmup } => {
+            with_plugin(launcher, async |plugin| {
+                put_small(plugin).await?;
+                let mut kv = kv_client(plugin.channel());
+                for _ in 0..warmup {
+                    get_small(&mut kv).await?;
+                }
+                let mut samples = Vec::new();
+                for _ in 0..calls {
+                    let t0 = Instant::now();
+                    get_small(&mut kv).await?;
+                    samples.push(t0.elapsed());
+                }
+                Ok(format!("samples_ns={}", join_ns(&samples)))
+            })
+            .await?
+        }
+        Metric::Rate {
+            calls,
+            concurrency,
+            warmup,
+        } => {
+            with_plugin(launcher, async |plugin| {
+                put_small(plugin).await?;
+                let mut kv = kv_client(plugin.channel());
+                for _ in 0..warmup {
+                    get_small(&mut kv).await?;
+                }
+                let elapsed = rate(plugin, calls, concurrency).await?;
+                Ok(format!("calls={calls} elapsed_ns={}", elapsed.as_nanos()))
+            })
+            .await?
+        }
+        Metric::Payload { size, rounds } => {
+            let size = usize::try_from(size)
+                .ok()
+                .filter(|&s| s <= tether_examples::MAX_VALUE_LEN)
+                .ok_or_else(|| {
+                    format!(
+                        "--size {size} is over the KV example's limit of {} bytes",
+                        tether_examples::MAX_VALUE_LEN
+                    )
+                })?;
+            with_plugin(launcher, async |plugin| payload(plugin, size, rounds).await).await?
+        }
+        Metric::PluginRss => {
+            with_plugin(launcher, async |plugin| {
+                put_small(plugin).await?;
+                get_small(&mut kv_client(plugin.channel())).await?;
+                let rss = vm_rss_kb(&format!("/proc/{}/status", plugin.pid()))?;
+                Ok(format!("rss_kb={rss}"))
+            })
+            .await?
+        }
+        Metric::HostRss { plugins } => host_rss(launcher, plugins).await?,
+        Metric::Catalog {
+            manifests,
+            used,
+            repeat,
+        } => {
+            catalog::run(
+                launcher,
+                CatalogRun {
+                    manifests,
+                    used,
+                    repeat,
+                },
+            )
+            .await?
+        }
+    };
+    println!("{line}");
+    Ok(())
+}
+
+/// Starts one plugin, runs `work` on it, and shuts it down whatever `work` returned.
+async fn with_plugin<F>(launcher: &Launcher, work: F) -> Result<String, Failure>
+where
+    F: AsyncFnOnce(&PluginClient) -> Result<String, Failure>,
+{
+    let plugin = interruptible(launcher.start()).await??;
+    let result = interruptible(work(&plugin)).await;
+    plugin.shutdown().await?;
+    result?
+}
+
+/// `Put`s the 64-byte bench value.
+async fn put_small(plugin: &PluginClient) -> Result<(), Failure> {
+    kv_client(plugin.channel())
+        .put(PutRequest {
+            key: BENCH_KEY.into(),
+            value: BENCH_VALUE.to_vec(),
+        })
+        .await
+        .map_err(|status| format!("put failed: {status}"))?;
+    Ok(())
+}
+
+/// `Get`s the 64-byte bench value and checks its length.
+async fn get_small(
+    kv: &mut tether_examples::kv::kv_client::KvClient<tonic::transport::Channel>,
+) -> Result<(), Failure> {
+    let value = kv
+        .get(GetRequest {
+            key: BENCH_KEY.into(),
+        })
+        .await
+        .map_err(|status| format!("get failed: {status}"))?
+        .into_inner()
+        .value;
+    if value.len() != BENCH_VALUE.len() {
+        return Err(format!("get: got {} bytes, want {}", value.len(), BENCH_VALUE.len()).into());
+    }
+    Ok(())
+}
+
+/// Time for `calls` `Get`s spread over `concurrency` tasks that each take the next call number
+/// from a shared counter.
+async fn rate(plugin: &PluginClient, calls: u64, concurrency: u64) -> Result<Duration, Failure> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let next = Arc::new(AtomicU64::new(0));
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (next, mut kv) = (Arc::clone(&next), kv_client(plugin.channel()));
+        tasks.spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < calls {
+                get_small(&mut kv).await?;
+            }
+            Ok::<_, Failure>(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.map_err(|e| format!("a caller task failed: {e}"))??;
+    }
+    Ok(t0.elapsed())
+}
+
+/// One untimed round, then `rounds` timed `Put`+`Get` rounds of `size` bytes. The value a `Get`
+/// returns is the next `Put`'s request, so the host copies no payload itself.
+async fn payload(plugin: &PluginClient, size: usize, rounds: u64) -> Result<String, Failure> {
+    let mut kv = kv_client(plugin.channel());
+    let mut value = vec![0x5a_u8; size];
+    let mut t0 = Instant::now();
+    for round in 0..=rounds {
+        if round == 1 {
+            t0 = Instant::now();
+        }
+        let put = kv
+            .put(PutRequest {
+                key: PAYLOAD_KEY.into(),
+                value,
+            })
+            .await;
+        let got = match put {
+            Ok(_) => {
+                kv.get(GetRequest {
+                    key: PAYLOAD_KEY.into(),
+                })
+                .await
+            }
+            Err(status) => Err(status),
+        };
+        match got {
+            Ok(response) => value = response.into_inner().value,
+            Err(status) => {
+                eprintln!(
+                    "kv-bench: measure payload: {size}-byte round trip failed: {:?}: {}",
+                    status.code(),
+                    status.message()
+                );
+                return Ok(format!("failed={:?}", status.code()));
+            }
+        }
+        if value.len() != size {
+            return Err(format!("get: got {} bytes, want {size}", value.len()).into());
+        }
+    }
+    let bytes = 2 * size as u128 * u128::from(rounds);
+    Ok(format!(
+        "bytes={bytes} elapsed_ns={}",
+        t0.elapsed().as_nanos()
+    ))
+}
+
+/// This host's VmRSS with one live plugin (called once), then with `plugins` live plugins.
+async fn host_rss(launcher: &Launcher, plugins: u64) -> Result<String, Failure> {
+    let mut live = Vec::new();
+    let mut first = None;
+    let mut outcome = Ok(());
+    for _ in 0..plugins {
+        let plugin = match interruptible(launcher.start()).await {
+            Ok(Ok(plugin)) => plugin,
+            Ok(Err(e)) => {
+                outcome = Err(e.into());
+                break;
+            }
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        };
+        let called = interruptible(put_small(&plugin)).await;
+        live.push(plugin);
+        if let Err(e) = called.and_then(|r| r) {
+            outcome = Err(e);
+            break;
+        }
+        if first.is_none() {
+            first = Some(vm_rss_kb("/proc/self/status")?);
+        }
+    }
+    let last = vm_rss_kb("/proc/self/status");
+    for plugin in live {
+        plugin.shutdown().await?;
+    }
+    outcome?;
+    let first = first.ok_or("no plugin started")?;
+    Ok(format!(
+        "first_kb={first} last_kb={} plugins={plugins}",
+        last?
+    ))
+}
+
+/// The `VmRSS` field (kB) of a `/proc/<pid>/status` file.
+fn vm_rss_kb(status_path: &str) -> Result<u64, Failure> {
+    let status =
+        std::fs::read_to_string(status_path).map_err(|e| format!("reading {status_path}: {e}"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse().ok())
+        .ok_or_else(|| format!("{status_path} has no readable VmRSS line").into())
+}

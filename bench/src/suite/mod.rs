@@ -1,0 +1,21 @@
+//! What is measured: the systems, the measurements each program run makes, the metrics they
+//! yield, and how many calls each takes.
+//!
+//! A new metric is a new [`Measurement`] variant with its arguments and evaluation, plus its
+//! [`MetricSpec`] rows. A new callback mode is a new [`CallbackMode`]
+//! variant: its host flag in [`CallbackMode::host_args`], its metric ids in
+//! [`CallbackMode::ids`], its rows in [`METRICS`] and its entry in [`CallbackMode::ALL`].
+
+mod counts;
+mod evaluate;
+mod measurement;
+mod metrics;
+mod systems;
+
+pub use counts::{CONCURRENCY_LEVELS, Counts, DEFAULT_ROUNDS, MIB};
+pub use measurement::{CallbackMode, Measurement, Value};
+pub use metrics::{Better, METRICS, MetricSpec, TETHER_ONLY, metric};
+pub use systems::{CounterPrograms, System, SystemKind};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,103 @@
+//! The workspace's own programs (the example hosts and plugins, `tether`, the benchmark
+//! drivers), as built by cargo in the target directory these tests run from.
+//!
+//! The tests launch the real binaries of the packages that own them instead of compiling those
+//! packages' sources a second time. A test executable lives in `target/<profile>/deps/`, so the
+//! binaries are in its parent directory. `cargo test --workspace` builds them first: each of
+//! their packages has an integration test of its own, and cargo builds a package's binaries
+//! for `cargo test` when it has one.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// One workspace binary.
+#[derive(Debug)]
+pub struct Bin {
+    name: &'static str,
+    package: &'static str,
+    path: OnceLock<String>,
+}
+
+/// `kv-plugin` (tether-examples): go-plugin's `examples/grpc` plugin.
+pub static KV_PLUGIN: Bin = Bin::new("kv-plugin", "tether-examples");
+/// `kv-host` (tether-examples): go-plugin's `examples/grpc` host.
+pub static KV_HOST: Bin = Bin::new("kv-host", "tether-examples");
+/// `counter-plugin` (tether-examples): go-plugin's `examples/bidirectional` plugin.
+pub static COUNTER_PLUGIN: Bin = Bin::new("counter-plugin", "tether-examples");
+/// `counter-host` (tether-examples): go-plugin's `examples/bidirectional` host.
+pub static COUNTER_HOST: Bin = Bin::new("counter-host", "tether-examples");
+/// `tether` (tether-cli).
+pub static TETHER: Bin = Bin::new("tether", "tether-cli");
+/// `kv-bench` (tether-bench): the KV benchmark driver.
+pub static KV_BENCH: Bin = Bin::new("kv-bench", "tether-bench");
+/// `counter-bench` (tether-bench): the callback benchmark driver.
+pub static COUNTER_BENCH: Bin = Bin::new("counter-bench", "tether-bench");
+/// `pingpong` (tether-bench): the raw unix-socket floor.
+pub static PINGPONG: Bin = Bin::new("pingpong", "tether-bench");
+
+impl Bin {
+    const fn new(name: &'static str, package: &'static str) -> Self {
+        Self {
+            name,
+            package,
+            path: OnceLock::new(),
+        }
+    }
+
+    /// The binary's path, next to the running test executable's directory.
+    ///
+    /// # Panics
+    /// When it is not built, with the command that builds it.
+    pub fn path(&self) -> &str {
+        self.path.get_or_init(|| {
+            let exe = std::env::current_exe().expect("the test executable's path");
+            let path = target_dir(&exe).join(self.name);
+            assert!(
+                path.is_file(),
+                "{} is not built: {} does not exist; build it with `cargo build -p {} --bin {}` (`cargo test --workspace` builds it)",
+                self.name,
+                path.display(),
+                self.package,
+                self.name
+            );
+            path.into_os_string()
+                .into_string()
+                .expect("the target directory's path is UTF-8")
+        })
+    }
+}
+
+/// `target/<profile>/` for a test executable in `target/<profile>/deps/` (or, for a binary
+/// run directly, its own directory).
+fn target_dir(exe: &Path) -> PathBuf {
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    if dir.file_name() == Some(OsStr::new("deps")) {
+        dir.parent().unwrap_or(dir).to_owned()
+    } else {
+        dir.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binaries_are_looked_for_in_the_profile_directory_above_deps() {
+        assert_eq!(
+            target_dir(Path::new("/t/target/debug/deps/cli-1234")),
+            Path::new("/t/target/debug")
+        );
+        assert_eq!(
+            target_dir(Path::new("/t/target/release/tether-bench")),
+            Path::new("/t/target/release")
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "cargo build -p tether-nothing --bin no-such-binary")]
+    fn a_missing_binary_names_the_command_that_builds_it() {
+        let _ = Bin::new("no-such-binary", "tether-nothing").path();
+    }
+}
