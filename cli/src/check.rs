@@ -3,6 +3,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 
 use tether_broker::{Manifest, SecretSource as _, confine::sha256_file};
+use tether_proto::ValueKind;
 
 use crate::args::CatalogArgs;
 use crate::error::CliError;
@@ -49,8 +50,8 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
         problems.push(e.to_string());
     }
     for (kind, names, source) in [
-        ("secret", &m.secrets, &install.secrets),
-        ("config", &m.config, &install.config),
+        (ValueKind::Secret, &m.secrets, &install.secrets),
+        (ValueKind::Config, &m.config, &install.config),
     ] {
         for name in names {
             match source.fetch(name) {

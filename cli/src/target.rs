@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use tether_broker::{Delivery, HandshakeConfig, PluginClient, SecretSource as _};
+use tether_broker::{HandshakeConfig, PluginClient};
 
 use crate::args::TargetArgs;
 use crate::catalog_origin::Origin;
@@ -67,62 +67,12 @@ async fn launch_from_catalog(
 ) -> Result<PluginClient, CliError> {
     let install = Installation::load_dir(dir, Origin::Flag, &target.install)?;
     let m = install.manifest(plugin)?;
-    install.grants.check(m).map_err(|e| CliError::Delivery {
-        plugin: plugin.to_owned(),
-        reason: e.to_string(),
-    })?;
-    let mut delivery = Delivery::new();
-    for (kind, names, source) in [
-        ("secret", &m.secrets, &install.secrets),
-        ("config", &m.config, &install.config),
-    ] {
-        for name in names {
-            let value = source
-                .fetch(name)
-                .map_err(|e| {
-                    format!(
-                        "cannot read {kind} `{name}` from {}: {e}",
-                        source.describe()
-                    )
-                })
-                .and_then(|v| {
-                    v.ok_or_else(|| format!("{kind} `{name}` is not in {}", source.describe()))
-                })
-                .map_err(|reason| CliError::Delivery {
-                    plugin: plugin.to_owned(),
-                    reason,
-                })?;
-            delivery = if kind == "secret" {
-                delivery.secret(name.clone(), value)
-            } else {
-                delivery.config(name.clone(), value)
-            };
-        }
-    }
-    let mut builder = PluginClient::builder(&m.command)
-        .name(m.name.clone())
-        .args(m.args.clone())
-        .handshake(
-            HandshakeConfig::new(m.cookie_key.clone(), m.cookie_value.clone())
-                .app_versions(m.app_versions.clone()),
-        )
-        .sandbox(m.sandbox)
-        .limits(m.limits);
-    for name in &m.env_allow {
-        builder = builder.env_allow(name.clone());
-    }
-    for path in &m.sandbox_allow_exec {
-        builder = builder.sandbox_allow_exec(path);
-    }
-    for path in &m.sandbox_allow_read {
-        builder = builder.sandbox_allow_read(path);
-    }
-    if let Some(hash) = &m.sha256 {
-        builder = builder.sha256(hash.clone());
-    }
-    if !delivery.is_empty() {
-        builder = builder.deliver(delivery);
-    }
+    let mut builder =
+        tether_broker::catalog::launch(m, &install.grants, &install.secrets, &install.config)
+            .map_err(|e| CliError::Delivery {
+                plugin: plugin.to_owned(),
+                reason: e.to_string(),
+            })?;
     builder = builder.multiplex(target.multiplex);
     if target.plaintext {
         builder = builder.plaintext();

@@ -2,12 +2,14 @@
 
 pub(crate) mod delivery;
 pub(crate) mod grants;
+pub(crate) mod launch;
 pub(crate) mod manifest;
 pub(crate) mod secrets;
 pub(crate) mod text;
 
 pub use delivery::{Delivery, delivery_base};
 pub use grants::{Grants, NotGranted};
+pub use launch::launch;
 pub use manifest::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
     DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,

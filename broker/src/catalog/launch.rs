@@ -1,0 +1,92 @@
+//! A catalog plugin's launch, as the operator's policy allows it: the manifest checked against
+//! the grants, its granted secrets and config fetched from their sources, and the manifest
+//! applied to a [`PluginClientBuilder`]. The one place where a manifest becomes a launch, used
+//! by the [`Broker`](crate::Broker) and the `tether` command alike.
+
+use tether_proto::ValueKind;
+
+use crate::catalog::delivery::Delivery;
+use crate::catalog::grants::Grants;
+use crate::catalog::manifest::Manifest;
+use crate::catalog::secrets::SecretSource;
+use crate::error::UseError;
+use crate::launch::builder::{HandshakeConfig, PluginClientBuilder};
+use crate::launch::client::PluginClient;
+
+/// The builder for `manifest`'s plugin, if `grants` allow what it requests, with its secrets
+/// from `secrets` and config files from `config` to be delivered. The caller adds what is
+/// its own to decide (working directory, timeouts…) and starts it.
+///
+/// # Errors
+/// [`UseError::NotGranted`] when the manifest requests something not granted;
+/// [`UseError::Source`] / [`UseError::MissingValue`] when a granted value cannot be read.
+pub fn launch(
+    manifest: &Manifest,
+    grants: &Grants,
+    secrets: &dyn SecretSource,
+    config: &dyn SecretSource,
+) -> Result<PluginClientBuilder<HandshakeConfig>, UseError> {
+    grants.check(manifest)?;
+    let delivery = fetch(manifest, secrets, config)?;
+    let mut builder = PluginClient::builder(&manifest.command)
+        .name(manifest.name.clone())
+        .args(&manifest.args)
+        .sandbox(manifest.sandbox)
+        .limits(manifest.limits)
+        .handshake(
+            HandshakeConfig::new(&manifest.cookie_key, &manifest.cookie_value)
+                .app_versions(manifest.app_versions.iter().copied()),
+        );
+    if !delivery.is_empty() {
+        builder = builder.deliver(delivery);
+    }
+    for name in &manifest.env_allow {
+        builder = builder.env_allow(name);
+    }
+    for path in &manifest.sandbox_allow_exec {
+        builder = builder.sandbox_allow_exec(path);
+    }
+    for path in &manifest.sandbox_allow_read {
+        builder = builder.sandbox_allow_read(path);
+    }
+    if let Some(hash) = &manifest.sha256 {
+        builder = builder.sha256(hash.clone());
+    }
+    Ok(builder)
+}
+
+/// The values `manifest` requests, read from their sources.
+fn fetch(
+    manifest: &Manifest,
+    secrets: &dyn SecretSource,
+    config: &dyn SecretSource,
+) -> Result<Delivery, UseError> {
+    let plugin = &manifest.name;
+    let mut delivery = Delivery::new();
+    for (kind, names, source) in [
+        (ValueKind::Secret, &manifest.secrets, secrets),
+        (ValueKind::Config, &manifest.config, config),
+    ] {
+        for name in names {
+            let value = source
+                .fetch(name)
+                .map_err(|source| UseError::Source {
+                    plugin: plugin.clone(),
+                    kind,
+                    name: name.clone(),
+                    source,
+                })?
+                .ok_or_else(|| UseError::MissingValue {
+                    plugin: plugin.clone(),
+                    kind,
+                    name: name.clone(),
+                    source_name: source.describe(),
+                })?;
+            delivery = match kind {
+                ValueKind::Secret => delivery.secret(name.clone(), value),
+                ValueKind::Config => delivery.config(name.clone(), value),
+            };
+        }
+    }
+    Ok(delivery)
+}
