@@ -8,7 +8,7 @@
 //!
 //! - [`host`]: workflow files ([`host::Workflow`]), the `Host` service with its least-privilege
 //!   artifact policy ([`host::ArtifactPolicy`]), and the runner ([`host::run`]) that acquires
-//!   each step's plugin from a [`Broker`](tether_broker::Broker) when the step first needs it.
+//!   each step's plugin from a [`Supervisor`](tether_host::Supervisor) when the step first needs it.
 //!   `tether run` is this runner with a progress bar and a summary.
 //! - [`plugin`]: the plugin side: serve a step function as an `Executor` plugin
 //!   ([`plugin::serve_step`]) and call the host back ([`plugin::HostCalls`]).

@@ -2,7 +2,7 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use tether_broker::{Manifest, SecretSource as _, confine::sha256_file};
+use tether_host::{Manifest, SecretSource as _, confine::sha256_file};
 use tether_proto::ValueKind;
 
 use crate::args::CatalogArgs;

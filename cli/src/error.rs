@@ -25,10 +25,10 @@ pub(crate) enum CliError {
     BadMethodSyntax(String),
     /// The plugin did not start.
     #[error("the plugin did not start")]
-    Start(#[source] Box<tether_broker::StartError>),
+    Start(#[source] Box<tether_host::StartError>),
     /// The plugin did not end cleanly.
     #[error("the plugin did not shut down cleanly")]
-    Shutdown(#[source] tether_broker::ShutdownError),
+    Shutdown(#[source] tether_host::ShutdownError),
     /// `--proto` files do not compile.
     #[error("cannot compile the --proto files {files:?}")]
     Proto {
@@ -93,7 +93,7 @@ pub(crate) enum CliError {
     },
     /// The grants file is bad.
     #[error("the grants file cannot be used")]
-    Grants(#[source] tether_broker::catalog::ManifestError),
+    Grants(#[source] tether_host::catalog::ManifestError),
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]
     CatalogProblems { count: usize },

@@ -10,7 +10,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use tether_broker::{Catalog, DirSecretSource, Grants, Manifest, catalog::ManifestError};
+use tether_host::{Catalog, DirSecretSource, Grants, Manifest, catalog::ManifestError};
 
 use crate::args::{CatalogArgs, InstallArgs};
 use crate::catalog_origin::{CATALOG_ENV, DEFAULT_CATALOG, Origin};

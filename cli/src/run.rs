@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tether_agent::host::{
     self, ArtifactPolicy, CallbackCounts, Observer, ProgressEvent, Step, Workflow,
 };
-use tether_broker::Broker;
+use tether_host::Supervisor;
 
 use crate::args::RunArgs;
 use crate::error::CliError;
@@ -51,7 +51,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     let counts = Arc::new(CallbackCounts::default());
     let total_steps = workflow.steps.len() as u64 * u64::from(args.repeat);
     let progress = Arc::new(Progress::new(total_steps));
-    let builder = Broker::builder(install.catalog, state_dir)
+    let builder = Supervisor::builder(install.catalog, state_dir)
         .grants(install.grants)
         .secrets(install.secrets)
         .config_source(install.config);

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use tether_broker::{HandshakeConfig, PluginClient};
+use tether_host::{HandshakeConfig, PluginClient};
 
 use crate::args::TargetArgs;
 use crate::catalog_origin::Origin;
@@ -68,7 +68,7 @@ async fn launch_from_catalog(
     let install = Installation::load_dir(dir, Origin::Flag, &target.install)?;
     let m = install.manifest(plugin)?;
     let mut builder =
-        tether_broker::catalog::launch(m, &install.grants, &install.secrets, &install.config)
+        tether_host::catalog::launch(m, &install.grants, &install.secrets, &install.config)
             .map_err(|e| CliError::Delivery {
                 plugin: plugin.to_owned(),
                 reason: e.to_string(),

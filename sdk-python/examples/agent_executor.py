@@ -52,7 +52,7 @@ class HostCalls:
     def _stub(self):
         try:
             return agent_pb2_grpc.HostStub(self._broker.host_services(HOST_SERVICES_WAIT))
-        except tether_plugin.BrokerError as e:
+        except tether_plugin.GrpcBrokerError as e:
             log.debug("no host callbacks: %s", e)
             return None
 

@@ -79,7 +79,7 @@ class FileCounter(counter_pb2_grpc.CounterServicer):
             )
             if request.add_server != 0:
                 channel.close()  # a per-call id is served for this call only
-        except tether_plugin.BrokerError as e:
+        except tether_plugin.GrpcBrokerError as e:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"cannot reach the host's AddHelper: {e}")
         except grpc.RpcError as e:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"the host's AddHelper.Sum failed: {e.details()}")

@@ -16,7 +16,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from tether_plugin import HOST_SERVICES_ID, BrokerError, GRPCBroker, _terminator, _tls, generate_identity
+from tether_plugin import HOST_SERVICES_ID, GrpcBrokerError, GRPCBroker, _terminator, _tls, generate_identity
 from tether_plugin._broker import _Setup, _Tls
 from tether_plugin._proto.plugin import grpc_broker_pb2, grpc_broker_pb2_grpc
 
@@ -154,14 +154,14 @@ def test_a_host_with_another_certificate_is_not_trusted(sockets):
 
 def test_dialling_an_id_the_host_never_announced_fails_in_time_naming_the_id(plaintext):
     began = time.monotonic()
-    with pytest.raises(BrokerError, match=r"broker id 9: no connection info from the host within 0.2s"):
+    with pytest.raises(GrpcBrokerError, match=r"broker id 9: no connection info from the host within 0.2s"):
         plaintext.broker.dial(9, timeout=0.2)
     assert time.monotonic() - began < 2.0
 
 
 def test_host_services_without_a_tether_host_say_so(plaintext):
     plaintext.broker.dial_timeout = 0.2
-    with pytest.raises(BrokerError, match="serves no host services"):
+    with pytest.raises(GrpcBrokerError, match="serves no host services"):
         plaintext.broker.host_services()
 
 
@@ -175,7 +175,7 @@ def test_host_services_are_dialled_once_and_shared(plaintext):
 def test_each_announcement_of_an_id_is_dialled_once(plaintext):
     plaintext.serve(4, "once")
     plaintext.broker.dial(4)
-    with pytest.raises(BrokerError, match="broker id 4"):
+    with pytest.raises(GrpcBrokerError, match="broker id 4"):
         plaintext.broker.dial(4, timeout=0.2)
 
 
@@ -185,7 +185,7 @@ def test_each_announcement_of_an_id_is_dialled_once(plaintext):
 )
 def test_an_address_that_is_not_local_is_refused(plaintext, network, address):
     plaintext.outbound.put(grpc_broker_pb2.ConnInfo(service_id=5, network=network, address=address))
-    with pytest.raises(BrokerError, match="refusing to dial it"):
+    with pytest.raises(GrpcBrokerError, match="refusing to dial it"):
         plaintext.broker.dial(5)
 
 
@@ -235,13 +235,13 @@ def test_accept_and_serve_under_automtls_admits_only_the_host(sockets, tether_ho
 
 def test_the_broker_is_unusable_before_serving_and_after_close(sockets):
     broker = GRPCBroker()
-    with pytest.raises(BrokerError, match="not connected yet"):
+    with pytest.raises(GrpcBrokerError, match="not connected yet"):
         broker.dial(1, timeout=0.1)
     broker._connect_setup(_Setup(tls=None, socket_dir=sockets))
     broker.close()
-    with pytest.raises(BrokerError, match="stopped"):
+    with pytest.raises(GrpcBrokerError, match="stopped"):
         broker.dial(1, timeout=0.1)
-    with pytest.raises(BrokerError, match="stopped"):
+    with pytest.raises(GrpcBrokerError, match="stopped"):
         broker.accept_and_serve(1, [])
 
 
@@ -255,7 +255,7 @@ def test_an_announcement_nobody_dials_expires_but_host_services_do_not(sockets):
     try:
         host.serve(6, "late")
         host.serve(HOST_SERVICES_ID, "host")
-        with pytest.raises(BrokerError, match="broker id 6"):
+        with pytest.raises(GrpcBrokerError, match="broker id 6"):
             host.broker.dial(6, timeout=0.3)
         assert status_of(host.broker.host_services(), "host") == health_pb2.HealthCheckResponse.SERVING
     finally:

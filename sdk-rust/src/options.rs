@@ -73,7 +73,7 @@ pub struct ServeOptions {
     pub(crate) log_to_stderr: bool,
     pub(crate) capture_stdio: bool,
     pub(crate) stdio_drain_timeout: Duration,
-    pub(crate) broker: tether_transport::BrokerConfig,
+    pub(crate) broker: tether_transport::GrpcBrokerConfig,
 }
 
 impl ServeOptions {
@@ -103,7 +103,7 @@ impl ServeOptions {
             log_to_stderr: true,
             capture_stdio: true,
             stdio_drain_timeout: crate::stdio::DEFAULT_STDIO_DRAIN_TIMEOUT,
-            broker: tether_transport::BrokerConfig::new(),
+            broker: tether_transport::GrpcBrokerConfig::new(),
         }
     }
 
@@ -275,15 +275,15 @@ impl ServeOptions {
 
     /// Timeouts and limits of the plugin's [`GrpcBroker`](crate::GrpcBroker) (callbacks):
     /// how long a dial waits for the host's connection info, how long unclaimed connection
-    /// info is kept, …; [`BrokerConfig::new`](tether_transport::BrokerConfig::new) by default.
+    /// info is kept, …; [`GrpcBrokerConfig::new`](tether_transport::GrpcBrokerConfig::new) by default.
     ///
     /// ```
     /// use std::time::Duration;
     /// let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello")
-    ///     .broker(tether_sdk::BrokerConfig::new().dial_timeout(Duration::from_secs(2)));
+    ///     .grpc_broker(tether_sdk::GrpcBrokerConfig::new().dial_timeout(Duration::from_secs(2)));
     /// # let _ = options;
     /// ```
-    pub fn broker(mut self, broker: tether_transport::BrokerConfig) -> Self {
+    pub fn grpc_broker(mut self, broker: tether_transport::GrpcBrokerConfig) -> Self {
         self.broker = broker;
         self
     }

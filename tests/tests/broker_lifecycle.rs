@@ -1,4 +1,4 @@
-//! The lazy lifecycle of `tether_broker::Broker` with real plugins: only used plugins start,
+//! The lazy lifecycle of `tether_host::Supervisor` with real plugins: only used plugins start,
 //! concurrent first uses share one process, idle plugins stop, crashes fail calls fast and
 //! restart with backoff, hung plugins are killed, limits bite, and nothing is left behind —
 //! also when the host is killed.
@@ -10,9 +10,9 @@ use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tether_broker::{Broker, Catalog, DirSecretSource, Grants, Lease, UseError};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_host::{Catalog, DirSecretSource, Grants, Lease, Supervisor, UseError};
 use tether_tests::bins;
 use tether_tests::procs;
 use tether_tests::world::{PluginSpec, World};
@@ -23,10 +23,10 @@ const BROKER_HOST: &str = env!("CARGO_BIN_EXE_broker-host");
 /// How long a test waits for something the broker does in the background.
 const DEADLINE: Duration = Duration::from_secs(10);
 
-fn broker(world: &World, grants: Grants) -> tether_broker::BrokerBuilder {
+fn broker(world: &World, grants: Grants) -> tether_host::SupervisorBuilder {
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     let (delivery, run) = (world.delivery(), world.run());
-    Broker::builder(catalog, world.state())
+    Supervisor::builder(catalog, world.state())
         .grants(grants)
         .secrets(DirSecretSource::new(world.secrets()))
         .customize(move |b| {

@@ -13,9 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tether_broker::{Broker, Catalog, DirSecretSource, Grants, Lease, UseError};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_host::{Catalog, DirSecretSource, Grants, Lease, Supervisor, UseError};
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::world::{PluginSpec, World};
 
@@ -79,11 +79,11 @@ fn assert_denied(result: Result<Vec<u8>, tonic::Status>, what: &str) {
     }
 }
 
-fn broker(world: &World, grants: Grants) -> Broker {
+fn broker(world: &World, grants: Grants) -> Supervisor {
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     assert!(catalog.errors().is_empty(), "{:?}", catalog.errors());
     let (delivery, run) = (world.delivery(), world.run());
-    Broker::builder(catalog, world.state())
+    Supervisor::builder(catalog, world.state())
         .grants(grants)
         .secrets(DirSecretSource::new(world.secrets()))
         .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
@@ -284,7 +284,7 @@ async fn config_files_are_delivered_read_only_next_to_secrets() {
     world.add_plugin(&PluginSpec::new("a", PROBE).config(&["settings.json"]));
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     let delivery = world.delivery();
-    let broker = Broker::builder(catalog, world.state())
+    let broker = Supervisor::builder(catalog, world.state())
         .grants(Grants::new().config("a", "settings.json"))
         .config_source(DirSecretSource::new(world.config()))
         .customize(move |b| b.delivery_dir(&delivery))
@@ -312,7 +312,7 @@ async fn config_files_are_delivered_read_only_next_to_secrets() {
 #[tokio::test]
 async fn a_tampered_binary_is_refused_with_both_hashes() {
     let world = World::new();
-    let hash = tether_broker::confine::sha256_file(Path::new(PROBE)).unwrap();
+    let hash = tether_host::confine::sha256_file(Path::new(PROBE)).unwrap();
     world.add_plugin(
         &PluginSpec::new("good", PROBE)
             .copied()
@@ -337,7 +337,7 @@ async fn a_tampered_binary_is_refused_with_both_hashes() {
     let text = err.to_string();
     assert!(text.contains(&hash), "{text}");
     assert!(
-        text.contains(&tether_broker::confine::sha256_file(&bad).unwrap()),
+        text.contains(&tether_host::confine::sha256_file(&bad).unwrap()),
         "{text}"
     );
     assert!(
@@ -351,7 +351,7 @@ async fn a_tampered_binary_is_refused_with_both_hashes() {
 #[tokio::test]
 async fn a_symlinked_binary_with_a_hash_is_refused() {
     let world = World::new();
-    let hash = tether_broker::confine::sha256_file(Path::new(PROBE)).unwrap();
+    let hash = tether_host::confine::sha256_file(Path::new(PROBE)).unwrap();
     // Not copied: `bin/linked` is a symbolic link to the real binary.
     world.add_plugin(&PluginSpec::new("linked", PROBE).extra(&format!("sha256 = \"{hash}\"")));
     let broker = broker(&world, Grants::new());

@@ -11,7 +11,7 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
-use tether_broker::{HandshakeConfig, PluginClient, ShutdownOutcome};
+use tether_host::{HandshakeConfig, PluginClient, ShutdownOutcome};
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};

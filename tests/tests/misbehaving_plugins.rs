@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tether_broker::{
+use tether_host::{
     HandshakeConfig, PluginClient, PluginClientBuilder, StartError, error::Incompatibility,
     error::OutputLimit, error::Phase, error::StartErrorKind,
 };

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use tether_broker::{HandshakeConfig, PluginClient, callbacks::BrokerMode, launch::Address};
 use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
@@ -22,6 +21,7 @@ use tether_examples::streams::{self, StreamsService, StreamsState};
 use tether_examples::streams_proto::exerciser_client::ExerciserClient;
 use tether_examples::streams_proto::streams_server::StreamsServer;
 use tether_examples::streams_proto::{ExerciseRequest, ServeRequest};
+use tether_host::{HandshakeConfig, PluginClient, callbacks::BrokerMode, launch::Address};
 use tether_tests::bins;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;

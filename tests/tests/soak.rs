@@ -12,9 +12,9 @@
 
 use std::time::{Duration, Instant};
 
-use tether_broker::{Broker, Catalog};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_host::{Catalog, Supervisor};
 use tether_tests::bins;
 use tether_tests::procs;
 use tether_tests::world::{PluginSpec, World};
@@ -82,7 +82,7 @@ fn zombie_children() -> Vec<u32> {
 async fn round(world: &World, round: usize) {
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     let (delivery, run) = (world.delivery(), world.run());
-    let broker = Broker::builder(catalog, world.state())
+    let broker = Supervisor::builder(catalog, world.state())
         .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
         .build();
     let names: Vec<String> = (0..PLUGINS).map(|i| format!("p{i:03}")).collect();

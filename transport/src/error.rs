@@ -1,4 +1,4 @@
-//! [`BrokerError`]: why a brokered connection could not be served or dialled.
+//! [`GrpcBrokerError`]: why a brokered connection could not be served or dialled.
 
 use std::io;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use crate::dial::ConnectError;
 /// plugin on the host side, `the host` on the plugin side) and, where it applies, the broker id.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum BrokerError {
+pub enum GrpcBrokerError {
     /// Used before the connection to the peer exists (a plugin's broker works once it
     /// serves, i.e. inside call handlers).
     #[error(
@@ -46,7 +46,7 @@ pub enum BrokerError {
         peer: String,
         /// The broker id.
         id: u32,
-        /// How long the dial waited ([`BrokerConfig::dial_timeout`](crate::BrokerConfig::dial_timeout)).
+        /// How long the dial waited ([`GrpcBrokerConfig::dial_timeout`](crate::GrpcBrokerConfig::dial_timeout)).
         timeout: Duration,
         /// The state of the peer's broker stream, as a hint.
         stream: &'static str,

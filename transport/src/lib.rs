@@ -1,14 +1,14 @@
-//! **An internal crate of tether**: the connection code its host library (`tether-broker`)
+//! **An internal crate of tether**: the connection code its host library (`tether-host`)
 //! and its plugin SDK (`tether-sdk`) share, one implementation of each piece used by both
-//! sides. If you are writing a host or a plugin you probably want `tether-broker` or
+//! sides. If you are writing a host or a plugin you probably want `tether-host` or
 //! `tether-sdk` instead: they re-export what their users need from here, and this crate's API
 //! follows their needs, with fewer stability promises.
 //!
-//! # What users meet (re-exported by `tether-broker` and `tether-sdk`)
+//! # What users meet (re-exported by `tether-host` and `tether-sdk`)
 //!
 //! - [`GrpcBroker`] — go-plugin's `plugin.GRPCBroker` (callbacks): ids, `accept_and_serve`,
 //!   `dial`, on either side, in go-plugin's default mode or its multiplexed one
-//!   ([`BrokerMode`]); its [`BrokerConfig`], its [`BrokerError`], the [`Served`] handle.
+//!   ([`BrokerMode`]); its [`GrpcBrokerConfig`], its [`GrpcBrokerError`], the [`Served`] handle.
 //! - [`GrpcService`] — the one bound for "a tonic service tether can serve".
 //! - The defaults of their timeouts and limits ([`DEFAULT_DIAL_TIMEOUT`], [`MAX_UNCLAIMED`], …).
 //!
@@ -35,7 +35,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use tether_proto::tls::Identity;
-//! use tether_transport::{BrokerConfig, BrokerSetup, BrokerTls, GrpcBroker, ListenOn, Target};
+//! use tether_transport::{GrpcBrokerConfig, BrokerSetup, BrokerTls, GrpcBroker, ListenOn, Target};
 //! use tether_proto::handshake::Address;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -51,8 +51,8 @@
 //!     }),
 //!     mux: None,
 //! };
-//! let host = GrpcBroker::new("plugin `demo`", BrokerConfig::new());
-//! let plugin = GrpcBroker::new("the host", BrokerConfig::new());
+//! let host = GrpcBroker::new("plugin `demo`", GrpcBrokerConfig::new());
+//! let plugin = GrpcBroker::new("the host", GrpcBrokerConfig::new());
 //! host.connect(setup(&host_id, &plugin_id));
 //! plugin.connect(setup(&plugin_id, &host_id));
 //! // The stream each side sends is the other's inbound stream.
@@ -82,7 +82,7 @@
 //! use std::sync::Arc;
 //! use tether_proto::handshake::Address;
 //! use tether_transport::{
-//!     AcceptOptions, BrokerConfig, BrokerMode, BrokerSetup, GrpcBroker, ListenOn, Listener, Mux,
+//!     AcceptOptions, GrpcBrokerConfig, BrokerMode, BrokerSetup, GrpcBroker, ListenOn, Listener, Mux,
 //!     Target,
 //! };
 //! use tokio_stream::StreamExt as _;
@@ -108,8 +108,8 @@
 //!     }),
 //!     mux: Some(mux),
 //! };
-//! let host = GrpcBroker::new("plugin `demo`", BrokerConfig::new());
-//! let plugin = GrpcBroker::new("the host", BrokerConfig::new());
+//! let host = GrpcBroker::new("plugin `demo`", GrpcBrokerConfig::new());
+//! let plugin = GrpcBroker::new("the host", GrpcBrokerConfig::new());
 //! host.connect(setup(host_mux));
 //! plugin.connect(setup(plugin_mux));
 //! let to_plugin = host.take_outbound().unwrap().map(Ok);
@@ -142,15 +142,15 @@ mod service;
 
 pub use accept::{DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT};
 pub use dial::{BoxError, ConnectError};
-pub use error::BrokerError;
+pub use error::GrpcBrokerError;
 pub use grpc_broker::{
-    BrokerConfig, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE,
-    DEFAULT_UNCLAIMED_TTL, GrpcBroker, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
+    DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE,
+    DEFAULT_UNCLAIMED_TTL, GrpcBroker, GrpcBrokerConfig, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
 };
 pub use mux::BrokerMode;
 pub use service::GrpcService;
 
-// Internals: public for `tether-broker` and `tether-sdk` only.
+// Internals: public for `tether-host` and `tether-sdk` only.
 #[doc(hidden)]
 pub use accept::{AcceptOptions, Incoming, Listener, StreamListener, accept};
 #[doc(hidden)]

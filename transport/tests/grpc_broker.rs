@@ -9,8 +9,8 @@ use std::time::Duration;
 use tether_proto::handshake::Address;
 use tether_proto::tls::Identity;
 use tether_transport::{
-    AcceptOptions, BrokerConfig, BrokerError, BrokerMode, BrokerSetup, BrokerTls, GrpcBroker,
-    ListenOn, Listener, Mux, Target,
+    AcceptOptions, BrokerMode, BrokerSetup, BrokerTls, GrpcBroker, GrpcBrokerConfig,
+    GrpcBrokerError, ListenOn, Listener, Mux, Target,
 };
 use tokio_stream::StreamExt as _;
 use tonic_health::ServingStatus;
@@ -31,7 +31,7 @@ fn setup(tls: Option<(&Identity, &Identity)>, dir: &Path) -> BrokerSetup {
 }
 
 /// A host-side and a plugin-side broker whose streams are connected.
-fn pair(tls: bool, dir: &Path, config: BrokerConfig) -> (GrpcBroker, GrpcBroker) {
+fn pair(tls: bool, dir: &Path, config: GrpcBrokerConfig) -> (GrpcBroker, GrpcBroker) {
     let host = GrpcBroker::new("plugin `test`", config.clone());
     let plugin = GrpcBroker::new("the host", config);
     if tls {
@@ -52,7 +52,7 @@ fn pair(tls: bool, dir: &Path, config: BrokerConfig) -> (GrpcBroker, GrpcBroker)
 
 /// A host-side and a plugin-side broker over one multiplexed unix socket connection (made in
 /// `dir`, like a plugin's main socket); their broker streams are connected in memory.
-async fn mux_pair(tls: bool, dir: &Path, config: BrokerConfig) -> (GrpcBroker, GrpcBroker) {
+async fn mux_pair(tls: bool, dir: &Path, config: GrpcBrokerConfig) -> (GrpcBroker, GrpcBroker) {
     let path = dir.join("main.sock");
     let listener = Listener::Unix(tokio::net::UnixListener::bind(&path).unwrap());
     let plugin_mux = Mux::new();
@@ -101,7 +101,7 @@ fn sockets_in(dir: &Path) -> usize {
 #[tokio::test]
 async fn a_service_served_by_either_side_is_reached_by_the_other_over_mutual_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let (host, plugin) = pair(true, dir.path(), BrokerConfig::new());
+    let (host, plugin) = pair(true, dir.path(), GrpcBrokerConfig::new());
 
     let id = host.next_id();
     let _served = host.accept_and_serve(id, health().await).await.unwrap();
@@ -117,7 +117,7 @@ async fn a_service_served_by_either_side_is_reached_by_the_other_over_mutual_tls
 #[tokio::test]
 async fn plaintext_brokers_serve_and_dial_too() {
     let dir = tempfile::tempdir().unwrap();
-    let (host, plugin) = pair(false, dir.path(), BrokerConfig::new());
+    let (host, plugin) = pair(false, dir.path(), GrpcBrokerConfig::new());
     let id = plugin.next_id();
     let _served = plugin.accept_and_serve(id, health().await).await.unwrap();
     let channel = host.dial(id).await.unwrap();
@@ -127,7 +127,7 @@ async fn plaintext_brokers_serve_and_dial_too() {
 #[tokio::test]
 async fn each_side_numbers_its_own_ids_from_one() {
     let dir = tempfile::tempdir().unwrap();
-    let (host, plugin) = pair(false, dir.path(), BrokerConfig::new());
+    let (host, plugin) = pair(false, dir.path(), GrpcBrokerConfig::new());
     assert_eq!((host.next_id(), host.next_id()), (1, 2));
     assert_eq!(plugin.next_id(), 1);
 }
@@ -135,11 +135,11 @@ async fn each_side_numbers_its_own_ids_from_one() {
 #[tokio::test]
 async fn a_dial_for_an_id_nobody_serves_fails_after_the_dial_timeout_naming_the_id() {
     let dir = tempfile::tempdir().unwrap();
-    let config = BrokerConfig::new().dial_timeout(Duration::from_millis(50));
+    let config = GrpcBrokerConfig::new().dial_timeout(Duration::from_millis(50));
     let (_host, plugin) = pair(true, dir.path(), config);
     let err = plugin.dial(42).await.unwrap_err();
     assert!(
-        matches!(err, BrokerError::NoConnInfo { id: 42, timeout, .. } if timeout == Duration::from_millis(50)),
+        matches!(err, GrpcBrokerError::NoConnInfo { id: 42, timeout, .. } if timeout == Duration::from_millis(50)),
         "{err:?}"
     );
     let message = err.to_string();
@@ -150,7 +150,7 @@ async fn a_dial_for_an_id_nobody_serves_fails_after_the_dial_timeout_naming_the_
 #[tokio::test]
 async fn dropping_the_served_handle_removes_the_socket_and_refuses_new_connections() {
     let dir = tempfile::tempdir().unwrap();
-    let (host, plugin) = pair(true, dir.path(), BrokerConfig::new());
+    let (host, plugin) = pair(true, dir.path(), GrpcBrokerConfig::new());
     let id = host.next_id();
     let served = host.accept_and_serve(id, health().await).await.unwrap();
     assert_eq!(sockets_in(dir.path()), 1);
@@ -164,15 +164,15 @@ async fn dropping_the_served_handle_removes_the_socket_and_refuses_new_connectio
     drop(host.accept_and_serve(id, health().await).await.unwrap());
     assert_eq!(sockets_in(dir.path()), 0);
     let err = plugin.dial(id).await.unwrap_err();
-    assert!(matches!(err, BrokerError::Connect { .. }), "{err:?}");
+    assert!(matches!(err, GrpcBrokerError::Connect { .. }), "{err:?}");
 }
 
 #[tokio::test]
 async fn an_announced_address_outside_the_policy_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
-    let host = GrpcBroker::new("plugin `test`", BrokerConfig::new());
-    let plugin = GrpcBroker::new("the host", BrokerConfig::new());
+    let host = GrpcBroker::new("plugin `test`", GrpcBrokerConfig::new());
+    let plugin = GrpcBroker::new("the host", GrpcBrokerConfig::new());
     // The host listens somewhere the plugin's policy does not allow.
     host.connect(setup(None, elsewhere.path()));
     plugin.connect(setup(None, dir.path()));
@@ -184,7 +184,7 @@ async fn an_announced_address_outside_the_policy_is_refused() {
     let _served = host.accept_and_serve(id, health().await).await.unwrap();
     let err = plugin.dial(id).await.unwrap_err();
     assert!(
-        matches!(err, BrokerError::BadAddress { id: 1, .. }),
+        matches!(err, GrpcBrokerError::BadAddress { id: 1, .. }),
         "{err:?}"
     );
 }
@@ -192,7 +192,7 @@ async fn an_announced_address_outside_the_policy_is_refused() {
 #[tokio::test]
 async fn closing_the_broker_stops_served_ids_and_fails_waiting_dials() {
     let dir = tempfile::tempdir().unwrap();
-    let (host, plugin) = pair(true, dir.path(), BrokerConfig::new());
+    let (host, plugin) = pair(true, dir.path(), GrpcBrokerConfig::new());
     let id = host.next_id();
     host.accept_and_serve(id, health().await)
         .await
@@ -207,10 +207,10 @@ async fn closing_the_broker_stops_served_ids_and_fails_waiting_dials() {
     tokio::task::yield_now().await;
     host.close();
     let err = waiting.await.unwrap().unwrap_err();
-    assert!(matches!(err, BrokerError::Closed { .. }), "{err:?}");
+    assert!(matches!(err, GrpcBrokerError::Closed { .. }), "{err:?}");
     assert!(matches!(
         host.accept_and_serve(host.next_id(), health().await).await,
-        Err(BrokerError::Closed { .. })
+        Err(GrpcBrokerError::Closed { .. })
     ));
     assert_eq!(sockets_in(dir.path()), 0);
     drop(plugin);
@@ -218,15 +218,18 @@ async fn closing_the_broker_stops_served_ids_and_fails_waiting_dials() {
 
 #[tokio::test]
 async fn a_broker_used_before_it_is_connected_says_so() {
-    let broker = GrpcBroker::new("the host", BrokerConfig::new());
+    let broker = GrpcBroker::new("the host", GrpcBrokerConfig::new());
     let err = broker.dial(1).await.unwrap_err();
-    assert!(matches!(err, BrokerError::NotConnected { .. }), "{err:?}");
+    assert!(
+        matches!(err, GrpcBrokerError::NotConnected { .. }),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn host_services_are_reached_without_an_id_and_do_not_expire() {
     let dir = tempfile::tempdir().unwrap();
-    let config = BrokerConfig::new().unclaimed_ttl(Duration::ZERO);
+    let config = GrpcBrokerConfig::new().unclaimed_ttl(Duration::ZERO);
     let (host, plugin) = pair(true, dir.path(), config);
     host.serve_host_services(tonic::service::Routes::new(health().await))
         .await
@@ -246,13 +249,13 @@ async fn host_services_are_reached_without_an_id_and_do_not_expire() {
 #[tokio::test]
 async fn asking_for_host_services_a_host_does_not_serve_fails_with_the_dial_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let config = BrokerConfig::new().dial_timeout(Duration::from_millis(50));
+    let config = GrpcBrokerConfig::new().dial_timeout(Duration::from_millis(50));
     let (_host, plugin) = pair(true, dir.path(), config);
     let err = plugin.host_services().await.unwrap_err();
     assert!(
         matches!(
             err,
-            BrokerError::NoConnInfo {
+            GrpcBrokerError::NoConnInfo {
                 id: tether_transport::HOST_SERVICES_ID,
                 ..
             }
@@ -264,7 +267,7 @@ async fn asking_for_host_services_a_host_does_not_serve_fails_with_the_dial_time
 #[tokio::test]
 async fn multiplexed_brokers_reach_each_other_over_mutual_tls_without_new_sockets() {
     let dir = tempfile::tempdir().unwrap();
-    let (host, plugin) = mux_pair(true, dir.path(), BrokerConfig::new()).await;
+    let (host, plugin) = mux_pair(true, dir.path(), GrpcBrokerConfig::new()).await;
     assert_eq!(host.mode(), BrokerMode::Multiplexed);
     assert_eq!(plugin.mode(), BrokerMode::Multiplexed);
 
@@ -285,11 +288,11 @@ async fn multiplexed_brokers_reach_each_other_over_mutual_tls_without_new_socket
 #[tokio::test]
 async fn a_multiplexed_dial_for_an_id_nobody_serves_fails_after_the_dial_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let config = BrokerConfig::new().dial_timeout(Duration::from_millis(100));
+    let config = GrpcBrokerConfig::new().dial_timeout(Duration::from_millis(100));
     let (host, _plugin) = mux_pair(true, dir.path(), config).await;
     let err = host.dial(42).await.unwrap_err();
     assert!(
-        matches!(err, BrokerError::Connect { id: 42, .. }),
+        matches!(err, GrpcBrokerError::Connect { id: 42, .. }),
         "{err:?}"
     );
     let message = format!("{err}: {}", std::error::Error::source(&err).unwrap());
@@ -299,7 +302,7 @@ async fn a_multiplexed_dial_for_an_id_nobody_serves_fails_after_the_dial_timeout
 #[tokio::test]
 async fn multiplexed_host_services_are_reached_without_an_id() {
     let dir = tempfile::tempdir().unwrap();
-    let (host, plugin) = mux_pair(true, dir.path(), BrokerConfig::new()).await;
+    let (host, plugin) = mux_pair(true, dir.path(), GrpcBrokerConfig::new()).await;
     host.serve_host_services(tonic::service::Routes::new(health().await))
         .await
         .unwrap();

@@ -1,5 +1,5 @@
 //! The host side: workflow files, the `tether.agent.v1.Host` service every plugin gets, and
-//! the runner that calls each step's `Executor` through a [`Broker`](tether_broker::Broker).
+//! the runner that calls each step's `Executor` through a [`Supervisor`](tether_host::Supervisor).
 
 mod latencies;
 mod observer;

@@ -1,11 +1,11 @@
-//! Running a workflow through a [`Broker`]: each step's plugin is acquired when the step
+//! Running a workflow through a [`Supervisor`]: each step's plugin is acquired when the step
 //! needs it (so a plugin starts only when first used), called with
 //! `tether.agent.v1.Executor/Execute`, and handed the previous step's outputs.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use tether_broker::{Broker, BrokerBuilder, UseError};
+use tether_host::{Supervisor, SupervisorBuilder, UseError};
 
 use super::latencies::Latencies;
 use super::observer::Observer;
@@ -52,11 +52,11 @@ pub struct Outcome {
 /// whose calls it serves: artifacts by `policy`, callbacks counted in `counts`, progress
 /// reports told to `observer`.
 pub fn serve_host(
-    builder: BrokerBuilder,
+    builder: SupervisorBuilder,
     policy: Arc<ArtifactPolicy>,
     counts: Arc<CallbackCounts>,
     observer: Arc<dyn Observer>,
-) -> BrokerBuilder {
+) -> SupervisorBuilder {
     builder.customize(move |plugin| {
         let host = AgentHost::new(
             plugin.plugin_name(),
@@ -74,7 +74,7 @@ pub fn serve_host(
 /// # Errors
 /// The first step whose plugin cannot be used or which reports failure stops the run.
 pub async fn run(
-    broker: &Broker,
+    broker: &Supervisor,
     workflow: &Workflow,
     repeat: u32,
     observer: &dyn Observer,

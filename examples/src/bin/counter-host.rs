@@ -1,4 +1,4 @@
-//! Counter host: go-plugin's `examples/bidirectional` host, written with `tether-broker`.
+//! Counter host: go-plugin's `examples/bidirectional` host, written with `tether-host`.
 //!
 //! ```text
 //! COUNTER_PLUGIN="<command> [args]" counter-host [OPTIONS] put KEY N   # adds N to KEY
@@ -20,11 +20,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
 use tether_examples::{error_chain, plugin_command};
+use tether_host::{HandshakeConfig, PluginClient};
 use tonic::{Request, Response, Status};
 
 #[derive(Debug, Parser)]

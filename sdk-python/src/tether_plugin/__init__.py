@@ -45,7 +45,7 @@ from ._stdio import STDIO_BUFFER_LIMIT
 from ._tls import CERT_BACKDATE, CERT_VALIDITY, SERVER_NAME, Identity, fingerprint, generate_identity
 from .errors import (
     NOT_LAUNCHED_BY_HOST_MESSAGE,
-    BrokerError,
+    GrpcBrokerError,
     ConfigurationError,
     InvalidContentError,
     InvalidNameError,
@@ -75,7 +75,7 @@ __all__ = [
     "NOT_LAUNCHED_BY_HOST_MESSAGE",
     "SERVER_NAME",
     "STDIO_BUFFER_LIMIT",
-    "BrokerError",
+    "GrpcBrokerError",
     "ConfigurationError",
     "GRPCBroker",
     "GrantedFiles",

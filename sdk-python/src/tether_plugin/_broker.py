@@ -33,7 +33,7 @@ import grpc
 
 from . import _listen, _terminator, _tls
 from ._proto.plugin import grpc_broker_pb2, grpc_broker_pb2_grpc
-from .errors import BrokerError
+from .errors import GrpcBrokerError
 
 log = logging.getLogger("tether_plugin")
 
@@ -138,7 +138,7 @@ class GRPCBroker:
         ``timeout`` seconds (default :attr:`dial_timeout`) for the announcement. The channel is
         closed when the plugin stops (or close it yourself).
 
-        Raises :class:`~tether_plugin.errors.BrokerError` when the broker is not serving yet or
+        Raises :class:`~tether_plugin.errors.GrpcBrokerError` when the broker is not serving yet or
         has stopped, no announcement arrives in time, or the announced address is not an
         absolute unix socket path or a loopback TCP address.
         """
@@ -151,7 +151,7 @@ class GRPCBroker:
     def host_services(self, timeout: float | None = None) -> grpc.Channel:
         """A channel to the services a tether host serves to all its plugins (its
         ``host_service``\\ s), dialled on first use and then shared. go-plugin hosts serve none:
-        then this raises :class:`~tether_plugin.errors.BrokerError` after ``timeout`` seconds
+        then this raises :class:`~tether_plugin.errors.GrpcBrokerError` after ``timeout`` seconds
         (default :attr:`dial_timeout`)."""
         with self._lock:
             if self._host_channel is not None:
@@ -174,7 +174,7 @@ class GRPCBroker:
         reaches it by dialling that id. Same TLS as the main connection. Returns a
         :class:`Served` handle."""
         setup = self._require_setup()
-        executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tether-broker")
+        executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tether-host")
         tls = setup.tls
         interceptors = [_tls.HostPin(tls.host_cert_der)] if tls and tls.grpc_can_verify else None
         server = grpc.server(executor, interceptors=interceptors, options=[("grpc.so_reuseport", 0)])
@@ -193,7 +193,7 @@ class GRPCBroker:
         with self._lock:
             if self._closed:
                 served.stop()
-                raise BrokerError(f"broker id {broker_id}: the broker has stopped (the plugin is stopping)")
+                raise GrpcBrokerError(f"broker id {broker_id}: the broker has stopped (the plugin is stopping)")
             self._served.append(served)
         self._outbound.put(grpc_broker_pb2.ConnInfo(service_id=broker_id, network=network, address=address))
         return served
@@ -251,9 +251,9 @@ class GRPCBroker:
     def _require_setup(self) -> _Setup:
         with self._lock:
             if self._closed:
-                raise BrokerError("the broker has stopped (the plugin is stopping)")
+                raise GrpcBrokerError("the broker has stopped (the plugin is stopping)")
             if self._setup is None:
-                raise BrokerError(
+                raise GrpcBrokerError(
                     "the broker is not connected yet: use it while the plugin serves (inside a call handler)"
                 )
             return self._setup
@@ -273,7 +273,7 @@ class GRPCBroker:
         with self._lock:
             while True:
                 if self._closed:
-                    raise BrokerError(
+                    raise GrpcBrokerError(
                         f"broker id {broker_id}: the broker has stopped (the plugin is stopping)"
                     )
                 self._expire(time.monotonic())
@@ -291,7 +291,7 @@ class GRPCBroker:
                         else "check that the host serves the id it sent before the plugin dials it"
                     )
                     stream = "open" if self._stream_open else "not open (the host never started StartStream)"
-                    raise BrokerError(
+                    raise GrpcBrokerError(
                         f"broker id {broker_id}: no connection info from the host within "
                         f"{timeout:g}s (broker stream {stream}); {what}"
                     )
@@ -332,7 +332,7 @@ class GRPCBroker:
         if setup.socket_dir is not None:
             path = os.path.join(setup.socket_dir, f"broker-{_random.token_hex(8)}.sock")
             if len(os.fsencode(path)) > _listen.MAX_UNIX_PATH_BYTES:
-                raise BrokerError(f"the broker socket path {path!r} is too long")
+                raise GrpcBrokerError(f"the broker socket path {path!r} is too long")
             announced = ("unix", path)
             cleanup.append(lambda: _remove(path))
             address = f"unix:{path}"
@@ -346,7 +346,7 @@ class GRPCBroker:
                 _terminator.ssl_context(tls.identity, tls.host_cert_der), tls.host_cert_der, inner.address
             )
             if setup.socket_dir is None:
-                raise BrokerError(
+                raise GrpcBrokerError(
                     "serving broker ids over TCP to a P-521 host is not supported; use unix sockets"
                 )
             terminator.listen(address)
@@ -360,7 +360,7 @@ class GRPCBroker:
             port = server.add_secure_port(address, credentials)
         if setup.socket_dir is None:
             if port == 0:
-                raise BrokerError("cannot listen on 127.0.0.1 for a broker id")
+                raise GrpcBrokerError("cannot listen on 127.0.0.1 for a broker id")
             return ("tcp", f"127.0.0.1:{port}")
         return announced
 
@@ -385,7 +385,7 @@ class _BrokerServicer(grpc_broker_pb2_grpc.GRPCBrokerServicer):
             finally:
                 broker._outbound.put(None)
 
-        threading.Thread(target=read, name="tether-broker-in", daemon=True).start()
+        threading.Thread(target=read, name="tether-host-in", daemon=True).start()
         while context.is_active():
             item = broker._outbound.get()
             if item is None:
@@ -409,7 +409,7 @@ def _dial_target(broker_id: int, network: str, address: str) -> str:
             loopback = False
         if loopback and port.isdigit():
             return address
-    raise BrokerError(
+    raise GrpcBrokerError(
         f"broker id {broker_id}: the host announced {network}:{address}, which is not an absolute "
         "unix socket path or a loopback TCP address; refusing to dial it"
     )

@@ -66,7 +66,7 @@ class InvalidContentError(PluginError, ValueError):
     never quoted)."""
 
 
-class BrokerError(PluginError):
+class GrpcBrokerError(PluginError):
     """A ``GRPCBroker`` operation failed: dialling an id the host never announced (in time), an
     address the plugin refuses to dial, using the broker before the plugin serves or after it
     stopped, or a socket that could not be made. The message names the broker id."""

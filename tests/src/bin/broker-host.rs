@@ -1,4 +1,4 @@
-//! A host that runs a catalog through a `tether_broker::Broker`, for the host-death tests.
+//! A host that runs a catalog through a `tether_host::Supervisor`, for the host-death tests.
 //!
 //! `broker-host CATALOG STATE SECRETS DELIVERY RUN NAME...` grants every plugin what its
 //! manifest requests (secrets from the directory SECRETS), starts the named plugins, asks each
@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 
-use tether_broker::{Broker, Catalog, DirSecretSource, Grants};
 use tether_examples::kv::PutRequest;
 use tether_examples::kv::kv_client::KvClient;
+use tether_host::{Catalog, DirSecretSource, Grants, Supervisor};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -26,7 +26,7 @@ async fn main() {
         }
     }
     let (delivery, run) = (PathBuf::from(delivery), PathBuf::from(run));
-    let broker = Broker::builder(catalog, state)
+    let broker = Supervisor::builder(catalog, state)
         .grants(grants)
         .secrets(DirSecretSource::new(secrets))
         .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
@@ -43,7 +43,7 @@ async fn main() {
         if let Err(status) = child {
             assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
         }
-        if let tether_broker::confine::ProcessLimit::Cgroup { dir, .. } = lease.process_limit() {
+        if let tether_host::confine::ProcessLimit::Cgroup { dir, .. } = lease.process_limit() {
             tether_tests::misbehave::print_line(&format!("cgroup {name} {}", dir.display()));
         }
         tether_tests::misbehave::print_line(&format!("pid {name} {}", lease.pid()));

@@ -12,23 +12,23 @@ use tether_proto::plugin::conn_info::Knock;
 use tokio::sync::{OnceCell, mpsc, oneshot, watch};
 use tonic::transport::Channel;
 
-use super::config::BrokerConfig;
+use super::config::GrpcBrokerConfig;
 use super::served::{self, DetachedList};
 use super::setup::BrokerSetup;
 use super::table::ConnInfoTable;
 use crate::dial::Alive;
-use crate::error::BrokerError;
+use crate::error::GrpcBrokerError;
 use crate::internal::lock;
 use crate::mux::BrokerMode;
 
 /// go-plugin's `GRPCBroker`: serve gRPC services to the peer on fresh ids, and dial the
 /// services the peer serves. Cheap to clone; all clones are one broker.
 ///
-/// A host gets one from `tether_broker::PluginClient::broker`, a plugin from
+/// A host gets one from `tether_host::PluginClient::broker`, a plugin from
 /// `tether_sdk::Plugin::broker`.
 ///
 /// ```no_run
-/// # async fn f(broker: tether_transport::GrpcBroker) -> Result<(), tether_transport::BrokerError> {
+/// # async fn f(broker: tether_transport::GrpcBroker) -> Result<(), tether_transport::GrpcBrokerError> {
 /// # let service = tonic_health::server::health_reporter().1;
 /// // Serve `service` to the peer for as long as `served` lives…
 /// let id = broker.next_id();
@@ -47,7 +47,7 @@ pub struct GrpcBroker {
 /// The state all clones of a [`GrpcBroker`] share.
 pub(super) struct Inner {
     pub(super) peer: String,
-    pub(super) config: BrokerConfig,
+    pub(super) config: GrpcBrokerConfig,
     next_id: AtomicU32,
     outbound: Mutex<Option<mpsc::UnboundedSender<ConnInfo>>>,
     pub(super) outbound_rx: Mutex<Option<mpsc::UnboundedReceiver<ConnInfo>>>,
@@ -108,7 +108,7 @@ impl GrpcBroker {
     /// A broker talking to `peer` (a description used in errors and logs: `plugin \`kv\``,
     /// `the host`). It works once `connect` has been called (by the host library or the SDK).
     #[must_use]
-    pub fn new(peer: impl Into<String>, config: BrokerConfig) -> Self {
+    pub fn new(peer: impl Into<String>, config: GrpcBrokerConfig) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let table = ConnInfoTable::new(config.unclaimed_ttl);
         Self {
@@ -170,14 +170,14 @@ impl GrpcBroker {
     }
 
     /// The setup, once connected and while not closed.
-    pub(super) fn setup(&self) -> Result<&BrokerSetup, BrokerError> {
+    pub(super) fn setup(&self) -> Result<&BrokerSetup, GrpcBrokerError> {
         if self.is_closed() {
             return Err(self.closed_error());
         }
         self.inner
             .setup
             .get()
-            .ok_or_else(|| BrokerError::NotConnected {
+            .ok_or_else(|| GrpcBrokerError::NotConnected {
                 peer: self.inner.peer.clone(),
             })
     }
@@ -187,9 +187,9 @@ impl GrpcBroker {
         self.inner.setup.get().and_then(|s| s.mux.as_ref())
     }
 
-    /// [`BrokerError::Closed`] for this broker's peer.
-    pub(super) fn closed_error(&self) -> BrokerError {
-        BrokerError::Closed {
+    /// [`GrpcBrokerError::Closed`] for this broker's peer.
+    pub(super) fn closed_error(&self) -> GrpcBrokerError {
+        GrpcBrokerError::Closed {
             peer: self.inner.peer.clone(),
         }
     }
@@ -210,7 +210,7 @@ impl GrpcBroker {
     }
 
     /// Sends `info` to the peer on the broker stream.
-    pub(super) fn send(&self, info: ConnInfo) -> Result<(), BrokerError> {
+    pub(super) fn send(&self, info: ConnInfo) -> Result<(), GrpcBrokerError> {
         let outbound = lock(&self.inner.outbound);
         outbound
             .as_ref()

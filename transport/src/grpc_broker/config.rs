@@ -1,4 +1,4 @@
-//! [`BrokerConfig`]: the timeouts of a [`GrpcBroker`](super::GrpcBroker), with their defaults.
+//! [`GrpcBrokerConfig`]: the timeouts of a [`GrpcBroker`](super::GrpcBroker), with their defaults.
 
 use std::time::Duration;
 
@@ -6,32 +6,32 @@ use crate::accept::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 
 /// How long [`GrpcBroker::dial`](super::GrpcBroker::dial) waits for the peer's `ConnInfo` for
 /// an id (go-plugin: 5 s), or in the multiplexed mode for the acknowledgement of its knock
-/// (go-plugin: 5 s). Override with [`BrokerConfig::dial_timeout`].
+/// (go-plugin: 5 s). Override with [`GrpcBrokerConfig::dial_timeout`].
 pub const DEFAULT_DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a `ConnInfo` that arrived before anyone dialled its id is kept (go-plugin: 5 s);
 /// in the multiplexed mode, how long a knock for an id not served yet waits for it. Override
-/// with [`BrokerConfig::unclaimed_ttl`].
+/// with [`GrpcBrokerConfig::unclaimed_ttl`].
 pub const DEFAULT_UNCLAIMED_TTL: Duration = Duration::from_secs(5);
 
 /// How long connecting to a brokered address, TLS included, may take. Override with
-/// [`BrokerConfig::connect_timeout`].
+/// [`GrpcBrokerConfig::connect_timeout`].
 pub const DEFAULT_BROKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// After a served id is stopped, how long its open connections may take to finish their calls
-/// before they are cut. Override with [`BrokerConfig::stop_grace`].
+/// before they are cut. Override with [`GrpcBrokerConfig::stop_grace`].
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// Timeouts and limits of a [`GrpcBroker`](super::GrpcBroker).
 ///
 /// ```
 /// use std::time::Duration;
-/// let config = tether_transport::BrokerConfig::new().dial_timeout(Duration::from_secs(1));
+/// let config = tether_transport::GrpcBrokerConfig::new().dial_timeout(Duration::from_secs(1));
 /// assert_eq!(config.dial_timeout_value(), Duration::from_secs(1));
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct BrokerConfig {
+pub struct GrpcBrokerConfig {
     pub(super) dial_timeout: Duration,
     pub(super) unclaimed_ttl: Duration,
     pub(super) connect_timeout: Duration,
@@ -39,13 +39,13 @@ pub struct BrokerConfig {
     pub(super) tls_handshake_timeout: Duration,
 }
 
-impl Default for BrokerConfig {
+impl Default for GrpcBrokerConfig {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl BrokerConfig {
+impl GrpcBrokerConfig {
     /// The defaults: [`DEFAULT_DIAL_TIMEOUT`], [`DEFAULT_UNCLAIMED_TTL`],
     /// [`DEFAULT_BROKER_CONNECT_TIMEOUT`], [`DEFAULT_STOP_GRACE`] and
     /// [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`].

@@ -16,7 +16,7 @@ use super::table::{Claim, MAX_UNCLAIMED, Stored};
 use crate::accept::Listener;
 use crate::bind;
 use crate::dial;
-use crate::error::BrokerError;
+use crate::error::GrpcBrokerError;
 use crate::internal::lock;
 
 /// A new listener for `id` as `listen` says, the address to announce, and the socket file to
@@ -25,8 +25,8 @@ pub(super) fn listen(
     broker: &GrpcBroker,
     listen: &ListenOn,
     id: u32,
-) -> Result<(Listener, Address, Option<Endpoint>), BrokerError> {
-    let bind_error = |source| BrokerError::Bind {
+) -> Result<(Listener, Address, Option<Endpoint>), GrpcBrokerError> {
+    let bind_error = |source| GrpcBrokerError::Bind {
         peer: broker.inner.peer.clone(),
         id,
         source,
@@ -50,7 +50,11 @@ pub(super) fn listen(
 }
 
 /// Tells the peer that `id` is served at `address`.
-pub(super) fn announce(broker: &GrpcBroker, id: u32, address: &Address) -> Result<(), BrokerError> {
+pub(super) fn announce(
+    broker: &GrpcBroker,
+    id: u32,
+    address: &Address,
+) -> Result<(), GrpcBrokerError> {
     broker.send(ConnInfo {
         service_id: id,
         network: address.network().to_owned(),
@@ -67,10 +71,10 @@ pub(super) async fn dial(
     broker: &GrpcBroker,
     setup: &BrokerSetup,
     id: u32,
-) -> Result<Channel, BrokerError> {
+) -> Result<Channel, GrpcBrokerError> {
     let info = wait_conn_info(broker, id).await?;
     let peer = || broker.inner.peer.clone();
-    let bad = |reason: String| BrokerError::BadAddress {
+    let bad = |reason: String| GrpcBrokerError::BadAddress {
         peer: peer(),
         id,
         address: format!("{}:{}", info.network, info.address),
@@ -86,7 +90,7 @@ pub(super) async fn dial(
         broker.inner.config.connect_timeout,
     )
     .await
-    .map_err(|source| BrokerError::Connect {
+    .map_err(|source| GrpcBrokerError::Connect {
         peer: peer(),
         id,
         target: target_text,
@@ -109,7 +113,7 @@ pub(super) fn receive(broker: &GrpcBroker, info: ConnInfo) {
 
 /// The peer's `ConnInfo` for `id`: one that already arrived, or the next one, waiting at most
 /// the dial timeout.
-async fn wait_conn_info(broker: &GrpcBroker, id: u32) -> Result<ConnInfo, BrokerError> {
+async fn wait_conn_info(broker: &GrpcBroker, id: u32) -> Result<ConnInfo, GrpcBrokerError> {
     let claim = lock(&broker.inner.table).claim(id, broker::now());
     let rx = match claim {
         Claim::Ready(info) => return Ok(info),
@@ -122,7 +126,7 @@ async fn wait_conn_info(broker: &GrpcBroker, id: u32) -> Result<ConnInfo, Broker
             Ok(Ok(info)) => Ok(info),
             // The sender was dropped: the broker was closed.
             Ok(Err(_)) => Err(broker.closed_error()),
-            Err(_) => Err(BrokerError::NoConnInfo {
+            Err(_) => Err(GrpcBrokerError::NoConnInfo {
                 peer: broker.inner.peer.clone(),
                 id,
                 timeout,
@@ -138,7 +142,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::grpc_broker::config::BrokerConfig;
+    use crate::grpc_broker::config::GrpcBrokerConfig;
 
     fn info(id: u32) -> ConnInfo {
         ConnInfo {
@@ -150,7 +154,7 @@ mod tests {
     }
 
     fn broker(ttl: Duration) -> GrpcBroker {
-        let config = BrokerConfig::new()
+        let config = GrpcBrokerConfig::new()
             .unclaimed_ttl(ttl)
             .dial_timeout(Duration::from_secs(1));
         GrpcBroker::new("the host", config)
@@ -171,7 +175,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(6)).await;
         let err = wait_conn_info(&broker, 3).await.unwrap_err();
         assert!(
-            matches!(err, BrokerError::NoConnInfo { id: 3, .. }),
+            matches!(err, GrpcBrokerError::NoConnInfo { id: 3, .. }),
             "{err:?}"
         );
     }

@@ -5,19 +5,19 @@ use tonic::transport::Channel;
 use super::broker::GrpcBroker;
 use super::table::HOST_SERVICES_ID;
 use super::{default_mode, multiplexed};
-use crate::error::BrokerError;
+use crate::error::GrpcBrokerError;
 
 impl GrpcBroker {
     /// Connects to the service the peer serves under `id`: waits (at most
-    /// [`BrokerConfig::dial_timeout`](super::BrokerConfig::dial_timeout)) for the peer's
+    /// [`GrpcBrokerConfig::dial_timeout`](super::GrpcBrokerConfig::dial_timeout)) for the peer's
     /// `ConnInfo`, checks the address and connects with the pinned TLS identities. In the
     /// multiplexed mode it knocks for the id instead and connects over a stream of the one
     /// connection.
     ///
     /// # Errors
-    /// [`BrokerError::NotConnected`], [`BrokerError::Closed`], [`BrokerError::NoConnInfo`],
-    /// [`BrokerError::BadAddress`], [`BrokerError::Connect`].
-    pub async fn dial(&self, id: u32) -> Result<Channel, BrokerError> {
+    /// [`GrpcBrokerError::NotConnected`], [`GrpcBrokerError::Closed`], [`GrpcBrokerError::NoConnInfo`],
+    /// [`GrpcBrokerError::BadAddress`], [`GrpcBrokerError::Connect`].
+    pub async fn dial(&self, id: u32) -> Result<Channel, GrpcBrokerError> {
         let setup = self.setup()?;
         match &setup.mux {
             Some(mux) => multiplexed::dial(self, setup, mux, id).await,
@@ -27,13 +27,13 @@ impl GrpcBroker {
 
     /// Plugin side: a channel to the services the host serves to all its plugins (a tether
     /// host's `host_service`s), without being sent an id. Dialled on first use (waiting up to
-    /// [`BrokerConfig::dial_timeout`](super::BrokerConfig::dial_timeout) for the host's
+    /// [`GrpcBrokerConfig::dial_timeout`](super::GrpcBrokerConfig::dial_timeout) for the host's
     /// announcement), then shared.
     ///
     /// # Errors
-    /// As [`dial`](Self::dial); [`BrokerError::NoConnInfo`] when the host serves none (go-plugin
+    /// As [`dial`](Self::dial); [`GrpcBrokerError::NoConnInfo`] when the host serves none (go-plugin
     /// hosts never do).
-    pub async fn host_services(&self) -> Result<Channel, BrokerError> {
+    pub async fn host_services(&self) -> Result<Channel, GrpcBrokerError> {
         self.inner
             .host_services
             .get_or_try_init(|| self.dial(HOST_SERVICES_ID))

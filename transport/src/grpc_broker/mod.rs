@@ -29,8 +29,8 @@ mod table;
 
 pub use broker::GrpcBroker;
 pub use config::{
-    BrokerConfig, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE,
-    DEFAULT_UNCLAIMED_TTL,
+    DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE,
+    DEFAULT_UNCLAIMED_TTL, GrpcBrokerConfig,
 };
 pub use served::Served;
 pub use setup::{AddressPolicy, BrokerSetup, BrokerTls, ListenOn};

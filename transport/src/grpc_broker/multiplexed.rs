@@ -16,7 +16,7 @@ use super::setup::BrokerSetup;
 use super::table::{MAX_UNCLAIMED, Stored};
 use crate::accept::Listener;
 use crate::dial;
-use crate::error::BrokerError;
+use crate::error::GrpcBrokerError;
 use crate::internal::lock;
 use crate::mux::{Mux, StreamOpener};
 
@@ -44,7 +44,7 @@ pub(super) async fn dial(
     setup: &BrokerSetup,
     mux: &Mux,
     id: u32,
-) -> Result<Channel, BrokerError> {
+) -> Result<Channel, GrpcBrokerError> {
     let weak = Arc::downgrade(&broker.inner);
     let mux = mux.clone();
     let opener: StreamOpener = Arc::new(move || {
@@ -68,7 +68,7 @@ pub(super) async fn dial(
         config.dial_timeout + config.connect_timeout,
     )
     .await
-    .map_err(|source| BrokerError::Connect {
+    .map_err(|source| GrpcBrokerError::Connect {
         peer: broker.inner.peer.clone(),
         id,
         target: "a stream of the multiplexed connection".to_owned(),
@@ -185,11 +185,11 @@ mod tests {
 
     use super::*;
     use crate::accept::AcceptOptions;
-    use crate::grpc_broker::config::BrokerConfig;
+    use crate::grpc_broker::config::GrpcBrokerConfig;
     use crate::grpc_broker::setup::ListenOn;
 
     fn broker(ttl: Duration) -> GrpcBroker {
-        let config = BrokerConfig::new()
+        let config = GrpcBrokerConfig::new()
             .unclaimed_ttl(ttl)
             .dial_timeout(Duration::from_secs(1));
         GrpcBroker::new("the host", config)

@@ -15,7 +15,7 @@ use super::served::{Served, SharedEndpoint};
 use super::table::HOST_SERVICES_ID;
 use super::{default_mode, multiplexed};
 use crate::accept::{self, AcceptOptions, DEFAULT_ACCEPT_ERROR_BACKOFF, Listener};
-use crate::error::BrokerError;
+use crate::error::GrpcBrokerError;
 use crate::internal::lock;
 use crate::mux::Mux;
 use crate::service::GrpcService;
@@ -37,12 +37,12 @@ impl GrpcBroker {
     /// mode the id is served on streams of the one connection instead.
     ///
     /// # Errors
-    /// [`BrokerError::NotConnected`], [`BrokerError::Closed`], [`BrokerError::Bind`].
+    /// [`GrpcBrokerError::NotConnected`], [`GrpcBrokerError::Closed`], [`GrpcBrokerError::Bind`].
     pub async fn accept_and_serve<S: GrpcService>(
         &self,
         id: u32,
         service: S,
-    ) -> Result<Served, BrokerError> {
+    ) -> Result<Served, GrpcBrokerError> {
         self.accept_and_serve_routes(id, Routes::new(service)).await
     }
 
@@ -54,7 +54,7 @@ impl GrpcBroker {
         &self,
         id: u32,
         routes: Routes,
-    ) -> Result<Served, BrokerError> {
+    ) -> Result<Served, GrpcBrokerError> {
         let setup = self.setup()?;
         let (listener, endpoint, then) = match &setup.mux {
             Some(mux) => {
@@ -86,7 +86,7 @@ impl GrpcBroker {
     /// # Errors
     /// As [`accept_and_serve`](Self::accept_and_serve).
     #[doc(hidden)]
-    pub async fn serve_host_services(&self, routes: Routes) -> Result<(), BrokerError> {
+    pub async fn serve_host_services(&self, routes: Routes) -> Result<(), GrpcBrokerError> {
         self.accept_and_serve_routes(HOST_SERVICES_ID, routes)
             .await?
             .detach();

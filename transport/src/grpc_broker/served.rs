@@ -37,7 +37,7 @@ pub(super) fn stop_detached(list: &DetachedList) {
 
 /// A service served to the peer under a broker id. Dropping it stops serving and removes the
 /// listening socket at once; open connections get
-/// [`BrokerConfig::stop_grace`](super::BrokerConfig::stop_grace) to finish their calls, then
+/// [`GrpcBrokerConfig::stop_grace`](super::GrpcBrokerConfig::stop_grace) to finish their calls, then
 /// they are cut (their peers see their calls fail).
 #[must_use = "dropping it stops serving at once"]
 pub struct Served {

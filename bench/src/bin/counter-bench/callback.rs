@@ -1,10 +1,10 @@
 //! The callback go-plugin's example makes: a `Put` whose `AddHelper` the host serves on a
 //! fresh broker id for that call only.
 
-use tether_broker::GrpcBroker;
 use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{PutRequest, SumRequest, SumResponse};
+use tether_host::GrpcBroker;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 

@@ -3,19 +3,19 @@
 //! Writes `--manifests M` manifests (`plugin-0000.toml` …, each naming the `KV_PLUGIN` program,
 //! linked or copied to `bin/` beside them because a manifest's command is relative to its
 //! directory, with the KV handshake and this host's `--sandbox` mode) into a temporary
-//! directory (not timed), then `--repeat R` times: [`Catalog::load_dir`] (timed: `load_ns`), a [`Broker`] over
+//! directory (not timed), then `--repeat R` times: [`Catalog::load_dir`] (timed: `load_ns`), a [`Supervisor`] over
 //! it, and one 64-byte `Put` on each of `--use U` plugins spread over the catalog (timed from
 //! the start of the load: `use_ns`), then the broker's shutdown (not timed). `started` is the
 //! number of plugin processes the broker started, counted over every plugin of the catalog by
-//! [`Broker::starts`]: a lazy broker starts exactly U.
+//! [`Supervisor::starts`]: a lazy broker starts exactly U.
 //!
 //! Output: `load_ns=… use_ns=… started=…` (one comma-separated value per repeat).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tether_broker::{Broker, Catalog};
 use tether_examples::kv::PutRequest;
+use tether_host::{Catalog, Supervisor};
 
 use crate::launcher::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
 use crate::samples::join;
@@ -64,7 +64,8 @@ pub(crate) async fn run(launcher: &Launcher, params: CatalogRun) -> Result<Strin
             .into());
         }
         let all: Vec<String> = catalog.manifests().map(|m| m.name.clone()).collect();
-        let broker = Broker::builder(catalog, work.path().join(format!("state-{repeat}"))).build();
+        let broker =
+            Supervisor::builder(catalog, work.path().join(format!("state-{repeat}"))).build();
         let result = interruptible(use_plugins(&broker, &names)).await;
         let elapsed = t0.elapsed();
         let starts: u64 = all.iter().map(|name| broker.starts(name)).sum();
@@ -146,7 +147,7 @@ fn spread(count: u64, used: u64) -> Vec<String> {
 }
 
 /// Acquires each plugin and makes one 64-byte `Put` on it.
-async fn use_plugins(broker: &Broker, names: &[String]) -> Result<(), Failure> {
+async fn use_plugins(broker: &Supervisor, names: &[String]) -> Result<(), Failure> {
     for name in names {
         let lease = broker.acquire(name).await?;
         lease

@@ -3,8 +3,8 @@
 
 use std::error::Error;
 
-use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::kv::kv_client::KvClient;
+use tether_host::{HandshakeConfig, PluginClient};
 use tonic::transport::Channel;
 
 /// The 64-byte value the measurements write and read.
@@ -84,11 +84,11 @@ pub(crate) struct Launcher {
     pub(crate) multiplex: bool,
     pub(crate) allow_exec: Vec<std::path::PathBuf>,
     pub(crate) allow_read: Vec<std::path::PathBuf>,
-    pub(crate) sandbox: tether_broker::SandboxMode,
+    pub(crate) sandbox: tether_host::SandboxMode,
 }
 
 impl Launcher {
-    pub(crate) async fn start(&self) -> Result<PluginClient, tether_broker::StartError> {
+    pub(crate) async fn start(&self) -> Result<PluginClient, tether_host::StartError> {
         let mut builder = PluginClient::builder(&self.program)
             .args(&self.args)
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))

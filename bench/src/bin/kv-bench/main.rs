@@ -59,7 +59,7 @@ struct Cli {
     command: Command,
 }
 
-/// `--sandbox`: tether's [`SandboxMode`](tether_broker::SandboxMode) on the command line.
+/// `--sandbox`: tether's [`SandboxMode`](tether_host::SandboxMode) on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Confinement {
     /// Landlock required (tether's default).
@@ -70,7 +70,7 @@ enum Confinement {
     Off,
 }
 
-impl From<Confinement> for tether_broker::SandboxMode {
+impl From<Confinement> for tether_host::SandboxMode {
     fn from(c: Confinement) -> Self {
         match c {
             Confinement::Enforce => Self::Enforce,

@@ -13,7 +13,7 @@
 //! | `payload --size B --rounds K` | K × (`Put` of B bytes, `Get` of them back) after one unmeasured round | `bytes=… elapsed_ns=…` or `failed=CODE` |
 //! | `plugin-rss` | VmRSS of the plugin process after one `Put` and one `Get` | `rss_kb=…` |
 //! | `host-rss --plugins P` | this host's VmRSS with 1 and then P live plugins, each called once | `first_kb=… last_kb=… plugins=P` |
-//! | `catalog --manifests M --use U --repeat R` | tether only: load a catalog of M manifests, then one `Put` on U of them through a lazy [`Broker`](tether_broker::Broker) (see `catalog.rs`) | `load_ns=… use_ns=… started=…` |
+//! | `catalog --manifests M --use U --repeat R` | tether only: load a catalog of M manifests, then one `Put` on U of them through a lazy [`Supervisor`](tether_host::Supervisor) (see `catalog.rs`) | `load_ns=… use_ns=… started=…` |
 //!
 //! `launch` honours the global `--sandbox` option (tether's confinement; go-plugin has none).
 //!
@@ -24,8 +24,8 @@
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
-use tether_broker::PluginClient;
 use tether_examples::kv::{GetRequest, PutRequest};
+use tether_host::PluginClient;
 
 use crate::catalog::{self, CatalogRun};
 use crate::launcher::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};

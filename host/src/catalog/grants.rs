@@ -14,7 +14,7 @@ use crate::catalog::text::check_name;
 ///
 /// In code:
 /// ```
-/// let grants = tether_broker::Grants::new()
+/// let grants = tether_host::Grants::new()
 ///     .secret("kv", "db-password")
 ///     .config("kv", "settings.json");
 /// assert!(grants.allows_secret("kv", "db-password"));

@@ -26,7 +26,7 @@ use std::path::Path;
 /// loading: it is reported in [`errors`](Self::errors).
 ///
 /// ```no_run
-/// let catalog = tether_broker::Catalog::load_dir("/etc/tether/plugins".as_ref())?;
+/// let catalog = tether_host::Catalog::load_dir("/etc/tether/plugins".as_ref())?;
 /// for error in catalog.errors() {
 ///     eprintln!("skipping a plugin: {error}");
 /// }

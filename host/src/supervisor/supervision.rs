@@ -12,11 +12,11 @@ use crate::supervisor::lease::CRASH_STDERR_TIMEOUT;
 use crate::supervisor::{Crash, Ended, Inner, Running, Slot};
 
 /// How often a running plugin's health is checked. Override with
-/// [`BrokerBuilder::health_interval`](crate::supervisor::BrokerBuilder::health_interval).
+/// [`SupervisorBuilder::health_interval`](crate::supervisor::SupervisorBuilder::health_interval).
 pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How long a periodic health check may take before the plugin counts as hung and is killed.
-/// Override with [`BrokerBuilder::health_timeout`](crate::supervisor::BrokerBuilder::health_timeout).
+/// Override with [`SupervisorBuilder::health_timeout`](crate::supervisor::SupervisorBuilder::health_timeout).
 pub const DEFAULT_HUNG_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Watches one running plugin until it crashes, hangs or idles out.

@@ -29,7 +29,7 @@
 //! #     pub struct GetRequest { pub key: String }
 //! #     pub struct GetResponse { pub value: Vec<u8> }
 //! # }
-//! use tether_broker::{HandshakeConfig, PluginClient};
+//! use tether_host::{HandshakeConfig, PluginClient};
 //! use kv::kv_client::KvClient;
 //!
 //! #[tokio::main(flavor = "current_thread")]
@@ -62,9 +62,9 @@
 //!
 //! # A catalog, started lazily
 //! A [`Catalog`] loads one TOML [`Manifest`] per plugin from a directory (bad manifests are
-//! reported with file, line and key, and do not stop the others). A [`Broker`] built from it,
+//! reported with file, line and key, and do not stop the others). A [`Supervisor`] built from it,
 //! with [`Grants`] and a [`SecretSource`] ([`DirSecretSource`], [`EnvSecretSource`],
-//! [`MemorySecretSource`]), starts a plugin on its first [`acquire`](Broker::acquire) (one
+//! [`MemorySecretSource`]), starts a plugin on its first [`acquire`](Supervisor::acquire) (one
 //! process however many callers ask at once), stops it after its idle timeout, kills it when
 //! health checks find it hung or when its calls keep running out their deadline
 //! ([`DEFAULT_RECYCLE_AFTER_DEADLINES`](crate::supervisor::DEFAULT_RECYCLE_AFTER_DEADLINES), [`UseError::DeadlineExceeded`]), fails calls in flight
@@ -85,7 +85,7 @@
 //! - stdin from `/dev/null`; stdout, stderr and the `plugin.GRPCStdio` stream are read
 //!   continuously (logged with `tracing`, see below) so the plugin never blocks on them.
 //! - The host's working directory unless [`current_dir`](PluginClientBuilder::current_dir)
-//!   says otherwise (a [`Broker`] gives each plugin `state/<name>`).
+//!   says otherwise (a [`Supervisor`] gives each plugin `state/<name>`).
 //! - Its granted secrets and config files (see [`Delivery`]) as `0400` files in a `0700`
 //!   directory on tmpfs, announced in `TETHER_SECRETS_DIR` / `TETHER_CONFIG_DIR`, removed as
 //!   soon as it exits.
@@ -125,10 +125,10 @@
 //! [`MAX_NAME_LEN`](crate::catalog::MAX_NAME_LEN),
 //! [`KILL_REAP_TIMEOUT`](crate::launch::KILL_REAP_TIMEOUT), [`MAX_QUOTED_STDOUT`](crate::launch::MAX_QUOTED_STDOUT), [`MAX_LOG_LINE_LEN`](crate::launch::MAX_LOG_LINE_LEN),
 //! [`MAX_SOCKET_PATH_LEN`](crate::launch::MAX_SOCKET_PATH_LEN), [`SOCKET_NAME_RESERVE`](crate::launch::SOCKET_NAME_RESERVE), [`MAX_RUNTIME_DIR_LEN`](crate::launch::MAX_RUNTIME_DIR_LEN) and
-//! [`tether_proto::handshake::MAX_LINE_LEN`]. The broker's are in [`BrokerConfig`](crate::callbacks::BrokerConfig)
+//! [`tether_proto::handshake::MAX_LINE_LEN`]. The broker's are in [`GrpcBrokerConfig`](crate::callbacks::GrpcBrokerConfig)
 //! ([`DEFAULT_DIAL_TIMEOUT`](crate::callbacks::DEFAULT_DIAL_TIMEOUT), [`DEFAULT_UNCLAIMED_TTL`](crate::callbacks::DEFAULT_UNCLAIMED_TTL), [`DEFAULT_BROKER_CONNECT_TIMEOUT`](crate::callbacks::DEFAULT_BROKER_CONNECT_TIMEOUT),
 //! [`DEFAULT_STOP_GRACE`](crate::callbacks::DEFAULT_STOP_GRACE); fixed: [`MAX_UNCLAIMED`](crate::callbacks::MAX_UNCLAIMED)), set with
-//! [`broker`](PluginClientBuilder::broker).
+//! [`grpc_broker`](PluginClientBuilder::grpc_broker).
 //!
 //! # Callbacks
 //!
@@ -153,7 +153,7 @@
 //!     }
 //! }
 //!
-//! # async fn f(plugin: tether_broker::PluginClient) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn f(plugin: tether_host::PluginClient) -> Result<(), Box<dyn std::error::Error>> {
 //! let broker = plugin.broker();
 //! let id = broker.next_id();
 //! let served = broker.accept_and_serve(id, AddHelperServer::new(Adder)).await?;
@@ -175,14 +175,14 @@
 //! # Plugin output and logs
 //! Each stderr line (pipe, and `plugin.GRPCStdio` stderr) is parsed as hclog JSON (`@level`,
 //! `@message`, `@module`, `@timestamp`, other keys as fields), as `[LEVEL] text`, or else taken
-//! as debug text, and emitted as a `tracing` event on target `tether_broker::plugin` at that
+//! as debug text, and emitted as a `tracing` event on target `tether_host::plugin` at that
 //! level with fields `plugin`, `pid`, `source` (`stderr` or `grpc-stdio`), `module`,
 //! `timestamp` and `fields`. Stdout lines (pipe or `GRPCStdio`) are emitted at info. Lines
 //! longer than [`MAX_LOG_LINE_LEN`](crate::launch::MAX_LOG_LINE_LEN) are cut into pieces, so memory stays bounded. A host can
 //! take these lines itself instead, as [`OutputLine`]s:
 //! [`output_sink`](PluginClientBuilder::output_sink).
 //!
-//! # Broker modes
+//! # Supervisor modes
 //! Callbacks ([`GrpcBroker`]) work in go-plugin's default mode — a unix socket in the private
 //! directory per served id — or, with [`multiplex(true)`](PluginClientBuilder::multiplex) and a
 //! plugin that accepts (go-plugin ≥ 1.6, tether SDK), in its multiplexed mode: one connection
@@ -211,4 +211,4 @@ pub use launch::{
     HandshakeConfig, OutputLine, OutputSink, PluginClient, PluginClientBuilder, ReattachConfig,
     ReattachedPlugin,
 };
-pub use supervisor::{Broker, BrokerBuilder, Lease};
+pub use supervisor::{Lease, Supervisor, SupervisorBuilder};

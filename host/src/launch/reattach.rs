@@ -28,10 +28,10 @@ const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// ```
 /// let json = r#"{"Protocol":"grpc","ProtocolVersion":1,
 ///     "Addr":{"Network":"unix","String":"/tmp/plugin1"},"Pid":42,"Test":false}"#;
-/// let config = tether_broker::ReattachConfig::from_json(json)?;
+/// let config = tether_host::ReattachConfig::from_json(json)?;
 /// assert_eq!(config.addr.network, "unix");
-/// assert_eq!(tether_broker::ReattachConfig::from_json(&config.to_json())?, config);
-/// # Ok::<(), tether_broker::launch::ReattachError>(())
+/// assert_eq!(tether_host::ReattachConfig::from_json(&config.to_json())?, config);
+/// # Ok::<(), tether_host::launch::ReattachError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]

@@ -24,16 +24,16 @@ pub const CRASH_STDERR_TIMEOUT: Duration = Duration::from_millis(300);
 /// How long [`Lease::call`] waits for a call's answer before failing it with
 /// [`UseError::DeadlineExceeded`]. A host-side deadline: it holds even when the plugin ignores
 /// the gRPC deadline (`grpc-timeout`) a request carries. Give a call a shorter deadline with
-/// [`tonic::Request::set_timeout`]; override for all calls with [`BrokerBuilder::call_timeout`](crate::supervisor::BrokerBuilder::call_timeout).
+/// [`tonic::Request::set_timeout`]; override for all calls with [`SupervisorBuilder::call_timeout`](crate::supervisor::SupervisorBuilder::call_timeout).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The recycling policy for hung handlers: after this many calls in a row on one plugin process
-/// ran out their deadline — [`DEFAULT_CALL_TIMEOUT`] (or [`BrokerBuilder::call_timeout`](crate::supervisor::BrokerBuilder::call_timeout)), or
+/// ran out their deadline — [`DEFAULT_CALL_TIMEOUT`] (or [`SupervisorBuilder::call_timeout`](crate::supervisor::SupervisorBuilder::call_timeout)), or
 /// a gRPC status `DEADLINE_EXCEEDED` (grpc-go) or `CANCELLED: Timeout expired` (tonic) — the
 /// plugin counts as hung: it is killed (its whole process group) and started afresh on the next
-/// [`Broker::acquire`](crate::Broker::acquire). A call that ends any other way resets the count. Health checks cannot
+/// [`Supervisor::acquire`](crate::Supervisor::acquire). A call that ends any other way resets the count. Health checks cannot
 /// see this kind of hang: the health service answers while a handler is stuck. Override with
-/// [`BrokerBuilder::recycle_after_deadlines`](crate::supervisor::BrokerBuilder::recycle_after_deadlines) (`0` never recycles).
+/// [`SupervisorBuilder::recycle_after_deadlines`](crate::supervisor::SupervisorBuilder::recycle_after_deadlines) (`0` never recycles).
 pub const DEFAULT_RECYCLE_AFTER_DEADLINES: u32 = 3;
 
 /// One use of a running plugin: keeps it from being stopped as idle while held.
@@ -81,7 +81,7 @@ impl Lease {
     /// stderr) or [`UseError::Hung`]. `f` may hold a whole streaming conversation (open the
     /// stream, read and write it, return the result): a crash ends it the same way.
     ///
-    /// The call may take [`DEFAULT_CALL_TIMEOUT`] (see [`BrokerBuilder::call_timeout`](crate::supervisor::BrokerBuilder::call_timeout)); calls
+    /// The call may take [`DEFAULT_CALL_TIMEOUT`] (see [`SupervisorBuilder::call_timeout`](crate::supervisor::SupervisorBuilder::call_timeout)); calls
     /// that keep running out their deadline get the plugin recycled
     /// ([`DEFAULT_RECYCLE_AFTER_DEADLINES`]).
     ///

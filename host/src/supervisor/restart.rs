@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::error::UseError;
 use crate::supervisor::{Slot, SlotState};
 
-impl crate::supervisor::Broker {
+impl crate::supervisor::Supervisor {
     pub(super) async fn wait_for_restart(
         &self,
         slot: &Slot,

@@ -6,7 +6,7 @@ use crate::catalog::manifest::Manifest;
 use crate::error::UseError;
 use crate::launch::client::PluginClient;
 
-impl crate::supervisor::Broker {
+impl crate::supervisor::Supervisor {
     pub(super) async fn start(&self, manifest: &Manifest) -> Result<PluginClient, UseError> {
         let inner = &self.inner;
         let plugin = &manifest.name;

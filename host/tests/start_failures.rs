@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tether_broker::{
+use tether_host::{
     HandshakeConfig, PluginClient, StartError, error::AddressProblem, error::Incompatibility,
     error::OutputLimit, error::Phase, error::StartErrorKind,
 };

@@ -27,7 +27,7 @@ use crate::launch::shutdown::{
 /// speaks.
 ///
 /// ```
-/// let hs = tether_broker::HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1, 2]);
+/// let hs = tether_host::HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1, 2]);
 /// assert_eq!(hs.offered_versions(), &[1, 2]);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub struct NoHandshake;
 ///
 /// ```compile_fail
 /// # async fn f() {
-/// let plugin = tether_broker::PluginClient::builder("/bin/plugin").start().await;
+/// let plugin = tether_host::PluginClient::builder("/bin/plugin").start().await;
 /// # }
 /// ```
 #[derive(Debug, Clone)]
@@ -117,7 +117,7 @@ pub(crate) struct Settings {
     pub(crate) sha256: Option<String>,
     pub(crate) delivery: Option<Arc<Delivery>>,
     pub(crate) delivery_dir: Option<PathBuf>,
-    pub(crate) broker: tether_transport::BrokerConfig,
+    pub(crate) broker: tether_transport::GrpcBrokerConfig,
     pub(crate) host_services: Option<tonic::service::Routes>,
 }
 
@@ -170,7 +170,7 @@ impl PluginClientBuilder<NoHandshake> {
                 sha256: None,
                 delivery: None,
                 delivery_dir: None,
-                broker: tether_transport::BrokerConfig::new(),
+                broker: tether_transport::GrpcBrokerConfig::new(),
                 host_services: None,
             },
             handshake: NoHandshake,
@@ -182,7 +182,7 @@ impl<H> PluginClientBuilder<H> {
     /// Sets the magic cookie and app protocol versions (required before `start`).
     ///
     /// ```
-    /// use tether_broker::{HandshakeConfig, PluginClient};
+    /// use tether_host::{HandshakeConfig, PluginClient};
     /// let builder = PluginClient::builder("/usr/libexec/kv-plugin")
     ///     .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]));
     /// ```
@@ -202,7 +202,7 @@ impl<H> PluginClientBuilder<H> {
     /// Appends command-line arguments.
     ///
     /// ```
-    /// let b = tether_broker::PluginClient::builder("/bin/plugin").args(["--verbose", "-x"]);
+    /// let b = tether_host::PluginClient::builder("/bin/plugin").args(["--verbose", "-x"]);
     /// ```
     pub fn args<I, S>(mut self, args: I) -> Self
     where
@@ -232,7 +232,7 @@ impl<H> PluginClientBuilder<H> {
     /// The plugin's environment starts empty; see [`DEFAULT_ENV_ALLOWLIST`](crate::launch::DEFAULT_ENV_ALLOWLIST).
     ///
     /// ```
-    /// let b = tether_broker::PluginClient::builder("/bin/plugin").env_allow("HOME");
+    /// let b = tether_host::PluginClient::builder("/bin/plugin").env_allow("HOME");
     /// ```
     pub fn env_allow(mut self, name: impl Into<OsString>) -> Self {
         self.settings.env_allow.push(name.into());
@@ -273,8 +273,8 @@ impl<H> PluginClientBuilder<H> {
     /// which was negotiated. Off by default, as in go-plugin (`GRPCBrokerMultiplex`).
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), tether_broker::StartError> {
-    /// use tether_broker::{callbacks::BrokerMode, HandshakeConfig, PluginClient};
+    /// # async fn f() -> Result<(), tether_host::StartError> {
+    /// use tether_host::{callbacks::BrokerMode, HandshakeConfig, PluginClient};
     /// let plugin = PluginClient::builder("./counter-plugin")
     ///     .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
     ///     .multiplex(true)
@@ -296,7 +296,7 @@ impl<H> PluginClientBuilder<H> {
     ///
     /// ```
     /// use std::sync::mpsc;
-    /// use tether_broker::{OutputLine, OutputSink, PluginClient};
+    /// use tether_host::{OutputLine, OutputSink, PluginClient};
     /// let (tx, rx) = mpsc::channel::<OutputLine>();
     /// let tx = std::sync::Mutex::new(tx);
     /// let builder = PluginClient::builder("./kv-plugin").output_sink(OutputSink::new(move |line| {
@@ -354,7 +354,7 @@ impl<H> PluginClientBuilder<H> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let b = tether_broker::PluginClient::builder("/bin/plugin")
+    /// let b = tether_host::PluginClient::builder("/bin/plugin")
     ///     .shutdown_grace(Duration::from_millis(500))
     ///     .terminate_grace(Duration::from_millis(500));
     /// ```
@@ -396,7 +396,7 @@ impl<H> PluginClientBuilder<H> {
     /// the plugin out of the host's) — nothing else.
     ///
     /// ```
-    /// use tether_broker::{PluginClient, SandboxMode};
+    /// use tether_host::{PluginClient, SandboxMode};
     /// let b = PluginClient::builder("/bin/plugin").sandbox(SandboxMode::BestEffort);
     /// ```
     pub fn sandbox(mut self, mode: SandboxMode) -> Self {
@@ -409,7 +409,7 @@ impl<H> PluginClientBuilder<H> {
     /// the home directory). Everything else stays denied.
     ///
     /// ```
-    /// use tether_broker::PluginClient;
+    /// use tether_host::PluginClient;
     /// let b = PluginClient::builder("/opt/py/bin/python3")
     ///     .arg("/srv/plugins/kv_plugin.py")
     ///     .sandbox_allow_exec("/opt/py")
@@ -430,7 +430,7 @@ impl<H> PluginClientBuilder<H> {
     /// Resource limits applied before exec (core dumps are always off).
     ///
     /// ```
-    /// use tether_broker::{Limits, PluginClient};
+    /// use tether_host::{Limits, PluginClient};
     /// let b = PluginClient::builder("/bin/plugin").limits(Limits::default().memory_mib(512));
     /// ```
     pub fn limits(mut self, limits: Limits) -> Self {
@@ -445,7 +445,7 @@ impl<H> PluginClientBuilder<H> {
     /// same as [`Limits::processes`]; a later [`limits`](Self::limits) replaces it.
     ///
     /// ```
-    /// use tether_broker::PluginClient;
+    /// use tether_host::PluginClient;
     /// let b = PluginClient::builder("/bin/plugin").max_processes(64);
     /// ```
     pub fn max_processes(mut self, max: u64) -> Self {
@@ -483,11 +483,11 @@ impl<H> PluginClientBuilder<H> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let builder = tether_broker::PluginClient::builder("/usr/libexec/counter-plugin")
-    ///     .broker(tether_broker::callbacks::BrokerConfig::new().dial_timeout(Duration::from_secs(2)));
+    /// let builder = tether_host::PluginClient::builder("/usr/libexec/counter-plugin")
+    ///     .grpc_broker(tether_host::callbacks::GrpcBrokerConfig::new().dial_timeout(Duration::from_secs(2)));
     /// # let _ = builder;
     /// ```
-    pub fn broker(mut self, config: tether_transport::BrokerConfig) -> Self {
+    pub fn grpc_broker(mut self, config: tether_transport::GrpcBrokerConfig) -> Self {
         self.settings.broker = config;
         self
     }
@@ -499,7 +499,7 @@ impl<H> PluginClientBuilder<H> {
     ///
     /// ```no_run
     /// # let logger = tonic_health::server::health_reporter().1;
-    /// let builder = tether_broker::PluginClient::builder("/usr/libexec/my-plugin")
+    /// let builder = tether_host::PluginClient::builder("/usr/libexec/my-plugin")
     ///     .host_service(logger); // e.g. a generated `LoggerServer::new(my_logger)`
     /// # let _ = builder;
     /// ```
@@ -519,11 +519,11 @@ impl<H> PluginClientBuilder<H> {
 
     /// The name this plugin goes by in logs and errors: the one given to
     /// [`name`](Self::name), else the program's file name. Lets a
-    /// [`BrokerBuilder::customize`](crate::BrokerBuilder::customize) hook tell launches apart
+    /// [`SupervisorBuilder::customize`](crate::SupervisorBuilder::customize) hook tell launches apart
     /// (e.g. to give each plugin its own [`host_service`](Self::host_service) instance).
     ///
     /// ```
-    /// let b = tether_broker::PluginClient::builder("/usr/libexec/kv-plugin");
+    /// let b = tether_host::PluginClient::builder("/usr/libexec/kv-plugin");
     /// assert_eq!(b.plugin_name(), "kv-plugin");
     /// assert_eq!(b.name("kv").plugin_name(), "kv");
     /// ```

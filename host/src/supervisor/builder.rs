@@ -1,4 +1,4 @@
-//! Configuring a [`Broker`]: [`BrokerBuilder`].
+//! Configuring a [`Supervisor`]: [`SupervisorBuilder`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,13 +13,13 @@ use crate::catalog::secrets::{MemorySecretSource, SecretSource};
 use crate::launch::builder::{HandshakeConfig, PluginClientBuilder};
 use crate::supervisor::lease::{DEFAULT_CALL_TIMEOUT, DEFAULT_RECYCLE_AFTER_DEADLINES};
 use crate::supervisor::supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
-use crate::supervisor::{Broker, Inner, Slot, SlotState};
+use crate::supervisor::{Inner, Slot, SlotState, Supervisor};
 
-impl Broker {
+impl Supervisor {
     /// A broker for `catalog`; each plugin's working (state) directory is
     /// `state_dir/<plugin name>`, created on first start (mode `0700`).
-    pub fn builder(catalog: Catalog, state_dir: impl Into<PathBuf>) -> BrokerBuilder {
-        BrokerBuilder {
+    pub fn builder(catalog: Catalog, state_dir: impl Into<PathBuf>) -> SupervisorBuilder {
+        SupervisorBuilder {
             catalog,
             options: Options {
                 grants: Grants::new(),
@@ -40,14 +40,14 @@ pub(crate) type Customize = dyn Fn(PluginClientBuilder<HandshakeConfig>) -> Plug
     + Send
     + Sync;
 
-/// Configures a [`Broker`]; made by [`Broker::builder`].
+/// Configures a [`Supervisor`]; made by [`Supervisor::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct BrokerBuilder {
+pub struct SupervisorBuilder {
     catalog: Catalog,
     options: Options,
 }
 
-/// What a [`BrokerBuilder`] sets and a [`Broker`] runs with.
+/// What a [`SupervisorBuilder`] sets and a [`Supervisor`] runs with.
 pub(crate) struct Options {
     pub(super) grants: Grants,
     pub(super) secrets: Arc<dyn SecretSource>,
@@ -60,16 +60,16 @@ pub(crate) struct Options {
     pub(super) customize: Option<Arc<Customize>>,
 }
 
-impl std::fmt::Debug for BrokerBuilder {
+impl std::fmt::Debug for SupervisorBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BrokerBuilder")
+        f.debug_struct("SupervisorBuilder")
             .field("plugins", &self.catalog.len())
             .field("state_dir", &self.options.state_dir)
             .finish_non_exhaustive()
     }
 }
 
-impl BrokerBuilder {
+impl SupervisorBuilder {
     /// The grants (default: nothing granted).
     pub fn grants(mut self, grants: Grants) -> Self {
         self.options.grants = grants;
@@ -126,7 +126,7 @@ impl BrokerBuilder {
     }
 
     /// Builds the broker. Nothing is started until first use.
-    pub fn build(self) -> Broker {
+    pub fn build(self) -> Supervisor {
         let slots = self
             .catalog
             .manifests()
@@ -141,7 +141,7 @@ impl BrokerBuilder {
                 )
             })
             .collect();
-        Broker {
+        Supervisor {
             inner: Arc::new(Inner {
                 slots,
                 options: self.options,

@@ -51,11 +51,11 @@ pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
 /// [limits]
 /// memory_mib = 256
 /// "#;
-/// let m = tether_broker::Manifest::parse(text, "/etc/tether/plugins/kv.toml".as_ref())?;
+/// let m = tether_host::Manifest::parse(text, "/etc/tether/plugins/kv.toml".as_ref())?;
 /// assert_eq!(m.name, "kv");
 /// assert_eq!(m.command, std::path::Path::new("/etc/tether/plugins/bin/kv-plugin"));
 /// assert_eq!(m.secrets, ["db-password"]);
-/// # Ok::<(), tether_broker::catalog::ManifestError>(())
+/// # Ok::<(), tether_host::catalog::ManifestError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -1,7 +1,7 @@
 //! A catalog plugin's launch, as the operator's policy allows it: the manifest checked against
 //! the grants, its granted secrets and config fetched from their sources, and the manifest
 //! applied to a [`PluginClientBuilder`]. The one place where a manifest becomes a launch, used
-//! by the [`Broker`](crate::Broker) and the `tether` command alike.
+//! by the [`Supervisor`](crate::Supervisor) and the `tether` command alike.
 
 use tether_proto::ValueKind;
 

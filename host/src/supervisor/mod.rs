@@ -1,4 +1,4 @@
-//! The lazy lifecycle: a [`Broker`] starts a catalog's plugins on first use, stops them when
+//! The lazy lifecycle: a [`Supervisor`] starts a catalog's plugins on first use, stops them when
 //! idle, notices crashes and hangs, and restarts with exponential backoff.
 
 pub(crate) mod builder;
@@ -21,8 +21,8 @@ use tonic::transport::Channel;
 use crate::catalog::manifest::Manifest;
 use crate::error::UseError;
 use crate::launch::client::PluginClient;
-pub use builder::BrokerBuilder;
 use builder::Options;
+pub use builder::SupervisorBuilder;
 use lease::lease;
 pub use lease::{
     CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
@@ -31,22 +31,22 @@ pub use lease::{
 pub use supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
 use supervision::{stop, supervise};
 
-/// Runs a catalog's plugins lazily: a plugin starts on its first use ([`Broker::acquire`]),
+/// Runs a catalog's plugins lazily: a plugin starts on its first use ([`Supervisor::acquire`]),
 /// concurrent first uses share one start, it stops after its manifest's idle timeout, and it is
 /// restarted after a crash (with exponential backoff, up to the manifest's limit).
 ///
 /// ```no_run
 /// # mod kv { pub mod kv_client { pub struct KvClient<T>(T); impl<T> KvClient<T> { pub fn new(t: T) -> Self { Self(t) } pub async fn get(&mut self, _: super::GetRequest) -> Result<tonic::Response<Vec<u8>>, tonic::Status> { unimplemented!() } } } pub struct GetRequest { pub key: String } }
-/// use tether_broker::{Broker, Catalog, DirSecretSource, Grants};
+/// use tether_host::{Supervisor, Catalog, DirSecretSource, Grants};
 ///
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 /// let catalog = Catalog::load_dir("/etc/tether/plugins".as_ref())?;
-/// let broker = Broker::builder(catalog, "/var/lib/tether/state")
+/// let supervisor = Supervisor::builder(catalog, "/var/lib/tether/state")
 ///     .grants(Grants::load("/etc/tether/grants.toml".as_ref())?)
 ///     .secrets(DirSecretSource::new("/run/secrets"))
 ///     .build();
 /// // Starts `kv` (only `kv`) now; fails fast with a typed error if it crashes mid-call.
-/// let kv = broker.acquire("kv").await?;
+/// let kv = supervisor.acquire("kv").await?;
 /// let value = kv
 ///     .call(|channel| async move {
 ///         kv::kv_client::KvClient::new(channel)
@@ -55,11 +55,11 @@ use supervision::{stop, supervise};
 ///     })
 ///     .await?;
 /// drop(kv); // idle from now on; stopped after the manifest's idle timeout
-/// broker.shutdown().await;
+/// supervisor.shutdown().await;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
-pub struct Broker {
+pub struct Supervisor {
     inner: Arc<Inner>,
 }
 
@@ -128,7 +128,7 @@ impl Running {
     }
 }
 
-impl Broker {
+impl Supervisor {
     /// The plugin `name`, started if it is not running (once, however many callers ask at the
     /// same time).
     ///

@@ -16,4 +16,4 @@ pub use usage::UseError;
 pub use crate::catalog::{ManifestError, NotGranted};
 pub use crate::confine::{IntegrityError, SandboxError};
 pub use crate::launch::ReattachError;
-pub use tether_transport::BrokerError;
+pub use tether_transport::GrpcBrokerError;
