@@ -10,7 +10,9 @@ use tether_proto::env::MagicCookie;
 use std::sync::Arc;
 
 use crate::catalog::delivery::Delivery;
+use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
+use crate::confine::seccomp::SeccompMode;
 use crate::error::StartError;
 use crate::launch::client::PluginClient;
 use crate::launch::connect::DEFAULT_CONNECT_TIMEOUT;
@@ -111,6 +113,8 @@ pub(crate) struct Settings {
     pub(crate) max_stray_bytes: usize,
     pub(crate) stderr_tail_len: usize,
     pub(crate) sandbox: SandboxMode,
+    pub(crate) seccomp: SeccompMode,
+    pub(crate) network: NetworkMode,
     pub(crate) sandbox_exec: Vec<PathBuf>,
     pub(crate) sandbox_read: Vec<PathBuf>,
     pub(crate) limits: Limits,
@@ -164,6 +168,8 @@ impl PluginClientBuilder<NoHandshake> {
                 max_stray_bytes: DEFAULT_MAX_STRAY_BYTES,
                 stderr_tail_len: DEFAULT_STDERR_TAIL_LEN,
                 sandbox: SandboxMode::Enforce,
+                seccomp: SeccompMode::Default,
+                network: NetworkMode::None,
                 sandbox_exec: Vec::new(),
                 sandbox_read: Vec::new(),
                 limits: Limits::default(),
@@ -401,6 +407,33 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn sandbox(mut self, mode: SandboxMode) -> Self {
         self.settings.sandbox = mode;
+        self
+    }
+
+    /// The plugin's system-call filter (default [`SeccompMode::Default`]), independent of
+    /// [`sandbox`](Self::sandbox): [`SeccompMode::Off`] loads no filter.
+    ///
+    /// ```
+    /// use tether_host::PluginClient;
+    /// use tether_host::confine::SeccompMode;
+    /// let b = PluginClient::builder("/bin/plugin").seccomp(SeccompMode::Off);
+    /// ```
+    pub fn seccomp(mut self, mode: SeccompMode) -> Self {
+        self.settings.seccomp = mode;
+        self
+    }
+
+    /// The plugin's network (default [`NetworkMode::None`]: unix sockets only), independent
+    /// of [`sandbox`](Self::sandbox). A plugin that serves over TCP, or calls services on the
+    /// network, needs [`NetworkMode::Host`].
+    ///
+    /// ```
+    /// use tether_host::PluginClient;
+    /// use tether_host::confine::NetworkMode;
+    /// let b = PluginClient::builder("/bin/plugin").network(NetworkMode::Host);
+    /// ```
+    pub fn network(mut self, mode: NetworkMode) -> Self {
+        self.settings.network = mode;
         self
     }
 

@@ -9,7 +9,9 @@ use tether_proto::handshake::Address;
 use tether_transport::{BrokerMode, GrpcBroker, Mux};
 use tonic::transport::Channel;
 
+use crate::confine::network::NetworkMode;
 use crate::confine::pids::ProcessLimit;
+use crate::confine::seccomp::SeccompMode;
 use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::builder::{PluginClientBuilder, Settings};
 use crate::launch::connect::Connected;
@@ -48,6 +50,8 @@ pub struct PluginClient {
     stderr_done: tokio::sync::watch::Receiver<bool>,
     landlock_abi: Option<u32>,
     process_limit: ProcessLimit,
+    seccomp: SeccompMode,
+    network: NetworkMode,
     shutdown_rpc_timeout: Duration,
     shutdown_grace: Duration,
 }
@@ -75,6 +79,8 @@ impl PluginClient {
             stderr_done,
             landlock_abi,
             process_limit,
+            seccomp: settings.seccomp,
+            network: settings.network,
             shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
             shutdown_grace: settings.shutdown_grace,
         }
@@ -181,6 +187,18 @@ impl PluginClient {
     #[must_use]
     pub fn process_limit(&self) -> &ProcessLimit {
         &self.process_limit
+    }
+
+    /// The system-call filter in force for the plugin.
+    #[must_use]
+    pub fn seccomp(&self) -> SeccompMode {
+        self.seccomp
+    }
+
+    /// The network policy in force for the plugin.
+    #[must_use]
+    pub fn network(&self) -> NetworkMode {
+        self.network
     }
 
     /// The last bytes the plugin wrote to stderr (see
