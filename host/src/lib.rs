@@ -209,6 +209,6 @@ pub use confine::{Limits, SandboxMode};
 pub use error::{BoxError, ShutdownError, ShutdownOutcome, StartError, UseError};
 pub use launch::{
     HandshakeConfig, OutputLine, OutputSink, PluginClient, PluginClientBuilder, ReattachConfig,
-    ReattachedPlugin,
+    ReattachedPlugin, Runtime,
 };
 pub use supervisor::{Lease, Supervisor, SupervisorBuilder};

@@ -1,22 +1,39 @@
-//! The host's policy: which plugin may receive which secrets and config files.
+//! The host's policy: which plugin may receive which secrets and config files, and which
+//! loosenings of its confinement its manifest may ask for.
+//!
+//! A manifest is written by the plugin's author; the grants file by the operator. Everything a
+//! manifest asks for beyond the defaults — a secret, a config file, `sandbox = "off"`,
+//! `network = "host"`, `seccomp = "off"`, an `env_allow` name, a `sandbox_allow_*` path —
+//! takes effect only when granted here, and a plugin asking for more does not start
+//! ([`NotGranted`] names the grants line to add).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
+use toml::Spanned;
 
 use tether_proto::ValueKind;
 
 use crate::catalog::manifest::{Manifest, ManifestError};
 use crate::catalog::text::check_name;
+use crate::confine::network::NetworkMode;
+use crate::confine::sandbox::SandboxMode;
+use crate::confine::seccomp::SeccompMode;
 
-/// Which plugin may receive which secrets and config files. Nothing is granted by default.
+/// Which plugin may receive which secrets and config files, and which loosenings of its
+/// confinement it may ask for. Nothing is granted by default.
 ///
 /// In code:
 /// ```
+/// use tether_host::confine::NetworkMode;
 /// let grants = tether_host::Grants::new()
 ///     .secret("kv", "db-password")
-///     .config("kv", "settings.json");
+///     .config("kv", "settings.json")
+///     .network("kv", NetworkMode::Host)
+///     .env_allow("kv", "HOME")
+///     .sandbox_allow_read("kv", "/srv/kv-data");
 /// assert!(grants.allows_secret("kv", "db-password"));
 /// assert!(!grants.allows_secret("other", "db-password"));
 /// ```
@@ -25,44 +42,191 @@ use crate::catalog::text::check_name;
 /// [plugins.kv]
 /// secrets = ["db-password"]
 /// config = ["settings.json"]
+/// network = "host"                      # may use the host's network
+/// env_allow = ["HOME"]                  # may receive these host variables
+/// sandbox_allow_read = ["/srv/kv-data"] # may read below these (and their subdirectories)
+/// # sandbox = "best-effort" | "off"      # may run with less file-system confinement
+/// # seccomp = "off"                      # may run without the system-call filter
+/// # sandbox_allow_exec = ["/opt/tools"]  # may read and execute below these
 /// ```
+/// A granted path covers the manifest's path when it is the same directory or a parent of it,
+/// both taken after symbolic links are resolved (and the manifest's `${VAR}`s expanded);
+/// relative grant paths are relative to the grants file's directory. `sandbox = "off"` also
+/// grants `best-effort`; a `sandbox_allow_exec` path also covers a `sandbox_allow_read` below it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
     plugins: BTreeMap<String, Grant>,
+    file: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One plugin's grant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Grant {
+    secrets: BTreeSet<String>,
+    config: BTreeSet<String>,
+    /// The loosest sandbox mode allowed (`Enforce`: no loosening).
+    sandbox: SandboxMode,
+    network: NetworkMode,
+    seccomp: SeccompMode,
+    env_allow: BTreeSet<String>,
+    sandbox_allow_exec: Vec<PathBuf>,
+    sandbox_allow_read: Vec<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrant {
     #[serde(default)]
     secrets: BTreeSet<String>,
     #[serde(default)]
     config: BTreeSet<String>,
+    #[serde(default)]
+    sandbox: SandboxMode,
+    #[serde(default)]
+    network: NetworkMode,
+    #[serde(default)]
+    seccomp: SeccompMode,
+    #[serde(default)]
+    env_allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    sandbox_allow_exec: Vec<Spanned<String>>,
+    #[serde(default)]
+    sandbox_allow_read: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GrantsFile {
     #[serde(default)]
-    plugins: BTreeMap<String, Grant>,
+    plugins: BTreeMap<String, RawGrant>,
 }
 
-/// A secret or config file a plugin asks for but is not granted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "plugin `{plugin}` requests {kind} `{name}`, which is not granted to it; it does not start. Grant it (`[plugins.{plugin}] {} = [\"{name}\"]` in the grants file) or remove it from the manifest {}", kind.manifest_key(), manifest.display()
-)]
+/// Something a manifest asks for that only the operator's policy can grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Request {
+    /// A secret (`secrets = ["NAME"]`).
+    Secret(String),
+    /// A config file (`config = ["NAME"]`).
+    Config(String),
+    /// A sandbox mode looser than `enforce` (`sandbox = "best-effort" | "off"`).
+    Sandbox(SandboxMode),
+    /// The host's network (`network = "host"`).
+    Network(NetworkMode),
+    /// No system-call filter (`seccomp = "off"`).
+    Seccomp(SeccompMode),
+    /// A host environment variable (`env_allow = ["NAME"]`).
+    EnvAllow(String),
+    /// Reading and executing below a directory (`sandbox_allow_exec`), as resolved from the
+    /// manifest.
+    SandboxAllowExec(PathBuf),
+    /// Reading below a directory (`sandbox_allow_read`), as resolved from the manifest.
+    SandboxAllowRead(PathBuf),
+}
+
+impl Request {
+    /// The key of the manifest and of the grants file this request is written with.
+    #[must_use]
+    pub fn key(&self) -> &'static str {
+        match self {
+            Self::Secret(_) => ValueKind::Secret.manifest_key(),
+            Self::Config(_) => ValueKind::Config.manifest_key(),
+            Self::Sandbox(_) => "sandbox",
+            Self::Network(_) => "network",
+            Self::Seccomp(_) => "seccomp",
+            Self::EnvAllow(_) => "env_allow",
+            Self::SandboxAllowExec(_) => "sandbox_allow_exec",
+            Self::SandboxAllowRead(_) => "sandbox_allow_read",
+        }
+    }
+
+    /// The TOML line that grants it, e.g. `network = "host"` or `secrets = ["token"]` (merge
+    /// a list entry into an existing list of that key).
+    #[must_use]
+    pub fn grants_line(&self) -> String {
+        let key = self.key();
+        match self {
+            Self::Secret(name) | Self::Config(name) | Self::EnvAllow(name) => {
+                format!("{key} = [{}]", toml_string(name))
+            }
+            Self::SandboxAllowExec(path) | Self::SandboxAllowRead(path) => {
+                format!("{key} = [{}]", toml_string(&path.to_string_lossy()))
+            }
+            Self::Sandbox(mode) => format!("{key} = \"{mode}\""),
+            Self::Network(mode) => format!("{key} = \"{mode}\""),
+            Self::Seccomp(mode) => format!("{key} = \"{mode}\""),
+        }
+    }
+}
+
+impl fmt::Display for Request {
+    /// What the manifest asks for, as the manifest says it (`network = "host"`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.grants_line())
+    }
+}
+
+/// A TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Something a plugin's manifest asks for that the operator's policy does not grant: the
+/// plugin does not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NotGranted {
     /// The plugin.
     pub plugin: String,
-    /// `secret` or `config`.
-    pub kind: ValueKind,
-    /// The name requested.
-    pub name: String,
+    /// What it asks for.
+    pub request: Request,
     /// The plugin's manifest.
-    pub manifest: std::path::PathBuf,
+    pub manifest: PathBuf,
+    /// The grants file the line is to be added to; `None` for grants made in code.
+    pub grants_file: Option<PathBuf>,
 }
+
+impl NotGranted {
+    /// `secret` or `config`, when that is what was refused.
+    #[must_use]
+    pub fn value_kind(&self) -> Option<ValueKind> {
+        match self.request {
+            Request::Secret(_) => Some(ValueKind::Secret),
+            Request::Config(_) => Some(ValueKind::Config),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for NotGranted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plugin = &self.plugin;
+        write!(
+            f,
+            "plugin `{plugin}` requests `{}` in {}, which the operator's policy does not grant; it does not start. To allow it, add `{}` under `[plugins.{plugin}]` in ",
+            self.request,
+            self.manifest.display(),
+            self.request.grants_line(),
+        )?;
+        match &self.grants_file {
+            Some(file) => write!(f, "{}", file.display())?,
+            None => f.write_str("the grants file (or grant it with `Grants` in code)")?,
+        }
+        write!(f, ", or remove `{}` from the manifest", self.request.key())
+    }
+}
+
+impl std::error::Error for NotGranted {}
 
 impl Grants {
     /// Grants nothing.
@@ -71,25 +235,73 @@ impl Grants {
         Self::default()
     }
 
+    fn grant(&mut self, plugin: impl Into<String>) -> &mut Grant {
+        self.plugins.entry(plugin.into()).or_default()
+    }
+
     /// Grants `plugin` the secret `name`.
     #[must_use]
     pub fn secret(mut self, plugin: impl Into<String>, name: impl Into<String>) -> Self {
-        self.plugins
-            .entry(plugin.into())
-            .or_default()
-            .secrets
-            .insert(name.into());
+        self.grant(plugin).secrets.insert(name.into());
         self
     }
 
     /// Grants `plugin` the config file `name`.
     #[must_use]
     pub fn config(mut self, plugin: impl Into<String>, name: impl Into<String>) -> Self {
-        self.plugins
-            .entry(plugin.into())
-            .or_default()
-            .config
-            .insert(name.into());
+        self.grant(plugin).config.insert(name.into());
+        self
+    }
+
+    /// Lets `plugin`'s manifest ask for sandbox `mode` (`Off` also allows `BestEffort`).
+    #[must_use]
+    pub fn sandbox(mut self, plugin: impl Into<String>, mode: SandboxMode) -> Self {
+        self.grant(plugin).sandbox = mode;
+        self
+    }
+
+    /// Lets `plugin`'s manifest ask for network `mode` (`Host`).
+    #[must_use]
+    pub fn network(mut self, plugin: impl Into<String>, mode: NetworkMode) -> Self {
+        self.grant(plugin).network = mode;
+        self
+    }
+
+    /// Lets `plugin`'s manifest ask for seccomp `mode` (`Off`).
+    #[must_use]
+    pub fn seccomp(mut self, plugin: impl Into<String>, mode: SeccompMode) -> Self {
+        self.grant(plugin).seccomp = mode;
+        self
+    }
+
+    /// Lets `plugin`'s manifest pass the host's variable `name` (`env_allow`).
+    #[must_use]
+    pub fn env_allow(mut self, plugin: impl Into<String>, name: impl Into<String>) -> Self {
+        self.grant(plugin).env_allow.insert(name.into());
+        self
+    }
+
+    /// Lets `plugin`'s manifest allow reading and executing below `path` or any directory
+    /// under it (`sandbox_allow_exec`, and `sandbox_allow_read` too).
+    #[must_use]
+    pub fn sandbox_allow_exec(
+        mut self,
+        plugin: impl Into<String>,
+        path: impl Into<PathBuf>,
+    ) -> Self {
+        self.grant(plugin).sandbox_allow_exec.push(path.into());
+        self
+    }
+
+    /// Lets `plugin`'s manifest allow reading below `path` or any directory under it
+    /// (`sandbox_allow_read`).
+    #[must_use]
+    pub fn sandbox_allow_read(
+        mut self,
+        plugin: impl Into<String>,
+        path: impl Into<PathBuf>,
+    ) -> Self {
+        self.grant(plugin).sandbox_allow_read.push(path.into());
         self
     }
 
@@ -109,57 +321,156 @@ impl Grants {
             .is_some_and(|g| g.config.contains(name))
     }
 
+    /// The grants file these grants were read from, if any.
+    #[must_use]
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
     /// Checks everything `manifest` requests.
     ///
     /// # Errors
-    /// The first request that is not granted.
+    /// The first request that is not granted (all of them: [`refusals`](Self::refusals)).
     pub fn check(&self, manifest: &Manifest) -> Result<(), NotGranted> {
-        let refuse = |kind, name: &String| NotGranted {
-            plugin: manifest.name.clone(),
-            kind,
-            name: name.clone(),
-            manifest: manifest.file.clone(),
-        };
-        if let Some(name) = manifest
-            .secrets
-            .iter()
-            .find(|n| !self.allows_secret(&manifest.name, n))
-        {
-            return Err(refuse(ValueKind::Secret, name));
+        match self.refusals(manifest).into_iter().next() {
+            Some(refused) => Err(refused),
+            None => Ok(()),
         }
-        if let Some(name) = manifest
-            .config
-            .iter()
-            .find(|n| !self.allows_config(&manifest.name, n))
-        {
-            return Err(refuse(ValueKind::Config, name));
-        }
-        Ok(())
     }
 
-    /// Parses a grants file's `text` (`file` names it in errors).
+    /// Every request of `manifest` that is not granted, in manifest-key order: secrets,
+    /// config, sandbox, network, seccomp, env_allow, sandbox_allow_exec, sandbox_allow_read.
+    /// Paths are compared after resolving symbolic links, so this reads the file system.
+    #[must_use]
+    pub fn refusals(&self, manifest: &Manifest) -> Vec<NotGranted> {
+        let empty = Grant::default();
+        let grant = self.plugins.get(&manifest.name).unwrap_or(&empty);
+        let mut refused = Vec::new();
+        let mut refuse = |request| {
+            refused.push(NotGranted {
+                plugin: manifest.name.clone(),
+                request,
+                manifest: manifest.file.clone(),
+                grants_file: self.file.clone(),
+            });
+        };
+        for name in manifest
+            .secrets
+            .iter()
+            .filter(|n| !grant.secrets.contains(*n))
+        {
+            refuse(Request::Secret(name.clone()));
+        }
+        for name in manifest
+            .config
+            .iter()
+            .filter(|n| !grant.config.contains(*n))
+        {
+            refuse(Request::Config(name.clone()));
+        }
+        let sandbox_granted = match manifest.sandbox {
+            SandboxMode::Enforce => true,
+            SandboxMode::BestEffort => grant.sandbox != SandboxMode::Enforce,
+            SandboxMode::Off => grant.sandbox == SandboxMode::Off,
+        };
+        if !sandbox_granted {
+            refuse(Request::Sandbox(manifest.sandbox));
+        }
+        if manifest.network != NetworkMode::None && grant.network != manifest.network {
+            refuse(Request::Network(manifest.network));
+        }
+        if manifest.seccomp != SeccompMode::Default && grant.seccomp != manifest.seccomp {
+            refuse(Request::Seccomp(manifest.seccomp));
+        }
+        for name in manifest
+            .env_allow
+            .iter()
+            .filter(|n| !grant.env_allow.contains(*n))
+        {
+            refuse(Request::EnvAllow(name.clone()));
+        }
+        for path in &manifest.sandbox_allow_exec {
+            if !grant.sandbox_allow_exec.iter().any(|g| covers(g, path)) {
+                refuse(Request::SandboxAllowExec(path.clone()));
+            }
+        }
+        for path in &manifest.sandbox_allow_read {
+            let mut granted = grant
+                .sandbox_allow_read
+                .iter()
+                .chain(&grant.sandbox_allow_exec);
+            if !granted.any(|g| covers(g, path)) {
+                refuse(Request::SandboxAllowRead(path.clone()));
+            }
+        }
+        refused
+    }
+
+    /// Parses a grants file's `text` (`file` names it in errors, and relative paths are
+    /// relative to its directory).
     ///
     /// # Errors
-    /// A [`ManifestError`] naming file, line and key for unknown keys, bad types or invalid
-    /// names.
+    /// A [`ManifestError`] naming file, line and key for unknown keys, bad types or values,
+    /// and invalid names.
     pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
         let parsed: GrantsFile = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
             ManifestError::located(file, text, offset, e.message().trim().to_owned())
         })?;
-        for (plugin, grant) in &parsed.plugins {
-            for name in std::iter::once(plugin)
-                .chain(&grant.secrets)
-                .chain(&grant.config)
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let located = |value: &Spanned<String>, why: &str| {
+            ManifestError::located(file, text, value.span().start, why)
+        };
+        let mut plugins = BTreeMap::new();
+        for (plugin, raw) in parsed.plugins {
+            for name in std::iter::once(&plugin)
+                .chain(&raw.secrets)
+                .chain(&raw.config)
             {
                 check_name(name).map_err(|why| {
                     let offset = text.find(name.as_str()).unwrap_or(0);
                     ManifestError::located(file, text, offset, why)
                 })?;
             }
+            let mut env_allow = BTreeSet::new();
+            for name in &raw.env_allow {
+                let value = name.get_ref();
+                if value.is_empty() || value.contains(['=', '\0']) {
+                    return Err(located(
+                        name,
+                        "must be an environment variable name (not empty, no `=` or NUL)",
+                    ));
+                }
+                env_allow.insert(value.clone());
+            }
+            let paths = |values: &[Spanned<String>]| {
+                values
+                    .iter()
+                    .map(|value| {
+                        let path = value.get_ref();
+                        if path.is_empty() || path.contains('\0') {
+                            return Err(located(value, "must be a non-empty path without NUL"));
+                        }
+                        // An absolute entry replaces `dir` in the join.
+                        Ok(dir.join(path))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            let grant = Grant {
+                sandbox_allow_exec: paths(&raw.sandbox_allow_exec)?,
+                sandbox_allow_read: paths(&raw.sandbox_allow_read)?,
+                secrets: raw.secrets,
+                config: raw.config,
+                sandbox: raw.sandbox,
+                network: raw.network,
+                seccomp: raw.seccomp,
+                env_allow,
+            };
+            plugins.insert(plugin, grant);
         }
         Ok(Self {
-            plugins: parsed.plugins,
+            plugins,
+            file: Some(file.to_owned()),
         })
     }
 
@@ -174,41 +485,195 @@ impl Grants {
     }
 }
 
+/// Whether the granted directory `granted` covers `requested`: the same directory or a parent
+/// of it, after symbolic links are resolved (lexically normalised when a path does not exist,
+/// so `..` cannot climb out of a grant).
+fn covers(granted: &Path, requested: &Path) -> bool {
+    resolved(requested).starts_with(resolved(granted))
+}
+
+fn resolved(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| normalized(path))
+}
+
+/// `path` with `.` and `..` removed lexically.
+fn normalized(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn manifest(secrets: &str) -> Manifest {
+    fn manifest_with(extra: &str) -> Manifest {
         let text = format!(
-            "name = \"a\"\ncommand = \"a\"\nsecrets = {secrets}\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n"
+            "name = \"a\"\ncommand = \"a\"\n{extra}\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n"
         );
         Manifest::parse(&text, Path::new("/cat/a.toml")).unwrap()
     }
 
+    fn manifest(secrets: &str) -> Manifest {
+        manifest_with(&format!("secrets = {secrets}"))
+    }
+
     #[test]
-    fn a_request_that_is_not_granted_names_plugin_and_secret() {
+    fn a_request_that_is_not_granted_names_plugin_secret_and_the_grants_line() {
         let grants = Grants::new().secret("a", "x").secret("b", "y");
         grants.check(&manifest("[\"x\"]")).unwrap();
         let err = grants.check(&manifest("[\"x\", \"y\"]")).unwrap_err();
         assert_eq!(
-            (err.plugin.as_str(), err.kind, err.name.as_str()),
-            ("a", ValueKind::Secret, "y")
+            (err.plugin.as_str(), &err.request, err.value_kind()),
+            ("a", &Request::Secret("y".into()), Some(ValueKind::Secret))
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with("plugin `a` requests `secrets = [\"y\"]` in /cat/a.toml"),
+            "{text}"
         );
         assert!(
-            err.to_string()
-                .starts_with("plugin `a` requests secret `y`"),
-            "{err}"
+            text.contains("add `secrets = [\"y\"]` under `[plugins.a]`"),
+            "{text}"
         );
     }
 
     #[test]
+    fn each_loosening_is_refused_without_its_grant_and_names_the_line_to_add() {
+        let file = Path::new("/etc/tether/grants.toml");
+        let none = Grants::parse("", file).unwrap();
+        for (manifest_line, grants_line) in [
+            ("sandbox = \"off\"", "sandbox = \"off\""),
+            ("sandbox = \"best-effort\"", "sandbox = \"best-effort\""),
+            ("network = \"host\"", "network = \"host\""),
+            ("seccomp = \"off\"", "seccomp = \"off\""),
+            ("env_allow = [\"HOME\"]", "env_allow = [\"HOME\"]"),
+            (
+                "sandbox_allow_read = [\"/srv/data\"]",
+                "sandbox_allow_read = [\"/srv/data\"]",
+            ),
+            (
+                "sandbox_allow_exec = [\"/opt/py\"]",
+                "sandbox_allow_exec = [\"/opt/py\"]",
+            ),
+        ] {
+            let m = manifest_with(manifest_line);
+            let err = none.check(&m).expect_err(manifest_line);
+            assert_eq!(err.request.grants_line(), grants_line);
+            let text = err.to_string();
+            let add = format!("add `{grants_line}` under `[plugins.a]` in /etc/tether/grants.toml");
+            assert!(text.contains(&add), "{text}");
+            let granted = Grants::parse(&format!("[plugins.a]\n{grants_line}\n"), file).unwrap();
+            granted
+                .check(&m)
+                .unwrap_or_else(|e| panic!("{manifest_line}: {e}"));
+            // Granting it to another plugin grants nothing to this one.
+            let other = Grants::parse(&format!("[plugins.b]\n{grants_line}\n"), file).unwrap();
+            assert!(other.check(&m).is_err(), "{manifest_line}");
+        }
+    }
+
+    #[test]
+    fn sandbox_off_grants_best_effort_too_but_not_the_reverse() {
+        let off = Grants::new().sandbox("a", SandboxMode::Off);
+        off.check(&manifest_with("sandbox = \"best-effort\""))
+            .unwrap();
+        let best = Grants::new().sandbox("a", SandboxMode::BestEffort);
+        let err = best.check(&manifest_with("sandbox = \"off\"")).unwrap_err();
+        assert_eq!(err.request, Request::Sandbox(SandboxMode::Off));
+    }
+
+    #[test]
+    fn a_granted_path_covers_itself_and_what_is_below_it_but_not_a_climb_out() {
+        let grants = Grants::new()
+            .sandbox_allow_read("a", "/srv/data")
+            .sandbox_allow_exec("a", "/opt/py");
+        for ok in [
+            "sandbox_allow_read = [\"/srv/data\"]",
+            "sandbox_allow_read = [\"/srv/data/sub/dir\"]",
+            "sandbox_allow_read = [\"/opt/py/lib\"]",
+            "sandbox_allow_exec = [\"/opt/py/bin\"]",
+        ] {
+            grants
+                .check(&manifest_with(ok))
+                .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for refused in [
+            "sandbox_allow_read = [\"/srv\"]",
+            "sandbox_allow_read = [\"/srv/database\"]",
+            "sandbox_allow_read = [\"/srv/data/../../etc\"]",
+            "sandbox_allow_exec = [\"/srv/data\"]",
+        ] {
+            assert!(grants.check(&manifest_with(refused)).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_granted_path_is_compared_after_the_manifests_variables_and_symlinks_are_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let m = manifest_with(&format!("sandbox_allow_read = [\"{}\"]", link.display()));
+        Grants::new()
+            .sandbox_allow_read("a", &real)
+            .check(&m)
+            .unwrap();
+        // A link inside a granted directory that points out of it is not covered.
+        let granted = dir.path().join("granted");
+        std::fs::create_dir(&granted).unwrap();
+        std::os::unix::fs::symlink("/etc", granted.join("out")).unwrap();
+        let m = manifest_with(&format!(
+            "sandbox_allow_read = [\"{}\"]",
+            granted.join("out").display()
+        ));
+        assert!(
+            Grants::new()
+                .sandbox_allow_read("a", &granted)
+                .check(&m)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn every_refusal_is_listed_for_check() {
+        let m = manifest_with(
+            "secrets = [\"s\"]\nnetwork = \"host\"\nenv_allow = [\"HOME\", \"USER\"]",
+        );
+        let keys: Vec<_> = Grants::new()
+            .env_allow("a", "USER")
+            .refusals(&m)
+            .into_iter()
+            .map(|r| r.request.key())
+            .collect();
+        assert_eq!(keys, ["secrets", "network", "env_allow"]);
+    }
+
+    #[test]
     fn the_grants_file_equals_the_code_api() {
-        let text = "[plugins.a]\nsecrets = [\"x\"]\nconfig = [\"c.json\"]\n[plugins.b]\nsecrets = [\"y\"]\n";
-        let parsed = Grants::parse(text, Path::new("grants.toml")).unwrap();
-        let built = Grants::new()
+        let text = "[plugins.a]\nsecrets = [\"x\"]\nconfig = [\"c.json\"]\nnetwork = \"host\"\nseccomp = \"off\"\nsandbox = \"best-effort\"\nenv_allow = [\"HOME\"]\nsandbox_allow_read = [\"data\"]\nsandbox_allow_exec = [\"/opt/py\"]\n[plugins.b]\nsecrets = [\"y\"]\n";
+        let file = Path::new("/etc/tether/grants.toml");
+        let parsed = Grants::parse(text, file).unwrap();
+        let mut built = Grants::new()
             .secret("a", "x")
             .config("a", "c.json")
+            .network("a", NetworkMode::Host)
+            .seccomp("a", SeccompMode::Off)
+            .sandbox("a", SandboxMode::BestEffort)
+            .env_allow("a", "HOME")
+            .sandbox_allow_read("a", "/etc/tether/data")
+            .sandbox_allow_exec("a", "/opt/py")
             .secret("b", "y");
+        built.file = Some(file.to_owned());
         assert_eq!(parsed, built);
     }
 
@@ -218,5 +683,23 @@ mod tests {
             Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", Path::new("g.toml")).unwrap_err();
         assert_eq!(err.line, 2, "{err}");
         assert!(err.message.contains("unknown field"), "{err}");
+        let err = Grants::parse(
+            "[plugins.a]\nnetwork = \"host\"\nnetwrok = \"host\"\n",
+            Path::new("g.toml"),
+        )
+        .unwrap_err();
+        assert_eq!((err.line, err.column), (3, 1), "{err}");
+        let err = Grants::parse(
+            "[plugins.a]\n\nnetwork = \"everything\"\n",
+            Path::new("g.toml"),
+        )
+        .unwrap_err();
+        assert_eq!(err.line, 3, "{err}");
+        let err = Grants::parse(
+            "[plugins.a]\nenv_allow = [\"OK\",\n  \"A=B\"]\n",
+            Path::new("g.toml"),
+        )
+        .unwrap_err();
+        assert_eq!((err.line, err.column), (3, 3), "{err}");
     }
 }

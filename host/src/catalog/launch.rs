@@ -13,7 +13,8 @@ use crate::error::UseError;
 use crate::launch::builder::{HandshakeConfig, PluginClientBuilder};
 use crate::launch::client::PluginClient;
 
-/// The builder for `manifest`'s plugin, if `grants` allow what it requests, with its secrets
+/// The builder for `manifest`'s plugin, if `grants` allow what it requests (secrets, config
+/// and every loosening of its confinement: see [`Grants`]), with its secrets
 /// from `secrets` and config files from `config` to be delivered. The caller adds what is
 /// its own to decide (working directory, timeouts…) and starts it.
 ///
@@ -32,6 +33,9 @@ pub fn launch(
         .name(manifest.name.clone())
         .args(&manifest.args)
         .sandbox(manifest.sandbox)
+        .network(manifest.network)
+        .seccomp(manifest.seccomp)
+        .runtime(manifest.runtime)
         .limits(manifest.limits)
         .handshake(
             HandshakeConfig::new(&manifest.cookie_key, &manifest.cookie_value)

@@ -11,7 +11,10 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::catalog::text::{check_name, expand_env, key_at, line_column};
+use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
+use crate::confine::seccomp::SeccompMode;
+use crate::launch::runtime::Runtime;
 
 /// Longest plugin, secret or config name.
 pub const MAX_NAME_LEN: usize = 64;
@@ -93,6 +96,17 @@ pub struct Manifest {
     /// Directories the confined plugin may also read below (`sandbox_allow_read`), e.g. a
     /// script plugin's sources.
     pub sandbox_allow_read: Vec<PathBuf>,
+    /// The plugin's network (`network = "none" | "host"`, default `none`). `host` needs a
+    /// grant.
+    pub network: NetworkMode,
+    /// Its system-call filter (`seccomp = "default" | "off"`, default `default`). `off`
+    /// needs a grant.
+    pub seccomp: SeccompMode,
+    /// Which interpreter runs it (`runtime = "auto" | "native" | "python" | "node"`, default
+    /// `auto`): see [`PluginClientBuilder::runtime`](crate::PluginClientBuilder::runtime).
+    /// Needs no grant: it allows reading the interpreter's install and the plugin's own
+    /// sources, never writing, and never a directory broader than two levels.
+    pub runtime: Runtime,
     /// Stopped after this long unused.
     pub idle_timeout: Duration,
     /// What happens when it crashes.
@@ -208,6 +222,12 @@ struct RawManifest {
     sandbox_allow_exec: Vec<Spanned<String>>,
     #[serde(default)]
     sandbox_allow_read: Vec<Spanned<String>>,
+    #[serde(default)]
+    network: NetworkMode,
+    #[serde(default)]
+    seccomp: SeccompMode,
+    #[serde(default)]
+    runtime: Runtime,
     idle_timeout: Option<Spanned<String>>,
     #[serde(default)]
     restart: RawRestart,
@@ -256,6 +276,13 @@ impl Manifest {
     /// `sandbox_allow_exec = ["${PYENV_ROOT:-/usr}"]`. Variables are expanded once, when the
     /// manifest is parsed; a path that does not exist makes the launch fail with a sandbox
     /// error naming it.
+    ///
+    /// # What needs the operator's grant
+    /// A manifest is written by the plugin's author. `sandbox = "best-effort" | "off"`,
+    /// `sandbox_allow_exec`, `sandbox_allow_read`, `env_allow`, `network = "host"` and
+    /// `seccomp = "off"` take effect only when the grants file allows them for this plugin
+    /// (see [`Grants`](crate::Grants)), like `secrets` and `config`; otherwise the plugin does
+    /// not start.
     pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
@@ -339,6 +366,9 @@ impl Manifest {
             sandbox: raw.sandbox,
             sandbox_allow_exec,
             sandbox_allow_read,
+            network: raw.network,
+            seccomp: raw.seccomp,
+            runtime: raw.runtime,
             idle_timeout,
             restart,
         })
@@ -564,6 +594,30 @@ initial_backoff = "50ms"
         assert_eq!(m.restart.max_restarts, 3);
         assert_eq!(m.restart.initial_backoff, Duration::from_millis(50));
         assert_eq!(m.restart.max_backoff, DEFAULT_MAX_BACKOFF);
+        assert_eq!(
+            (m.network, m.seccomp, m.runtime),
+            (NetworkMode::None, SeccompMode::Default, Runtime::Auto)
+        );
+    }
+
+    #[test]
+    fn network_seccomp_and_runtime_are_read_and_misspelt_values_located() {
+        let m = parse(&GOOD.replace(
+            "idle_timeout",
+            "network = \"host\"\nseccomp = \"off\"\nruntime = \"python\"\nidle_timeout",
+        ))
+        .unwrap();
+        assert_eq!(
+            (m.network, m.seccomp, m.runtime),
+            (NetworkMode::Host, SeccompMode::Off, Runtime::Python)
+        );
+        let err =
+            parse(&GOOD.replace("idle_timeout", "runtime = \"ruby\"\nidle_timeout")).unwrap_err();
+        assert_eq!(
+            (err.line, err.key.as_deref()),
+            (8, Some("runtime")),
+            "{err}"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub(crate) mod secrets;
 pub(crate) mod text;
 
 pub use delivery::{Delivery, delivery_base};
-pub use grants::{Grants, NotGranted};
+pub use grants::{Grants, NotGranted, Request};
 pub use launch::launch;
 pub use manifest::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,

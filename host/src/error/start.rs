@@ -195,6 +195,9 @@ pub enum StartErrorKind {
         /// Why.
         source: Box<crate::confine::sandbox::SandboxError>,
     },
+    /// The interpreter of an interpreted plugin could not be resolved (see
+    /// [`PluginClientBuilder::runtime`](crate::PluginClientBuilder::runtime)).
+    Runtime(Box<crate::launch::runtime::RuntimeError>),
     /// The process could not be started.
     Spawn {
         /// The program that was to be run.
@@ -211,6 +214,16 @@ pub enum StartErrorKind {
     Exited {
         /// Its exit status.
         status: ExitStatus,
+    },
+    /// The confined plugin exited before its handshake with signs that the sandbox refused it
+    /// something (exit status 126/127, or a permission or import error on its stderr).
+    SandboxDenied {
+        /// Its exit status.
+        status: ExitStatus,
+        /// The sandbox mode it ran under.
+        mode: crate::confine::sandbox::SandboxMode,
+        /// What shows the denial and what to allow.
+        denial: crate::launch::denial::Denial,
     },
     /// stdout ended (or could not be read) without a handshake while the plugin kept running.
     StdoutClosed,
@@ -282,9 +295,11 @@ impl StartErrorKind {
     /// phase is `during` (where the plugin was when it exited).
     pub(crate) fn phase(&self, during: Phase) -> Phase {
         match self {
-            Self::Prepare { .. } | Self::Integrity(_) | Self::Sandbox { .. } => Phase::Prepare,
+            Self::Prepare { .. } | Self::Integrity(_) | Self::Sandbox { .. } | Self::Runtime(_) => {
+                Phase::Prepare
+            }
             Self::Spawn { .. } => Phase::Spawn,
-            Self::Exited { .. } => during,
+            Self::Exited { .. } | Self::SandboxDenied { .. } => during,
             Self::Timeout { .. }
             | Self::StdoutClosed
             | Self::TooMuchOutput { .. }
@@ -385,6 +400,25 @@ impl fmt::Display for StartError {
                 f,
                 "plugin `{plugin}` cannot be confined (sandbox mode `{mode}`): {source}"
             ),
+            K::Runtime(source) => write!(
+                f,
+                "cannot prepare the interpreter of plugin `{plugin}`: {source}"
+            ),
+            K::SandboxDenied {
+                status,
+                mode,
+                denial,
+            } => {
+                write!(
+                    f,
+                    "plugin `{plugin}` exited ({status}) during start-up ({}) and was most likely refused something by its sandbox (mode `{mode}`: Landlock allows only its program's directory, the system paths, its private and working directories and what was explicitly allowed)",
+                    self.phase
+                )?;
+                if !denial.evidence.is_empty() {
+                    write!(f, ": {:?}", denial.evidence)?;
+                }
+                write!(f, "; {}.", denial.allowance)
+            }
             K::Spawn { program, source } => write!(
                 f,
                 "cannot start plugin `{plugin}` ({}): {source}; check that the path exists and is executable",
@@ -462,12 +496,14 @@ impl std::error::Error for StartError {
             K::Prepare { source, .. } | K::Connect { source, .. } => Some(&**source),
             K::Integrity(source) => Some(&**source),
             K::Sandbox { source, .. } => Some(&**source),
+            K::Runtime(source) => Some(&**source),
             K::Spawn { source, .. } | K::Tls { source, .. } => Some(source),
             K::Malformed { error, .. } => Some(error),
             K::Address { problem, .. } => Some(problem),
             K::HealthCheck(source) => Some(&**source),
             K::Timeout { .. }
             | K::Exited { .. }
+            | K::SandboxDenied { .. }
             | K::StdoutClosed
             | K::TooMuchOutput { .. }
             | K::Incompatible { .. }

@@ -21,6 +21,9 @@ use crate::launch::handshake::{
 };
 use crate::launch::health::DEFAULT_HEALTH_TIMEOUT;
 use crate::launch::output::DEFAULT_STDERR_TAIL_LEN;
+use crate::launch::runtime::{
+    DEFAULT_RUNTIME_QUERY_TIMEOUT, ResolvedRuntime, Runtime, RuntimeError,
+};
 use crate::launch::shutdown::{
     DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_TERMINATE_GRACE,
 };
@@ -117,6 +120,8 @@ pub(crate) struct Settings {
     pub(crate) network: NetworkMode,
     pub(crate) sandbox_exec: Vec<PathBuf>,
     pub(crate) sandbox_read: Vec<PathBuf>,
+    pub(crate) runtime: Runtime,
+    pub(crate) runtime_query_timeout: Duration,
     pub(crate) limits: Limits,
     pub(crate) sha256: Option<String>,
     pub(crate) delivery: Option<Arc<Delivery>>,
@@ -172,6 +177,8 @@ impl PluginClientBuilder<NoHandshake> {
                 network: NetworkMode::None,
                 sandbox_exec: Vec::new(),
                 sandbox_read: Vec::new(),
+                runtime: Runtime::Auto,
+                runtime_query_timeout: DEFAULT_RUNTIME_QUERY_TIMEOUT,
                 limits: Limits::default(),
                 sha256: None,
                 delivery: None,
@@ -458,6 +465,52 @@ impl<H> PluginClientBuilder<H> {
     pub fn sandbox_allow_read(mut self, path: impl Into<PathBuf>) -> Self {
         self.settings.sandbox_read.push(path.into());
         self
+    }
+
+    /// Which interpreter runs the plugin (default [`Runtime::Auto`]), so that an interpreted
+    /// plugin works confined without hand-found paths: before the launch, the interpreter is
+    /// asked where it lives (`sys.executable`, `sys.prefix`, `sys.base_prefix`, `sys.path`;
+    /// Node's `process.execPath`), with the plugin's environment and confined to reading (the
+    /// query runs its start-up code but can write nowhere), within
+    /// [`runtime_query_timeout`](Self::runtime_query_timeout). Then the real interpreter is
+    /// executed — not a pyenv shim — with the script made absolute, and the sandbox lets the
+    /// plugin read and execute the interpreter's install prefixes and read its import
+    /// directories and the script's project (the nearest directory with `pyproject.toml`,
+    /// `setup.py`, `setup.cfg` or `package.json`, at most
+    /// [`MAX_PROJECT_DEPTH`](crate::launch::MAX_PROJECT_DEPTH) levels above the script, else
+    /// the script's directory). A prefix broader than two directory levels (other than
+    /// `/usr`) is refused.
+    ///
+    /// `Auto` recognises `python`, `python3`, `python3.X`, `node` and `nodejs`, as the program
+    /// or in a script's `#!` line; anything else runs natively, as does everything when the
+    /// sandbox is [`Off`](SandboxMode::Off) or a [`sha256`](Self::sha256) is set.
+    ///
+    /// ```
+    /// use tether_host::{PluginClient, Runtime};
+    /// let b = PluginClient::builder("python3")
+    ///     .arg("plugins/kv_plugin.py")
+    ///     .runtime(Runtime::Python);
+    /// ```
+    pub fn runtime(mut self, runtime: Runtime) -> Self {
+        self.settings.runtime = runtime;
+        self
+    }
+
+    /// See [`DEFAULT_RUNTIME_QUERY_TIMEOUT`].
+    pub fn runtime_query_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.runtime_query_timeout = timeout;
+        self
+    }
+
+    /// What the launch's [`runtime`](Self::runtime) resolves to here and now: the interpreter
+    /// that would be executed and the directories the sandbox would allow for it (`None`: the
+    /// program runs natively). Runs the interpreter's query as [`start`](PluginClientBuilder::start)
+    /// does; `tether check` shows it.
+    ///
+    /// # Errors
+    /// A [`RuntimeError`] when the interpreter cannot be asked or its answer is unusable.
+    pub async fn resolve_runtime(&self) -> Result<Option<ResolvedRuntime>, RuntimeError> {
+        crate::launch::start::resolve_runtime(&self.settings, &self.settings.display_name()).await
     }
 
     /// Resource limits applied before exec (core dumps are always off).

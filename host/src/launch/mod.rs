@@ -5,11 +5,13 @@ pub(crate) mod address;
 pub(crate) mod builder;
 pub(crate) mod client;
 pub(crate) mod connect;
+pub(crate) mod denial;
 pub(crate) mod handshake;
 pub(crate) mod health;
 pub(crate) mod output;
 pub(crate) mod plan;
 pub(crate) mod reattach;
+pub(crate) mod runtime;
 pub(crate) mod shutdown;
 pub(crate) mod spawn;
 pub(crate) mod start;
@@ -17,6 +19,7 @@ pub(crate) mod start;
 pub use builder::{HandshakeConfig, NoHandshake, PluginClientBuilder};
 pub use client::PluginClient;
 pub use connect::DEFAULT_CONNECT_TIMEOUT;
+pub use denial::{Allowance, Denial};
 pub use handshake::{
     DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_START_TIMEOUT, MAX_QUOTED_STDOUT,
 };
@@ -25,6 +28,10 @@ pub use output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
 pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN};
 pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
+};
+pub use runtime::{
+    DEFAULT_RUNTIME_QUERY_TIMEOUT, Interpreter, MAX_PROJECT_DEPTH, MAX_RUNTIME_ANSWER_LEN,
+    ResolvedRuntime, Runtime, RuntimeError,
 };
 pub use shutdown::{
     DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_TERMINATE_GRACE,

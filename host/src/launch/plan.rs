@@ -12,6 +12,7 @@ use tether_proto::env::LaunchEnv;
 
 use crate::confine::sandbox::Paths;
 use crate::launch::builder::{HandshakeConfig, Settings};
+use crate::launch::runtime::ResolvedRuntime;
 use crate::launch::spawn::{self, PluginEnv};
 
 /// What a launch needs from the world, gathered before planning.
@@ -53,6 +54,13 @@ pub(crate) struct LaunchPlan {
     pub(crate) janitor_dirs: Vec<PathBuf>,
     /// The directory the plugin starts in; `None`: the host's (inherited).
     pub(crate) working_dir: Option<PathBuf>,
+    /// The program executed: the configured one, or the real interpreter of a resolved
+    /// runtime ([`LaunchPlan::allow_runtime`]).
+    pub(crate) program: PathBuf,
+    /// Its `argv[0]`.
+    pub(crate) argv0: PathBuf,
+    /// Its arguments.
+    pub(crate) args: Vec<OsString>,
 }
 
 impl LaunchPlan {
@@ -100,7 +108,21 @@ impl LaunchPlan {
             paths,
             janitor_dirs,
             working_dir: settings.current_dir.clone(),
+            program: settings.program.clone(),
+            argv0: settings.program.clone(),
+            args: settings.args.clone(),
         }
+    }
+
+    /// Runs the plugin on the real interpreter of `runtime` (its `argv[0]` too, so that a
+    /// virtualenv finds its `pyvenv.cfg`), and lets it read and execute the interpreter's
+    /// prefixes and read its import directories and the script's project.
+    pub(crate) fn allow_runtime(&mut self, runtime: &ResolvedRuntime) {
+        self.program.clone_from(&runtime.program);
+        self.argv0.clone_from(&runtime.program);
+        self.args.clone_from(&runtime.args);
+        self.paths.exec.extend(runtime.read_exec.iter().cloned());
+        self.paths.read.extend(runtime.read.iter().cloned());
     }
 
     /// The plugin's `PATH`, where a bare program name is looked up.
@@ -239,6 +261,34 @@ mod tests {
             plan.paths.exec,
             [PathBuf::from("/opt/p"), PathBuf::from("/opt/python")]
         );
+    }
+
+    #[test]
+    fn a_resolved_runtime_replaces_the_program_and_allows_only_its_directories() {
+        let mut plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("python3").arg("kv.py")),
+            &HandshakeConfig::new("K", "V"),
+            inputs(Path::new("/tmp/tether-x"), None),
+        );
+        assert_eq!(plan.program, Path::new("python3"));
+        plan.allow_runtime(&ResolvedRuntime {
+            interpreter: crate::launch::runtime::Interpreter::Python,
+            program: "/v/bin/python".into(),
+            args: vec!["/srv/kv/kv.py".into()],
+            read_exec: vec!["/v".into(), "/opt/py".into()],
+            read: vec!["/srv/kv".into()],
+        });
+        assert_eq!(
+            (plan.program.as_path(), plan.argv0.as_path()),
+            (Path::new("/v/bin/python"), Path::new("/v/bin/python"))
+        );
+        assert_eq!(plan.args, [OsString::from("/srv/kv/kv.py")]);
+        assert_eq!(
+            plan.paths.exec,
+            [PathBuf::from("/v"), PathBuf::from("/opt/py")]
+        );
+        assert!(plan.paths.read.contains(&PathBuf::from("/srv/kv")));
+        assert!(!plan.paths.read_write.contains(&PathBuf::from("/srv/kv")));
     }
 
     #[test]

@@ -190,17 +190,16 @@ pub(crate) fn resolve_program(program: &Path, path: Option<&OsString>) -> PathBu
 /// Spawns the plugin in a new process group with exactly the plan's environment, in its working
 /// directory, stdin from `/dev/null` and
 /// stdout and stderr piped, running `pre_exec` (the confinement) between fork and exec.
-/// `exec` is the file to execute (the verified binary's `/proc/self/fd/N`, or the program);
-/// `argv[0]` is always the configured program.
+/// `exec` is the file to execute (the verified binary's `/proc/self/fd/N`, or the plan's
+/// program); `argv[0]` and the arguments are the plan's.
 pub(crate) fn spawn(
-    settings: &Settings,
     plan: &LaunchPlan,
     exec: &Path,
     pre_exec: impl FnMut() -> io::Result<()> + Send + Sync + 'static,
 ) -> io::Result<Child> {
     let mut cmd = Command::new(exec);
-    cmd.arg0(&settings.program)
-        .args(&settings.args)
+    cmd.arg0(&plan.argv0)
+        .args(&plan.args)
         .env_clear()
         .envs(&plan.env.vars)
         .stdin(Stdio::null())

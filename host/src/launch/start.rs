@@ -20,9 +20,11 @@ use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
 use crate::launch::builder::{HandshakeConfig, Settings};
 use crate::launch::client::PluginClient;
 use crate::launch::connect;
+use crate::launch::denial;
 use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
+use crate::launch::runtime::{self, ResolvedRuntime, RuntimeError};
 use crate::launch::shutdown::Launched;
 use crate::launch::spawn::{self, PrivateDir};
 
@@ -42,6 +44,10 @@ pub(crate) async fn start(
 
     let resources = prepare(&settings).map_err(before_spawn)?;
     let mut plan = plan(&settings, &handshake, &resources);
+    let resolved = interpreter(&settings, &mut plan, plugin)
+        .await
+        .map_err(before_spawn)?;
+    allow_program(&mut plan);
     let confined = confine(&settings, &mut plan, plugin).map_err(before_spawn)?;
     let spawned = spawn(&settings, &plan, resources, confined, &name).map_err(before_spawn)?;
     let Spawned {
@@ -105,6 +111,7 @@ pub(crate) async fn start(
                 stdout: stray.printed(),
                 stderr_tail: output::snapshot(&tail),
             };
+            let failure = diagnose(&settings, failure, &output, resolved.as_ref());
             Err(StartError::new(plugin, failure, Some(output)))
         }
     }
@@ -169,7 +176,7 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         secrets: d.secrets.as_deref(),
         config: d.config.as_deref(),
     });
-    let mut plan = LaunchPlan::new(
+    let plan = LaunchPlan::new(
         settings,
         handshake,
         PlanInputs {
@@ -180,15 +187,6 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
             host_cwd: std::env::current_dir().ok(),
         },
     );
-    // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
-    let program = spawn::resolve_program(&settings.program, plan.path_var());
-    if let Some(bin_dir) = program
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-    {
-        plan.allow_program(bin_dir);
-    }
     for variable in &plan.env.ignored {
         tracing::warn!(
             plugin = settings.display_name(),
@@ -197,6 +195,106 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         );
     }
     plan
+}
+
+/// Stage 2b: an interpreted plugin's interpreter, asked where it lives (outside the pure
+/// plan), fed into the plan. Skipped when a digest is configured: then the verified file
+/// itself is executed.
+async fn interpreter(
+    settings: &Settings,
+    plan: &mut LaunchPlan,
+    plugin: &str,
+) -> Result<Option<ResolvedRuntime>, Failure> {
+    if settings.sha256.is_some() {
+        return Ok(None);
+    }
+    let resolved = resolve_with_env(settings, &plan.env.vars, plugin)
+        .await
+        .map_err(|e| StartErrorKind::Runtime(Box::new(e)))?;
+    if let Some(runtime) = &resolved {
+        tracing::debug!(plugin, interpreter = %runtime.program.display(), prefixes = ?runtime.read_exec, read = ?runtime.read, "runtime resolved");
+        plan.allow_runtime(runtime);
+    }
+    Ok(resolved)
+}
+
+/// What [`PluginClientBuilder::resolve_runtime`](crate::PluginClientBuilder::resolve_runtime)
+/// returns: the runtime resolved with the plugin's environment as a launch would build it
+/// (without the protocol's variables, which the query does not need).
+pub(crate) async fn resolve_runtime(
+    settings: &Settings,
+    plugin: &str,
+) -> Result<Option<ResolvedRuntime>, RuntimeError> {
+    let env = spawn::build_env(
+        std::env::vars_os(),
+        spawn::allowed_names(settings),
+        &settings.env,
+        Vec::new(),
+        "",
+    );
+    resolve_with_env(settings, &env.vars, plugin).await
+}
+
+async fn resolve_with_env(
+    settings: &Settings,
+    env: &std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+    plugin: &str,
+) -> Result<Option<ResolvedRuntime>, RuntimeError> {
+    let resolved = spawn::resolve_program(&settings.program, env.get(std::ffi::OsStr::new("PATH")));
+    let host_cwd = std::env::current_dir().ok();
+    runtime::resolve(runtime::Query {
+        runtime: settings.runtime,
+        sandbox: settings.sandbox,
+        program: &settings.program,
+        resolved: &resolved,
+        args: &settings.args,
+        env,
+        cwd: settings.current_dir.as_deref().or(host_cwd.as_deref()),
+        timeout: settings.runtime_query_timeout,
+        plugin,
+    })
+    .await
+}
+
+/// The directory of the binary executed (a bare name is looked up in the plugin's PATH, as
+/// exec does) is readable and executable.
+fn allow_program(plan: &mut LaunchPlan) {
+    let program = spawn::resolve_program(&plan.program, plan.path_var());
+    if let Some(bin_dir) = program
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        plan.allow_program(bin_dir);
+    }
+}
+
+/// A confined plugin that exited before its handshake with signs of a sandbox denial gets an
+/// error saying so and what to allow, instead of the generic exit (and its cookie hint).
+fn diagnose(
+    settings: &Settings,
+    failure: Failure,
+    output: &PluginOutput,
+    resolved: Option<&ResolvedRuntime>,
+) -> Failure {
+    let StartErrorKind::Exited { status } = &failure.kind else {
+        return failure;
+    };
+    let status = *status;
+    if settings.sandbox == sandbox::SandboxMode::Off {
+        return failure;
+    }
+    match denial::diagnose(status, &output.stderr_tail, resolved.map(|r| r.interpreter)) {
+        Some(denial) => Failure {
+            phase: failure.phase,
+            kind: StartErrorKind::SandboxDenied {
+                status,
+                mode: settings.sandbox,
+                denial,
+            },
+        },
+        None => failure,
+    }
 }
 
 /// The confinement prepared in the parent, applied in the child.
@@ -276,8 +374,8 @@ fn spawn(
     } = confined;
     let exec = verified
         .as_ref()
-        .map_or_else(|| settings.program.clone(), VerifiedBinary::exec_path);
-    let mut child = spawn::spawn(settings, plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
+        .map_or_else(|| plan.program.clone(), VerifiedBinary::exec_path);
+    let mut child = spawn::spawn(plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
