@@ -132,6 +132,42 @@ pub(crate) struct TargetArgs {
     /// accept run in the default mode.
     #[arg(long)]
     pub(crate) multiplex: bool,
+    /// With --cmd: let the confined plugin also read and execute below DIR (repeatable). With
+    /// --catalog the manifest and the grants decide.
+    #[arg(long = "allow-exec", value_name = "DIR", conflicts_with = "catalog")]
+    pub(crate) allow_exec: Vec<PathBuf>,
+    /// With --cmd: let the confined plugin also read below DIR (repeatable).
+    #[arg(long = "allow-read", value_name = "DIR", conflicts_with = "catalog")]
+    pub(crate) allow_read: Vec<PathBuf>,
+    /// With --cmd: which interpreter runs the plugin. `auto` recognises python*/node and
+    /// scripts whose #! line names one, runs the real interpreter (not a pyenv shim) and lets
+    /// the plugin read its installation and the script's project.
+    #[arg(long, value_enum, value_name = "RUNTIME", default_value_t = RuntimeArg::Auto, conflicts_with = "catalog")]
+    pub(crate) runtime: RuntimeArg,
+}
+
+/// `--runtime`: [`tether_host::Runtime`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RuntimeArg {
+    /// Recognise Python and Node by the program's name or the script's #! line.
+    Auto,
+    /// Run the program as it is.
+    Native,
+    /// A Python interpreter (system, pyenv, virtualenv).
+    Python,
+    /// Node.js.
+    Node,
+}
+
+impl From<RuntimeArg> for tether_host::Runtime {
+    fn from(arg: RuntimeArg) -> Self {
+        match arg {
+            RuntimeArg::Auto => Self::Auto,
+            RuntimeArg::Native => Self::Native,
+            RuntimeArg::Python => Self::Python,
+            RuntimeArg::Node => Self::Node,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

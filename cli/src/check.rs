@@ -2,15 +2,17 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use tether_host::{Manifest, SecretSource as _, confine::sha256_file};
+use tether_host::{Manifest, PluginClient, SecretSource as _, confine::sha256_file};
 use tether_proto::ValueKind;
 
 use crate::args::CatalogArgs;
 use crate::error::CliError;
 use crate::installation::Installation;
+use crate::privileges;
 
-/// Prints `ok NAME` or `problem: …` lines; fails if there is a problem.
-pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
+/// Prints `ok NAME` or `problem: …` lines, and each plugin's effective privileges (its
+/// runtime resolved as a launch would); fails if there is a problem.
+pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
     println!("catalog {}", install.describe());
     let mut problems: Vec<String> = install
@@ -19,10 +21,27 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
         .map(ToString::to_string)
         .collect();
     for manifest in install.catalog.manifests() {
-        let found = check_plugin(&install, manifest);
+        let mut found = check_plugin(&install, manifest);
+        let mut facts = privileges::facts(manifest, &install.grants);
+        match runtime_of(manifest).await {
+            Ok(Some(resolved)) => {
+                if let Some(fact) = facts.iter_mut().find(|(k, _)| *k == "runtime") {
+                    fact.1 = privileges::runtime(&resolved);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => found.push(format!(
+                "{}: plugin `{}`: {e}",
+                manifest.file.display(),
+                manifest.name
+            )),
+        }
         if found.is_empty() {
             println!("ok       {}", manifest.name);
+        } else {
+            println!("problem  {}", manifest.name);
         }
+        println!("         {}", privileges::line(&facts));
         problems.extend(found);
     }
     for problem in &problems {
@@ -42,13 +61,28 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     }
 }
 
+/// What `m`'s runtime resolves to here (the interpreter is asked, confined, as at launch).
+async fn runtime_of(
+    m: &Manifest,
+) -> Result<Option<tether_host::launch::ResolvedRuntime>, tether_host::launch::RuntimeError> {
+    let mut builder = PluginClient::builder(&m.command)
+        .args(&m.args)
+        .sandbox(m.sandbox)
+        .runtime(m.runtime);
+    for name in &m.env_allow {
+        builder = builder.env_allow(name);
+    }
+    if m.sha256.is_some() {
+        return Ok(None);
+    }
+    builder.resolve_runtime().await
+}
+
 /// The problems of one plugin.
 fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
     let mut problems = Vec::new();
     let file = m.file.display();
-    if let Err(e) = install.grants.check(m) {
-        problems.push(e.to_string());
-    }
+    problems.extend(privileges::refusals(install.grants.refusals(m)));
     for (kind, names, source) in [
         (ValueKind::Secret, &m.secrets, &install.secrets),
         (ValueKind::Config, &m.config, &install.config),

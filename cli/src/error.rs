@@ -104,8 +104,9 @@ pub(crate) enum CliError {
         catalog: PathBuf,
         known: String,
     },
-    /// A secret or config file of the plugin cannot be delivered.
-    #[error("cannot deliver what plugin `{plugin}` needs: {reason}")]
+    /// The plugin's manifest asks for what is not granted, or a secret or config file of it
+    /// cannot be delivered.
+    #[error("cannot launch plugin `{plugin}` as its manifest says: {reason}")]
     Delivery { plugin: String, reason: String },
     /// The workflow file is bad.
     #[error("{0}")]

@@ -1,10 +1,12 @@
-//! `tether list`: the catalog's plugins, one line each.
+//! `tether list`: the catalog's plugins, two lines each: the command, then its effective
+//! privileges.
 
 use crate::args::CatalogArgs;
 use crate::error::CliError;
 use crate::installation::Installation;
+use crate::privileges;
 
-/// Prints one line per plugin; bad manifests go to stderr and make the exit status non-zero.
+/// Prints two lines per plugin; bad manifests go to stderr and make the exit status non-zero.
 pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
     println!("catalog {}", install.describe());
@@ -14,14 +16,9 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
             line.push(' ');
             line.push_str(arg);
         }
-        if !m.secrets.is_empty() {
-            line.push_str(&format!("  secrets: {}", m.secrets.join(", ")));
-        }
-        if !m.config.is_empty() {
-            line.push_str(&format!("  config: {}", m.config.join(", ")));
-        }
-        line.push_str(&format!("  sandbox: {}", m.sandbox));
         println!("{line}");
+        let facts = privileges::facts(m, &install.grants);
+        println!("{:<16} {}", "", privileges::line(&facts));
     }
     for bad in &install.bad_manifests {
         eprintln!("tether: bad manifest: {bad}");

@@ -43,6 +43,7 @@ mod inspect;
 mod installation;
 mod list;
 mod logging;
+mod privileges;
 mod run;
 mod target;
 
@@ -72,7 +73,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::List(args) => list::run(&args),
-            Command::Check(args) => check::run(&args),
+            Command::Check(args) => check::run(&args).await,
             Command::Call(args) => call::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
             Command::DemoPlugin { .. } => unreachable!("handled before the runtime starts"),

@@ -47,8 +47,15 @@ pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError
     let (key, value) = parse_cookie(cookie)?;
     let mut builder = PluginClient::builder(program)
         .args(args)
+        .runtime(target.runtime.into())
         .handshake(HandshakeConfig::new(key, value).app_versions(target.app_versions.clone()));
     builder = builder.multiplex(target.multiplex);
+    for dir in &target.allow_exec {
+        builder = builder.sandbox_allow_exec(dir);
+    }
+    for dir in &target.allow_read {
+        builder = builder.sandbox_allow_read(dir);
+    }
     if target.plaintext {
         builder = builder.plaintext();
     }

@@ -1,0 +1,92 @@
+//! What a catalog plugin effectively gets, as `tether list` and `tether check` show it: its
+//! secrets and config, network, sandbox mode and allowances, environment names, seccomp and
+//! runtime — each request the operator's grants refuse marked as such (the plugin then does
+//! not start).
+
+use std::path::PathBuf;
+
+use tether_host::catalog::NotGranted;
+use tether_host::launch::{DEFAULT_ENV_ALLOWLIST, ResolvedRuntime};
+use tether_host::{Grants, Manifest};
+
+/// One fact: a label and its value.
+pub(crate) type Fact = (&'static str, String);
+
+/// The facts of `m` under `grants`, in a fixed order.
+pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
+    let refused = grants.refusals(m);
+    let refused_key = |key: &str| refused.iter().any(|r| r.request.key() == key);
+    let mark = |key: &str, text: String| {
+        if refused_key(key) {
+            format!("{text} (NOT GRANTED: does not start)")
+        } else {
+            text
+        }
+    };
+    let list = |names: &[String]| {
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    let paths = |paths: &[PathBuf]| {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        list(&shown)
+    };
+    let mut env: Vec<String> = DEFAULT_ENV_ALLOWLIST
+        .iter()
+        .map(|&s| s.to_owned())
+        .collect();
+    env.extend(m.env_allow.iter().cloned());
+    vec![
+        ("secrets", mark("secrets", list(&m.secrets))),
+        ("config", mark("config", list(&m.config))),
+        ("network", mark("network", m.network.to_string())),
+        ("sandbox", mark("sandbox", m.sandbox.to_string())),
+        (
+            "allow-exec",
+            mark("sandbox_allow_exec", paths(&m.sandbox_allow_exec)),
+        ),
+        (
+            "allow-read",
+            mark("sandbox_allow_read", paths(&m.sandbox_allow_read)),
+        ),
+        ("env", mark("env_allow", env.join(", "))),
+        ("seccomp", mark("seccomp", m.seccomp.to_string())),
+        ("runtime", m.runtime.to_string()),
+    ]
+}
+
+/// The facts as one `label: value; …` text.
+pub(crate) fn line(facts: &[Fact]) -> String {
+    let parts: Vec<String> = facts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    parts.join("; ")
+}
+
+/// A resolved runtime, for `check`: the interpreter executed and what it is allowed.
+pub(crate) fn runtime(resolved: &ResolvedRuntime) -> String {
+    let shown = |paths: &[PathBuf]| {
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "{} {} (read+exec {}; read {})",
+        resolved.interpreter,
+        resolved.program.display(),
+        shown(&resolved.read_exec),
+        if resolved.read.is_empty() {
+            "nothing more".to_owned()
+        } else {
+            shown(&resolved.read)
+        }
+    )
+}
+
+/// The problem lines of refused requests, for `check`.
+pub(crate) fn refusals(refused: Vec<NotGranted>) -> impl Iterator<Item = String> {
+    refused.into_iter().map(|r| r.to_string())
+}
