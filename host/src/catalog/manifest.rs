@@ -10,14 +10,12 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use crate::catalog::text::MAX_NAME_LEN;
 use crate::catalog::text::{check_name, expand_env, key_at, line_column};
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
 use crate::launch::runtime::Runtime;
-
-/// Longest plugin, secret or config name.
-pub const MAX_NAME_LEN: usize = 64;
 
 /// Idle timeout of a plugin whose manifest sets none: stopped after this long unused.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);

@@ -2,24 +2,22 @@
 //! it lives, so that the sandbox allows exactly its install prefixes and the script's own
 //! project — and the real interpreter is executed, not a version manager's shim.
 //!
-//! The pure half (detecting the interpreter from the command line or a `#!` line, reading its
-//! answer, checking that the answer is not too broad) is unit-tested here; the IO half
-//! ([`resolve`]) reads the script's first line, runs the interpreter's query confined to
-//! reading, and looks for the script's project directory. The launch plan is fed the result
+//! This is the pure half (detecting the interpreter from the command line or a `#!` line,
+//! reading its answer, checking that the answer is not too broad), unit-tested here; the IO
+//! half ([`runtime_query::resolve`](crate::launch::runtime_query::resolve)) reads the script's
+//! first line, runs the interpreter's query confined to reading, and looks for the script's
+//! project directory. The launch plan is fed the result
 //! ([`LaunchPlan::allow_runtime`](crate::launch::plan::LaunchPlan::allow_runtime)).
 
-use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tokio::io::AsyncReadExt as _;
 
-use crate::confine::sandbox::{self, Limits, Paths, SandboxMode};
 
 /// How long the interpreter may take to answer where it lives (a pyenv shim runs a few shell
 /// scripts first; a cold Python start with many `.pth` files takes a second). Override with
@@ -35,17 +33,18 @@ pub const MAX_RUNTIME_ANSWER_LEN: usize = 64 * 1024;
 pub const MAX_PROJECT_DEPTH: usize = 2;
 
 /// What the Python interpreter is asked: where it is and what it imports from.
-const PYTHON_QUERY: &str = "import sys, json; print(json.dumps([sys.executable, sys.prefix, \
+pub(crate) const PYTHON_QUERY: &str = "import sys, json; print(json.dumps([sys.executable, sys.prefix, \
      sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sys.path]))";
 
 /// What Node.js is asked: where it is and its global module directories.
-const NODE_QUERY: &str = "JSON.stringify([process.execPath, require('module').globalPaths])";
+pub(crate) const NODE_QUERY: &str =
+    "JSON.stringify([process.execPath, require('module').globalPaths])";
 
 /// Files Node.js reads at start-up besides its install: OpenSSL's configuration.
-const NODE_STARTUP_READS: &[&str] = &["/etc/ssl/openssl.cnf"];
+pub(crate) const NODE_STARTUP_READS: &[&str] = &["/etc/ssl/openssl.cnf"];
 
 /// The most bytes of a script read to find its `#!` line.
-const SHEBANG_MAX: usize = 256;
+pub(crate) const SHEBANG_MAX: usize = 256;
 
 /// Which interpreter runs a plugin, so that it works confined (see
 /// [`PluginClientBuilder::runtime`](crate::PluginClientBuilder::runtime)).
@@ -414,246 +413,6 @@ fn normalized(path: &Path) -> PathBuf {
     out
 }
 
-/// What a launch needs to resolve its runtime.
-#[derive(Debug)]
-pub(crate) struct Query<'a> {
-    pub(crate) runtime: Runtime,
-    pub(crate) sandbox: SandboxMode,
-    pub(crate) program: &'a Path,
-    /// `program` looked up in the plugin's `PATH`.
-    pub(crate) resolved: &'a Path,
-    pub(crate) args: &'a [OsString],
-    /// The plugin's environment (the interpreter is asked with it).
-    pub(crate) env: &'a BTreeMap<OsString, OsString>,
-    /// Relative scripts are relative to this (the plugin's working directory).
-    pub(crate) cwd: Option<&'a Path>,
-    pub(crate) timeout: Duration,
-    pub(crate) plugin: &'a str,
-}
-
-/// Resolves the interpreter of a launch: detects it, asks it where it lives (confined to
-/// reading: the query runs the interpreter's start-up code, e.g. `.pth` files, so it gets no
-/// write access anywhere and no secrets), and finds the script's project. `Ok(None)`: a native
-/// program, or a sandbox that is off (then nothing needs allowing).
-pub(crate) async fn resolve(query: Query<'_>) -> Result<Option<ResolvedRuntime>, RuntimeError> {
-    if query.sandbox == SandboxMode::Off {
-        return Ok(None);
-    }
-    let head = read_head(query.resolved);
-    let Some(detected) = detect(
-        query.runtime,
-        query.program,
-        query.resolved,
-        query.args,
-        head.as_deref(),
-    ) else {
-        return Ok(None);
-    };
-    let interpreter = detected.interpreter;
-    let path_var = query.env.get(OsStr::new("PATH"));
-    let program = crate::launch::spawn::resolve_program(&detected.query_program, path_var);
-    let text = ask(&query, interpreter, &program).await?;
-    let bad = |reason: String| RuntimeError::BadAnswer {
-        interpreter,
-        program: program.clone(),
-        reason,
-    };
-    let answer = parse_answer(interpreter, &text).map_err(bad)?;
-    for prefix in &answer.prefixes {
-        if !narrow_enough(prefix) {
-            return Err(RuntimeError::TooBroad {
-                interpreter,
-                program,
-                path: prefix.clone(),
-            });
-        }
-    }
-    let covered = |p: &Path, by: &[PathBuf]| by.iter().any(|b| p.starts_with(b));
-    let read_exec: Vec<PathBuf> = answer
-        .prefixes
-        .iter()
-        .filter(|p| p.exists())
-        .cloned()
-        .collect();
-    let mut read: Vec<PathBuf> = Vec::new();
-    for p in &answer.import_paths {
-        if covered(p, &read_exec) || !p.exists() || read.contains(p) {
-            continue;
-        }
-        if narrow_enough(p) {
-            read.push(p.clone());
-        } else {
-            tracing::warn!(plugin = query.plugin, path = %p.display(), "not allowing an import directory this broad; the plugin may fail to import from it");
-        }
-    }
-    if interpreter == Interpreter::Node {
-        for file in NODE_STARTUP_READS.iter().map(PathBuf::from) {
-            if file.exists() && !read.contains(&file) {
-                read.push(file);
-            }
-        }
-    }
-    let mut args: Vec<OsString> = detected.leading_args.clone();
-    let script = match &detected.script {
-        Some(Script::Program(path)) => {
-            args.push(absolute(path, query.cwd).into_os_string());
-            args.extend(query.args.iter().cloned());
-            Some(absolute(path, query.cwd))
-        }
-        Some(Script::Arg(i)) => {
-            let mut rest = query.args.to_vec();
-            let script = absolute(Path::new(&rest[*i]), query.cwd);
-            rest[*i] = script.clone().into_os_string();
-            args.extend(rest);
-            Some(script)
-        }
-        None => {
-            args.extend(query.args.iter().cloned());
-            None
-        }
-    };
-    if let Some(project) = script.as_deref().and_then(|s| project_dir(interpreter, s))
-        && !covered(&project, &read_exec)
-        && !read.contains(&project)
-    {
-        read.push(project);
-    }
-    Ok(Some(ResolvedRuntime {
-        interpreter,
-        program: answer.executable,
-        args,
-        read_exec,
-        read,
-    }))
-}
-
-/// `path` made absolute against `cwd` (else the host's), symbolic links resolved when it
-/// exists.
-fn absolute(path: &Path, cwd: Option<&Path>) -> PathBuf {
-    let joined = match cwd {
-        Some(cwd) => cwd.join(path),
-        None => std::env::current_dir().map_or_else(|_| path.to_owned(), |d| d.join(path)),
-    };
-    joined.canonicalize().unwrap_or(joined)
-}
-
-/// The first bytes of `path`, when it is a readable file.
-fn read_head(path: &Path) -> Option<Vec<u8>> {
-    use std::io::Read as _;
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut head = vec![0; SHEBANG_MAX];
-    let n = file.read(&mut head).ok()?;
-    head.truncate(n);
-    Some(head)
-}
-
-/// The directory the plugin reads its own sources from: the nearest project root at most
-/// [`MAX_PROJECT_DEPTH`] levels above the script's directory, else that directory.
-fn project_dir(interpreter: Interpreter, script: &Path) -> Option<PathBuf> {
-    let markers: &[&str] = match interpreter {
-        Interpreter::Python => &["pyproject.toml", "setup.py", "setup.cfg"],
-        Interpreter::Node => &["package.json"],
-    };
-    let dir = script.parent()?;
-    let root = dir
-        .ancestors()
-        .take(MAX_PROJECT_DEPTH + 1)
-        .find(|d| markers.iter().any(|m| d.join(m).is_file()))
-        .filter(|d| narrow_enough(d));
-    Some(root.unwrap_or(dir).to_owned())
-}
-
-/// Runs the interpreter's query, confined to reading, and returns what it printed.
-async fn ask(
-    query: &Query<'_>,
-    interpreter: Interpreter,
-    program: &Path,
-) -> Result<String, RuntimeError> {
-    let spawn_error = |source| RuntimeError::Spawn {
-        interpreter,
-        program: program.to_owned(),
-        source,
-    };
-    // Read and execute anywhere, write nowhere.
-    let paths = Paths {
-        exec: vec![PathBuf::from("/")],
-        ..Paths::default()
-    };
-    let confinement =
-        sandbox::Prepared::new(query.sandbox, &Limits::default(), &paths, query.plugin)
-            .map_err(|e| spawn_error(io::Error::other(e)))?;
-    let mut cmd = tokio::process::Command::new(program);
-    match interpreter {
-        Interpreter::Python => cmd.args(["-c", PYTHON_QUERY]),
-        Interpreter::Node => cmd.args(["-p", NODE_QUERY]),
-    };
-    cmd.env_clear()
-        .envs(query.env)
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    // SAFETY: `pre_exec` only makes raw, async-signal-safe system calls on copied values
-    // (see `sandbox::Prepared::pre_exec`).
-    unsafe {
-        cmd.pre_exec(confinement.pre_exec());
-    }
-    let mut child = cmd.spawn().map_err(spawn_error)?;
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(spawn_error(io::Error::other(
-            "stdout or stderr was not piped",
-        )));
-    };
-    let run = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let limit = u64::try_from(MAX_RUNTIME_ANSWER_LEN + 1).unwrap_or(u64::MAX);
-        let (mut stdout, mut stderr) = (stdout.take(limit), stderr.take(limit));
-        let (read_out, _, status) = tokio::join!(
-            stdout.read_to_end(&mut out),
-            stderr.read_to_end(&mut err),
-            child.wait(),
-        );
-        read_out?;
-        Ok::<_, io::Error>((out, err, status?))
-    };
-    let (out, err, status) = tokio::time::timeout(query.timeout, run)
-        .await
-        .map_err(|_| RuntimeError::Timeout {
-            interpreter,
-            program: program.to_owned(),
-            timeout: query.timeout,
-        })?
-        .map_err(spawn_error)?;
-    if !status.success() {
-        let err = String::from_utf8_lossy(&err);
-        let tail_start = err.len().saturating_sub(1024);
-        let tail_start = (tail_start..err.len())
-            .find(|&i| err.is_char_boundary(i))
-            .unwrap_or(err.len());
-        return Err(RuntimeError::Failed {
-            interpreter,
-            program: program.to_owned(),
-            status,
-            stderr: err[tail_start..].to_owned(),
-        });
-    }
-    if out.len() > MAX_RUNTIME_ANSWER_LEN {
-        return Err(RuntimeError::BadAnswer {
-            interpreter,
-            program: program.to_owned(),
-            reason: format!("longer than {MAX_RUNTIME_ANSWER_LEN} bytes"),
-        });
-    }
-    String::from_utf8(out).map_err(|_| RuntimeError::BadAnswer {
-        interpreter,
-        program: program.to_owned(),
-        reason: "not UTF-8".to_owned(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -793,23 +552,5 @@ mod tests {
         ] {
             assert!(!narrow_enough(Path::new(broad)), "{broad}");
         }
-    }
-
-    #[test]
-    fn a_scripts_project_is_found_a_little_way_up() {
-        let root = tempfile::tempdir().unwrap();
-        let project = root.path().join("work/sdk");
-        std::fs::create_dir_all(project.join("examples")).unwrap();
-        std::fs::write(project.join("pyproject.toml"), "").unwrap();
-        let script = project.join("examples/kv.py");
-        assert_eq!(
-            project_dir(Interpreter::Python, &script),
-            Some(project.clone())
-        );
-        // Node looks for package.json: none here, so the script's own directory.
-        assert_eq!(
-            project_dir(Interpreter::Node, &script),
-            Some(project.join("examples"))
-        );
     }
 }

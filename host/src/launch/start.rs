@@ -17,16 +17,20 @@ use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::confine::sandbox;
 use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
-use crate::launch::builder::{HandshakeConfig, Settings};
+use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::connect;
 use crate::launch::denial;
+use crate::launch::env;
 use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
-use crate::launch::runtime::{self, ResolvedRuntime, RuntimeError};
+use crate::launch::private_dir::PrivateDir;
+use crate::launch::runtime::{ResolvedRuntime, RuntimeError};
+use crate::launch::runtime_query;
+use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::Launched;
-use crate::launch::spawn::{self, PrivateDir};
+use crate::launch::spawn;
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
 /// been ended, so the pipe closes almost at once).
@@ -218,16 +222,15 @@ async fn interpreter(
     Ok(resolved)
 }
 
-/// What [`PluginClientBuilder::resolve_runtime`](crate::PluginClientBuilder::resolve_runtime)
-/// returns: the runtime resolved with the plugin's environment as a launch would build it
+/// What [`PluginClientBuilder::resolve_runtime`] returns: the runtime resolved with the plugin's environment as a launch would build it
 /// (without the protocol's variables, which the query does not need).
-pub(crate) async fn resolve_runtime(
+async fn resolve_runtime(
     settings: &Settings,
     plugin: &str,
 ) -> Result<Option<ResolvedRuntime>, RuntimeError> {
-    let env = spawn::build_env(
+    let env = env::build_env(
         std::env::vars_os(),
-        spawn::allowed_names(settings),
+        env::allowed_names(settings),
         &settings.env,
         Vec::new(),
         "",
@@ -240,9 +243,11 @@ async fn resolve_with_env(
     env: &std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
     plugin: &str,
 ) -> Result<Option<ResolvedRuntime>, RuntimeError> {
-    let resolved = spawn::resolve_program(&settings.program, env.get(std::ffi::OsStr::new("PATH")));
+    let path_var = env.get(std::ffi::OsStr::new("PATH"));
+    let lookup = |program: &Path| spawn::resolve_program(program, path_var);
+    let resolved = lookup(&settings.program);
     let host_cwd = std::env::current_dir().ok();
-    runtime::resolve(runtime::Query {
+    runtime_query::resolve(runtime_query::Query {
         runtime: settings.runtime,
         sandbox: settings.sandbox,
         program: &settings.program,
@@ -252,6 +257,7 @@ async fn resolve_with_env(
         cwd: settings.current_dir.as_deref().or(host_cwd.as_deref()),
         timeout: settings.runtime_query_timeout,
         plugin,
+        lookup: &lookup,
     })
     .await
 }
@@ -416,4 +422,32 @@ fn spawn(
         landlock_abi: sandbox.landlock_abi,
         process_limit,
     })
+}
+
+impl PluginClientBuilder<HandshakeConfig> {
+    /// Spawns the plugin, reads its handshake, connects (AutoMTLS unless
+    /// [`plaintext`](Self::plaintext)) and checks its health.
+    ///
+    /// On failure the plugin's process group is ended and its private directory removed before
+    /// this returns.
+    ///
+    /// # Errors
+    /// A [`StartError`] naming the plugin and the [phase](StartError::phase) that failed, with
+    /// what the plugin printed.
+    pub async fn start(self) -> Result<PluginClient, StartError> {
+        start(self.settings, self.handshake).await
+    }
+}
+
+impl<H> PluginClientBuilder<H> {
+    /// What the launch's [`runtime`](PluginClientBuilder::runtime) resolves to here and now: the interpreter
+    /// that would be executed and the directories the sandbox would allow for it (`None`: the
+    /// program runs natively). Runs the interpreter's query as [`start`](PluginClientBuilder::start)
+    /// does; `tether check` shows it.
+    ///
+    /// # Errors
+    /// A [`RuntimeError`] when the interpreter cannot be asked or its answer is unusable.
+    pub async fn resolve_runtime(&self) -> Result<Option<ResolvedRuntime>, RuntimeError> {
+        resolve_runtime(&self.settings, &self.settings.display_name()).await
+    }
 }
