@@ -247,12 +247,12 @@ async fn a_request_that_is_not_granted_stops_only_that_plugin() {
         panic!("expected NotGranted, got {err}");
     };
     assert_eq!(
-        (refused.plugin.as_str(), refused.kind, refused.name.as_str()),
-        ("greedy", tether_proto::ValueKind::Secret, "b")
+        (refused.plugin.as_str(), &refused.request),
+        ("greedy", &tether_host::catalog::Request::Secret("b".into()))
     );
     assert!(
         err.to_string()
-            .starts_with("plugin `greedy` requests secret `b`, which is not granted"),
+            .starts_with("plugin `greedy` requests `secrets = [\"b\"]`"),
         "{err}"
     );
     assert_eq!(broker.starts("greedy"), 0);

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-
 /// How long the interpreter may take to answer where it lives (a pyenv shim runs a few shell
 /// scripts first; a cold Python start with many `.pth` files takes a second). Override with
 /// [`PluginClientBuilder::runtime_query_timeout`](crate::PluginClientBuilder::runtime_query_timeout).

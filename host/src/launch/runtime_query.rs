@@ -34,7 +34,7 @@ pub(crate) struct Query<'a> {
     pub(crate) timeout: Duration,
     pub(crate) plugin: &'a str,
     /// Looks a program name up in the plugin's `PATH` (a path is returned as it is).
-    pub(crate) lookup: &'a dyn Fn(&Path) -> PathBuf,
+    pub(crate) lookup: &'a (dyn Fn(&Path) -> PathBuf + Sync),
 }
 
 /// Resolves the interpreter of a launch: detects it, asks it where it lives (confined to
