@@ -267,7 +267,15 @@ fn check_lists_every_problem_of_a_catalog_and_fails() {
         .lines()
         .filter(|l| l.starts_with("problem: "))
         .collect();
-    assert_eq!(problems.len(), 5, "{text}");
+    // Five, plus `narrow`'s allowance, which the (absent) grants do not allow either.
+    assert_eq!(problems.len(), 6, "{text}");
+    assert!(
+        problems.iter().any(
+            |p| p.contains("plugin `narrow` requests `sandbox_allow_read")
+                && p.contains("add `sandbox_allow_read = [")
+        ),
+        "{text}"
+    );
     assert!(
         problems
             .iter()
@@ -287,7 +295,7 @@ fn check_lists_every_problem_of_a_catalog_and_fails() {
     assert!(
         problems
             .iter()
-            .any(|p| p.contains("plugin `greedy` requests secret `webhook-token`")),
+            .any(|p| p.contains("plugin `greedy` requests `secrets = [\"webhook-token\"]`")),
         "{text}"
     );
     assert!(
