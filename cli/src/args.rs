@@ -6,12 +6,20 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Launch go-plugin-compatible plugins and call them.
 #[derive(Debug, Parser)]
-#[command(name = "tether", version, about, long_about = None)]
+#[command(
+    name = "tether",
+    version,
+    about,
+    long_about = None,
+    after_help = crate::error::AFTER_HELP
+)]
 pub(crate) struct Cli {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Pretty, global = true)]
     pub(crate) log_format: LogFormat,
-    /// More log output (-v: info, -vv: debug, -vvv: trace). `RUST_LOG` overrides it.
+    /// More log output on stderr. -v: tether's steps and everything the plugin prints (its
+    /// plain stderr lines too); -vv: debug; -vvv: trace. TLS, HTTP/2 and gRPC libraries log
+    /// warnings only; `RUST_LOG` replaces all of this (`RUST_LOG=trace`: everything).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub(crate) verbose: u8,
     #[command(subcommand)]

@@ -8,6 +8,7 @@ use tonic::transport::Channel;
 use crate::args::CallArgs;
 use crate::descriptors;
 use crate::error::CliError;
+use crate::output::outln;
 use crate::target;
 
 /// Launches the plugin, calls the method, prints the response(s), shuts the plugin down.
@@ -34,7 +35,7 @@ pub(crate) async fn run(args: CallArgs) -> Result<(), CliError> {
         let method = descriptors::find_method(&pool, service, method_name, origin)?;
         let request = parse_request(&method.input(), &args.request)?;
         for response in invoke(plugin.channel(), &method, request).await? {
-            println!("{}", to_json(&response)?);
+            outln!("{}", to_json(&response)?)?;
         }
         Ok(())
     }

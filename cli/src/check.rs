@@ -84,11 +84,17 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
         }
     }
     match std::fs::metadata(&m.command) {
-        Err(e) => problems.push(format!(
-            "{file}: plugin `{}`: binary {} is missing ({e}); build or install it",
-            m.name,
-            m.command.display()
-        )),
+        Err(e) => problems.push(match install.check_binary(&m.name) {
+            Err(CliError::MissingBinary { searched, .. }) => format!(
+                "{file}: plugin `{}`: its program is in none of the places searched: {searched}; build or install it there",
+                m.name
+            ),
+            _ => format!(
+                "{file}: plugin `{}`: binary {} is missing ({e}); build or install it",
+                m.name,
+                m.command.display()
+            ),
+        }),
         Ok(meta) if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 => {
             problems.push(format!(
                 "{file}: plugin `{}`: {} is not an executable file",

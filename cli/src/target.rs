@@ -44,6 +44,8 @@ pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError
         });
     };
     let (program, args) = parse_command(cmd)?;
+    crate::binary::check_program(&program, std::env::var_os("PATH").as_deref())
+        .map_err(|searched| CliError::missing_program(&program, searched))?;
     let (key, value) = parse_cookie(cookie)?;
     let mut builder = PluginClient::builder(program)
         .args(args)
@@ -67,6 +69,7 @@ async fn launch_from_catalog(
 ) -> Result<PluginClient, CliError> {
     let install = Installation::load_dir(dir, Origin::Flag, &target.install)?;
     let m = install.manifest(plugin)?;
+    install.check_binary(plugin)?;
     let mut builder =
         tether_host::catalog::launch(m, &install.grants, &install.secrets, &install.config)
             .map_err(|e| CliError::Delivery {

@@ -159,7 +159,7 @@ fn a_missing_plugin_is_a_start_error() {
     let err = stderr(&out);
     assert!(
         err.starts_with(
-            "tether: error: the plugin did not start\n  caused by: cannot start plugin"
+            "tether: error: plugin `plugin`: its program is in none of the places searched: /nonexistent/plugin (--cmd)"
         ),
         "{err}"
     );

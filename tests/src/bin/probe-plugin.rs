@@ -10,6 +10,7 @@
 //! - `Get "pid:"`: its process id;
 //! - `Put "write:PATH"`: writes the value to `PATH`;
 //! - `Put "balloon:"`: allocates and touches the value (decimal) MiB of memory;
+//! - `Put "say:TEXT"`: prints `TEXT` to stderr as a plain line (no log level);
 //! - `Put "crash:"`: exits with status 3 after printing `crashing on purpose` to stderr;
 //! - `Put "child:"`: starts a `sleep` grandchild in its process group;
 //! - `Put "escape:"`: starts a `sleep` grandchild in a process group of its own (which the
@@ -102,6 +103,7 @@ impl Kv for Probe {
                 }
                 std::hint::black_box(&chunks);
             }
+            "say" => eprintln!("{arg}"),
             "crash" => {
                 eprintln!("crashing on purpose");
                 std::process::exit(3);
