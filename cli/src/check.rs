@@ -8,11 +8,12 @@ use tether_proto::ValueKind;
 use crate::args::CatalogArgs;
 use crate::error::CliError;
 use crate::installation::Installation;
+use crate::output::outln;
 
 /// Prints `ok NAME` or `problem: …` lines; fails if there is a problem.
 pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
-    println!("catalog {}", install.describe());
+    outln!("catalog {}", install.describe())?;
     let mut problems: Vec<String> = install
         .bad_manifests
         .iter()
@@ -21,19 +22,19 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     for manifest in install.catalog.manifests() {
         let found = check_plugin(&install, manifest);
         if found.is_empty() {
-            println!("ok       {}", manifest.name);
+            outln!("ok       {}", manifest.name)?;
         }
         problems.extend(found);
     }
     for problem in &problems {
-        println!("problem: {problem}");
+        outln!("problem: {problem}")?;
     }
     if problems.is_empty() {
-        println!(
+        outln!(
             "catalog {}: {} plugins, no problems",
             install.dir.display(),
             install.catalog.len()
-        );
+        )?;
         Ok(())
     } else {
         Err(CliError::CatalogProblems {

@@ -414,7 +414,9 @@ fn output_into_a_closed_pipe_ends_quietly_with_status_141_and_the_plugin_shut_do
     std::os::unix::fs::symlink(bins::KV_PLUGIN.path(), &plugin).unwrap();
     let plugin_arg = plugin.to_str().unwrap();
     let catalog = demo_catalog();
-    let commands: [&[&str]; 3] = [
+    let commands: [&[&str]; 5] = [
+        &["list", "--catalog", &catalog],
+        &["check", "--catalog", &catalog],
         &[
             "inspect",
             "--cmd",
