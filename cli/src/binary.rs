@@ -14,7 +14,7 @@ pub(crate) struct Place {
     pub(crate) why: &'static str,
 }
 
-/// The places of a [`CliError::MissingBinary`], `PATH (a, b)` style.
+/// The places of a [`CliError::MissingBinary`](crate::error::CliError::MissingBinary), `PATH (a, b)` style.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Searched(pub(crate) Vec<Place>);
 

@@ -1,5 +1,5 @@
 //! `tether inspect`: launch a plugin and report what was negotiated, then describe the
-//! plugin's own services ([`describe`](crate::describe)).
+//! plugin's own services (the `describe` module).
 
 use tether_host::PluginClient;
 use tonic_health::pb::HealthCheckRequest;

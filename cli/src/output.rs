@@ -3,7 +3,7 @@
 //!
 //! `println!` panics when stdout is a closed pipe (Rust ignores `SIGPIPE`, so the write fails
 //! with `EPIPE`). Restoring `SIGPIPE` would also kill the host when a plugin's socket breaks;
-//! so every line goes through [`line`] (the [`outln!`] macro), whose error the command
+//! so every line goes through [`line()`] (the [`outln!`] macro), whose error the command
 //! returns like any other: the plugin is still shut down, then `tether` exits with
 //! [`EXIT_BROKEN_PIPE`](crate::error::EXIT_BROKEN_PIPE) and prints nothing.
 
