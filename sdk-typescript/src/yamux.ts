@@ -237,6 +237,10 @@ export class YamuxStream extends Duplex {
     private state: State,
   ) {
     super({ allowHalfOpen: true });
+    // A reset or an ended session destroys the stream with an error; whoever consumes the
+    // stream (TLS, grpc-js, a relay) sees it through its own listener. Without any, it must
+    // not end the process.
+    this.on("error", () => {});
   }
 
   /** @internal the peer acknowledged (or we accepted) the stream. */
