@@ -42,7 +42,17 @@ fn kv_proto() -> String {
 fn put_then_get(plugin: &Path, extra: &[&str]) {
     let work = tempfile::tempdir().unwrap();
     let cmd = plugin.to_str().unwrap();
-    let base = ["call", "--cmd", cmd, "--cookie", "BASIC_PLUGIN=hello"];
+    // The KV plugins keep `kv_<key>` in their working directory: granted explicitly.
+    let work_dir = work.path().to_str().unwrap();
+    let base = [
+        "call",
+        "--cmd",
+        cmd,
+        "--cookie",
+        "BASIC_PLUGIN=hello",
+        "--work-dir",
+        work_dir,
+    ];
     let put: Vec<&str> = base
         .iter()
         .chain(extra)

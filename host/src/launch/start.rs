@@ -181,8 +181,9 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         },
     );
     // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
-    let program = spawn::resolve_program(&settings.program, plan.path_var());
-    if let Some(bin_dir) = program
+    plan.resolve_program();
+    if let Some(bin_dir) = plan
+        .program
         .canonicalize()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -276,7 +277,7 @@ fn spawn(
     } = confined;
     let exec = verified
         .as_ref()
-        .map_or_else(|| settings.program.clone(), VerifiedBinary::exec_path);
+        .map_or_else(|| plan.program.clone(), VerifiedBinary::exec_path);
     let mut child = spawn::spawn(settings, plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
