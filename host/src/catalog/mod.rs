@@ -150,4 +150,48 @@ mod tests {
         );
         assert!(catalog.errors()[1].message.contains("already used"));
     }
+
+    #[test]
+    fn a_name_claimed_by_two_files_is_an_error_for_both_located_at_each_name_key() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("probe-a.toml"), manifest("probe-a")).unwrap();
+        std::fs::write(
+            dir.path().join("0-addon.toml"),
+            format!(
+                "# an add-on\n\n{}",
+                manifest("probe-a").replace("name =", "name  =")
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("b.toml"), manifest("b")).unwrap();
+        let catalog = Catalog::load_dir(dir.path()).unwrap();
+        assert!(catalog.get("probe-a").is_none(), "neither claimant starts");
+        assert!(catalog.get("b").is_some());
+        let mut errors: Vec<_> = catalog
+            .errors()
+            .iter()
+            .map(|e| {
+                let file = e.file.file_name().unwrap().to_string_lossy().into_owned();
+                (file, e.line, e.column, e.key.clone())
+            })
+            .collect();
+        errors.sort();
+        assert_eq!(
+            errors,
+            [
+                ("0-addon.toml".to_owned(), 3, 9, Some("name".to_owned())),
+                ("probe-a.toml".to_owned(), 1, 8, Some("name".to_owned())),
+            ],
+            "{:?}",
+            catalog.errors()
+        );
+        for e in catalog.errors() {
+            let other = if e.file.ends_with("probe-a.toml") {
+                "0-addon.toml"
+            } else {
+                "probe-a.toml"
+            };
+            assert!(e.message.contains(other), "{e}");
+        }
+    }
 }
