@@ -97,12 +97,14 @@ pub(crate) enum CliError {
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]
     CatalogProblems { count: usize },
-    /// `--catalog DIR PLUGIN` names no plugin of the catalog.
-    #[error("plugin `{plugin}` is not in the catalog {}; it has: {known}", catalog.display())]
+    /// `--catalog DIR PLUGIN` names no plugin of the catalog (whose broken manifests, which
+    /// may be that plugin's, are listed).
+    #[error("plugin `{plugin}` is not in the catalog {}; it has: {known}{}", catalog.display(), broken.iter().map(|e| format!("\n  not loaded: {e}")).collect::<String>())]
     UnknownPlugin {
         plugin: String,
         catalog: PathBuf,
         known: String,
+        broken: Vec<String>,
     },
     /// A secret or config file of the plugin cannot be delivered.
     #[error("cannot deliver what plugin `{plugin}` needs: {reason}")]
