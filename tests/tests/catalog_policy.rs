@@ -178,3 +178,82 @@ fn a_name_claimed_by_two_manifests_is_two_problems_for_tether_check_and_tether_c
         "the error names both claimants: {err}"
     );
 }
+
+// Hole 6: a symbolic link in the secret source delivers any host file.
+
+const HOST_FILE: &str = "host-file-that-is-nobodys-secret";
+
+/// `secrets/bravo -> <outside>/host-file` (granted to `probe-b`), and `secrets/alpha` in a
+/// real Kubernetes secret-volume layout (granted to `probe-a`); the outside directory is kept
+/// alive by the returned guard.
+fn link_site() -> (Site, tempfile::TempDir) {
+    let site = Site::new();
+    let outside = tempfile::tempdir().unwrap();
+    let host_file = outside.path().join("host-file");
+    std::fs::write(&host_file, HOST_FILE).unwrap();
+    std::os::unix::fs::symlink(&host_file, site.secrets().join("bravo")).unwrap();
+    let stamp = "..2026_12_01_10_00_00.123456789";
+    std::fs::create_dir(site.secrets().join(stamp)).unwrap();
+    std::fs::write(site.secrets().join(stamp).join("alpha"), ALPHA).unwrap();
+    std::os::unix::fs::symlink(stamp, site.secrets().join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/alpha", site.secrets().join("alpha")).unwrap();
+    site.manifest("probe-a", "", "probe-a", "probe-a", &["alpha"]);
+    site.manifest("probe-b", "", "probe-b", "probe-b", &["bravo"]);
+    site.grants(
+        "[plugins.probe-a]\nsecrets = [\"alpha\"]\n\n[plugins.probe-b]\nsecrets = [\"bravo\"]\n",
+    );
+    (site, outside)
+}
+
+#[test]
+fn a_secret_linked_out_of_the_source_is_not_delivered_by_tether_call_and_tether_check_reports_it() {
+    let (site, _outside) = link_site();
+    let link = site.secrets().join("bravo").display().to_string();
+
+    let call = site.call_get("probe-b", "secret:bravo");
+    let (out, err) = (text(&call.stdout), text(&call.stderr));
+    assert_eq!(call.status.code(), Some(EXIT_START), "{out}{err}");
+    assert!(
+        !out.contains("aG9zdC1maWxl"),
+        "the host file was delivered: {out}"
+    );
+    assert!(
+        err.contains(&link) && err.contains("host-file"),
+        "the error names the link and its target: {err}"
+    );
+
+    let check = site.tether(&["check", "--catalog", "catalog"]);
+    let out = text(&check.stdout);
+    assert_eq!(check.status.code(), Some(EXIT_INPUT), "{out}");
+    let problems: Vec<&str> = out.lines().filter(|l| l.starts_with("problem:")).collect();
+    assert_eq!(problems.len(), 1, "{out}");
+    assert!(problems[0].contains(&link), "{out}");
+}
+
+#[test]
+fn a_secret_in_a_kubernetes_volume_layout_is_delivered_by_tether_call() {
+    let (site, _outside) = link_site();
+    let call = site.call_get("probe-a", "secret:alpha");
+    assert!(call.status.success(), "{}", text(&call.stderr));
+    let value = serde_json::from_slice::<serde_json::Value>(&call.stdout).unwrap();
+    assert_eq!(value["value"], "YWxwaGEtc2VjcmV0LXZhbHVl", "{value}");
+}
+
+#[tokio::test]
+async fn a_secret_linked_out_of_the_source_does_not_start_the_plugin_through_the_library() {
+    let (site, _outside) = link_site();
+    let broker = site.supervisor(
+        Grants::new()
+            .secret("probe-a", "alpha")
+            .secret("probe-b", "bravo"),
+    );
+    let err = broker.acquire("probe-b").await.unwrap_err();
+    assert!(matches!(err, UseError::Source { .. }), "{err:?}");
+    let message = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+    assert!(
+        message.contains("bravo") && message.contains("host-file"),
+        "{message}"
+    );
+    drop(broker.acquire("probe-a").await.unwrap());
+    broker.shutdown().await;
+}

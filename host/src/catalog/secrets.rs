@@ -183,4 +183,63 @@ mod tests {
         );
         assert!(source.fetch("surely-not-set-anywhere").unwrap().is_none());
     }
+
+    /// A Kubernetes secret volume as the kubelet writes it: the values in a timestamped
+    /// directory, `..data` pointing at it, and each key a link through `..data`.
+    fn kubernetes_volume(dir: &Path) {
+        let stamp = dir.join("..2026_12_01_10_00_00.123456789");
+        std::fs::create_dir(&stamp).unwrap();
+        std::fs::write(stamp.join("db-password"), b"hunter2").unwrap();
+        std::os::unix::fs::symlink("..2026_12_01_10_00_00.123456789", dir.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/db-password", dir.join("db-password")).unwrap();
+    }
+
+    #[test]
+    fn a_kubernetes_secret_volume_layout_is_read_through_its_links() {
+        let dir = tempfile::tempdir().unwrap();
+        kubernetes_volume(dir.path());
+        let source = DirSecretSource::new(dir.path());
+        let value = source.fetch("db-password").unwrap().unwrap();
+        assert_eq!(value.expose_secret(), b"hunter2");
+    }
+
+    #[test]
+    fn a_link_out_of_the_directory_is_refused_naming_the_link_and_its_target() {
+        let outside = tempfile::tempdir().unwrap();
+        let host_file = outside.path().join("shadow");
+        std::fs::write(&host_file, b"root:$6$...").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(&host_file, dir.path().join("absolute")).unwrap();
+        std::os::unix::fs::symlink(
+            Path::new("..")
+                .join(outside.path().file_name().unwrap())
+                .join("shadow"),
+            dir.path().join("relative"),
+        )
+        .unwrap();
+        let source = DirSecretSource::new(dir.path());
+        for name in ["absolute", "relative"] {
+            let err = source.fetch(name).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains(&dir.path().join(name).display().to_string())
+                    && text.contains("shadow")
+                    && text.contains("outside"),
+                "{name}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_kubernetes_layout_whose_data_link_leaves_the_directory_is_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("db-password"), b"not yours").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/db-password", dir.path().join("db-password")).unwrap();
+        let err = DirSecretSource::new(dir.path())
+            .fetch("db-password")
+            .unwrap_err();
+        assert!(err.to_string().contains("outside"), "{err}");
+    }
 }
