@@ -28,8 +28,16 @@ pub trait SecretSource: Send + Sync + fmt::Debug {
     fn describe(&self) -> String;
 }
 
-/// One file per value in a directory, like mounted Kubernetes secrets (symbolic links inside
-/// the directory are followed, as Kubernetes uses them).
+/// One file per value in a directory, like mounted Kubernetes secrets.
+///
+/// A value is only ever read from a regular file **inside** the directory: the name is opened
+/// relative to the opened directory with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`,
+/// so symbolic links are followed only while they stay inside it — a Kubernetes secret
+/// volume's `key -> ..data/key` and `..data -> ..<timestamp>/` work — and the kernel refuses,
+/// without a race, any link (or `..`) that leads out of it. Such a value is an error naming
+/// the link and its target, not a missing value. On kernels without `openat2` (before 5.6)
+/// the file's canonical path is checked to lie below the directory's before it is opened,
+/// which a concurrent swap of a link could defeat.
 #[derive(Debug, Clone)]
 pub struct DirSecretSource {
     dir: PathBuf,
@@ -47,15 +55,68 @@ impl DirSecretSource {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// Opens `name` for reading, resolved strictly inside the directory.
+    fn open_beneath(&self, name: &str) -> io::Result<std::fs::File> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        let dir = rustix::fs::open(
+            &self.dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // Non-blocking, so that a FIFO planted in the directory cannot hang the host.
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        match rustix::fs::openat2(&dir, name, flags, Mode::empty(), resolve) {
+            Ok(fd) => Ok(std::fs::File::from(fd)),
+            // EXDEV: the path left the directory; ELOOP here: a /proc magic link.
+            Err(rustix::io::Errno::XDEV | rustix::io::Errno::LOOP) => Err(self.outside(name)),
+            Err(rustix::io::Errno::NOSYS) => self.open_checked(name),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Without `openat2`: the canonical path must lie below the directory's.
+    fn open_checked(&self, name: &str) -> io::Result<std::fs::File> {
+        let resolved = self.dir.join(name).canonicalize()?;
+        if !resolved.starts_with(self.dir.canonicalize()?) {
+            return Err(self.outside(name));
+        }
+        std::fs::File::open(resolved)
+    }
+
+    /// The error for value `name`, whose path leads out of the directory.
+    fn outside(&self, name: &str) -> io::Error {
+        let path = self.dir.join(name);
+        let target =
+            std::fs::read_link(&path).map_or_else(|_| "?".to_owned(), |t| t.display().to_string());
+        let resolved = path
+            .canonicalize()
+            .map_or_else(|_| "?".to_owned(), |r| r.display().to_string());
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is a symbolic link to {target} (resolving to {resolved}), outside the directory {}: refused. A value must be a file inside its source directory; links within it (a Kubernetes secret volume's `..data`) are followed",
+                path.display(),
+                self.dir.display()
+            ),
+        )
+    }
 }
 
 impl SecretSource for DirSecretSource {
     fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>> {
-        let file = match std::fs::File::open(self.dir.join(name)) {
+        let file = match self.open_beneath(name) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not a regular file", self.dir.join(name).display()),
+            ));
+        }
         let mut bytes = Vec::new();
         file.take(MAX_VALUE_LEN + 1).read_to_end(&mut bytes)?;
         let value = SecretSlice::from(bytes);
