@@ -282,6 +282,9 @@ fn spawn(
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
+    // The janitor kills every process of this cgroup if the host dies: a process that left
+    // the plugin's process group or session is still in it.
+    let cgroup_dir = pids_group.as_ref().map(|g| g.dir().to_owned());
     if let Some(mut pids_group) = pids_group {
         // Once the plugin has exited, whatever is left in the group is killed and the group
         // removed.
@@ -289,7 +292,11 @@ fn spawn(
         group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
     }
     let janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
-    let janitor = match Janitor::shared().register(group.pid(), &janitor_dirs) {
+    let janitor = match Janitor::shared().register(
+        group.pid(),
+        cgroup_dir.as_deref(),
+        &janitor_dirs,
+    ) {
         Ok(registration) => Some(registration),
         Err(e) => {
             tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
