@@ -124,6 +124,34 @@ pub(crate) enum CliError {
         method: String,
         status: Box<tonic::Status>,
     },
+    /// The plugin exited during the call.
+    #[error(
+        "plugin `{plugin}` exited during {method} ({exit}){}",
+        tail_lines(stderr_tail)
+    )]
+    Crashed {
+        plugin: String,
+        method: String,
+        exit: std::process::ExitStatus,
+        stderr_tail: String,
+        /// What the call saw.
+        #[source]
+        status: Box<tonic::Status>,
+    },
+}
+
+/// `; its stderr ended with:` and the tail's lines, indented; nothing for an empty tail.
+fn tail_lines(tail: &str) -> String {
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return "; it wrote nothing to stderr".to_owned();
+    }
+    let mut out = String::from("; its stderr ended with:");
+    for line in lines {
+        out.push_str("\n  | ");
+        out.push_str(line);
+    }
+    out
 }
 
 impl CliError {
@@ -132,6 +160,7 @@ impl CliError {
         match self {
             Self::Call { .. } | Self::Run(RunError::StepFailed { .. }) => EXIT_CALL,
             Self::Start(_)
+            | Self::Crashed { .. }
             | Self::Shutdown(_)
             | Self::Run(_)
             | Self::Delivery { .. }
