@@ -258,3 +258,29 @@ async fn a_secret_linked_out_of_the_source_does_not_start_the_plugin_through_the
     drop(broker.acquire("probe-a").await.unwrap());
     broker.shutdown().await;
 }
+
+// Also found: grants-file errors were located by a text search and asked to fix the manifest.
+
+#[test]
+fn a_bad_grants_file_is_located_at_its_own_line_and_key_and_tether_asks_to_fix_the_grants_file() {
+    let site = Site::new();
+    std::fs::write(site.secrets().join("alpha"), ALPHA).unwrap();
+    site.manifest("probe-a", "", "probe-a", "probe-a", &["alpha"]);
+    site.grants(
+        "# grants: `k v` is not a name\n[plugins.probe-a]\nsecrets = [\"alpha\"]\n\n[plugins.b]\nsecrets = [\"k v\"]\n",
+    );
+    for args in [
+        &["check", "--catalog", "catalog"][..],
+        &["list", "--catalog", "catalog"][..],
+    ] {
+        let out = site.tether(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(EXIT_INPUT), "{err}");
+        assert!(
+            err.contains("grants.toml:6:13: key `plugins.b.secrets`: `k v` is not a valid name"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("fix the grants file"), "{args:?}: {err}");
+        assert!(!err.contains("fix the manifest"), "{args:?}: {err}");
+    }
+}

@@ -219,4 +219,36 @@ mod tests {
         assert_eq!(err.line, 2, "{err}");
         assert!(err.message.contains("unknown field"), "{err}");
     }
+
+    #[test]
+    fn a_bad_name_in_the_grants_file_is_located_at_its_own_entry_and_asks_to_fix_the_grants_file() {
+        let text = "# grants for `k v` and others\n[plugins.kv]\nsecrets = [\"ok\"]\n\n[plugins.b]\nsecrets = [\"x\", \"k v\"]\nconfig = [\"\"]\n";
+        let file = Path::new("/etc/tether/grants.toml");
+        let err = Grants::parse(text, file).unwrap_err();
+        assert_eq!(
+            (err.line, err.column, err.key.as_deref()),
+            (6, 17, Some("plugins.b.secrets")),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("/etc/tether/grants.toml:6:17: key `plugins.b.secrets`: "),
+            "{err}"
+        );
+        assert!(err.to_string().ends_with("; fix the grants file"), "{err}");
+        let err = Grants::parse(&text.replace("\"k v\"", "\"y\""), file).unwrap_err();
+        assert_eq!(
+            (err.line, err.column, err.key.as_deref()),
+            (7, 11, Some("plugins.b.config")),
+            "an empty name is located too: {err}"
+        );
+        let err = Grants::parse("[plugins.\"k v\"]\nsecrets = []\n", file).unwrap_err();
+        assert_eq!(
+            (err.line, err.key.as_deref()),
+            (1, Some("plugins.\"k v\"")),
+            "{err}"
+        );
+        let err = Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", file).unwrap_err();
+        assert!(err.to_string().ends_with("; fix the grants file"), "{err}");
+    }
 }
