@@ -277,7 +277,7 @@ fn a_bad_grants_file_is_located_at_its_own_line_and_key_and_tether_asks_to_fix_t
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(EXIT_INPUT), "{err}");
         assert!(
-            err.contains("grants.toml:6:13: key `plugins.b.secrets`: `k v` is not a valid name"),
+            err.contains("grants.toml:6:12: key `plugins.b.secrets`: `k v` is not a valid name"),
             "{args:?}: {err}"
         );
         assert!(err.contains("fix the grants file"), "{args:?}: {err}");

@@ -187,15 +187,6 @@ impl ManifestError {
         }
     }
 
-    pub(crate) fn located(
-        file: &Path,
-        text: &str,
-        offset: usize,
-        message: impl fmt::Display,
-    ) -> Self {
-        Self::at(file, text, offset, None, message.to_string())
-    }
-
     pub(crate) fn at(
         file: &Path,
         text: &str,
