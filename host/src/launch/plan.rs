@@ -62,7 +62,7 @@ pub(crate) struct LaunchPlan {
     pub(crate) working_dir: PathBuf,
     /// The program to execute: the configured one, made absolute against the host's working
     /// directory when it is a relative path (the plugin starts in another directory); a bare
-    /// name is left for the `PATH` lookup ([`LaunchPlan::resolve_program`]).
+    /// name is left for the `PATH` lookup (done by the start stage, which may look at files).
     pub(crate) program: PathBuf,
 }
 
@@ -126,11 +126,6 @@ impl LaunchPlan {
             working_dir,
             program,
         }
-    }
-
-    /// Looks a bare program name up in the plugin's `PATH`, as exec would.
-    pub(crate) fn resolve_program(&mut self) {
-        self.program = spawn::resolve_program(&self.program, self.path_var());
     }
 
     /// The plugin's `PATH`, where a bare program name is looked up.

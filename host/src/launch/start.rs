@@ -183,7 +183,7 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         },
     );
     // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
-    plan.resolve_program();
+    plan.program = spawn::resolve_program(&plan.program, plan.path_var());
     if let Some(bin_dir) = plan
         .program
         .canonicalize()
