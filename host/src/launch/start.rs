@@ -17,14 +17,16 @@ use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::confine::sandbox;
 use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
-use crate::launch::builder::{HandshakeConfig, Settings};
+use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::connect;
 use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
+use crate::launch::private_dir::PrivateDir;
+use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::Launched;
-use crate::launch::spawn::{self, PrivateDir};
+use crate::launch::spawn;
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
 /// been ended, so the pipe closes almost at once).
@@ -181,8 +183,9 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         },
     );
     // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
-    let program = spawn::resolve_program(&settings.program, plan.path_var());
-    if let Some(bin_dir) = program
+    plan.program = spawn::resolve_program(&plan.program, plan.path_var());
+    if let Some(bin_dir) = plan
+        .program
         .canonicalize()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -276,11 +279,14 @@ fn spawn(
     } = confined;
     let exec = verified
         .as_ref()
-        .map_or_else(|| settings.program.clone(), VerifiedBinary::exec_path);
+        .map_or_else(|| plan.program.clone(), VerifiedBinary::exec_path);
     let mut child = spawn::spawn(settings, plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
+    // The janitor kills every process of this cgroup if the host dies: a process that left
+    // the plugin's process group or session is still in it.
+    let cgroup_dir = pids_group.as_ref().map(|g| g.dir().to_owned());
     if let Some(mut pids_group) = pids_group {
         // Once the plugin has exited, whatever is left in the group is killed and the group
         // removed.
@@ -288,7 +294,11 @@ fn spawn(
         group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
     }
     let janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
-    let janitor = match Janitor::shared().register(group.pid(), &janitor_dirs) {
+    let janitor = match Janitor::shared().register(
+        group.pid(),
+        cgroup_dir.as_deref(),
+        &janitor_dirs,
+    ) {
         Ok(registration) => Some(registration),
         Err(e) => {
             tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
@@ -318,4 +328,19 @@ fn spawn(
         landlock_abi: sandbox.landlock_abi,
         process_limit,
     })
+}
+
+impl PluginClientBuilder<HandshakeConfig> {
+    /// Spawns the plugin, reads its handshake, connects (AutoMTLS unless
+    /// [`plaintext`](Self::plaintext)) and checks its health.
+    ///
+    /// On failure the plugin's process group is ended and its private directory removed before
+    /// this returns.
+    ///
+    /// # Errors
+    /// A [`StartError`] naming the plugin and the [phase](StartError::phase) that failed, with
+    /// what the plugin printed.
+    pub async fn start(self) -> Result<PluginClient, StartError> {
+        start(self.settings, self.handshake).await
+    }
 }
