@@ -27,7 +27,7 @@ use crate::launch::shutdown::{Graceful, Launched};
 /// grace, `SIGKILL` and reaping — to a small detached thread, so it never waits for the plugin
 /// and never blocks the async runtime. Caveat: if the host process exits right after the drop,
 /// that thread dies with it; the plugin got `SIGTERM`, but one that ignores it keeps running.
-/// The same happens when a [`start`](crate::launch::PluginClientBuilder::start) future is dropped part-way.
+/// The same happens when a [`start`](crate::PluginClientBuilder::start) future is dropped part-way.
 /// Call [`shutdown`](Self::shutdown) for a graceful, complete ending.
 ///
 /// # Exit of the plugin
@@ -128,14 +128,14 @@ impl PluginClient {
     }
 
     /// The broker mode negotiated at start: [`BrokerMode::Multiplexed`] when the host offered
-    /// it ([`PluginClientBuilder::multiplex`](crate::launch::PluginClientBuilder::multiplex)) and the plugin accepted, else
+    /// it ([`PluginClientBuilder::multiplex`](crate::PluginClientBuilder::multiplex)) and the plugin accepted, else
     /// [`BrokerMode::Default`].
     #[must_use]
     pub fn broker_mode(&self) -> BrokerMode {
         self.broker.mode()
     }
 
-    /// Whether the connection is AutoMTLS (rather than [plaintext](crate::launch::PluginClientBuilder::plaintext)).
+    /// Whether the connection is AutoMTLS (rather than [plaintext](crate::PluginClientBuilder::plaintext)).
     #[must_use]
     pub fn is_tls(&self) -> bool {
         self.peer_fingerprint.is_some()
@@ -223,8 +223,9 @@ impl Drop for PluginClient {
 
 impl PluginClient {
     /// The tail of its stderr once the plugin's stderr has closed (after an exit), waiting at
-    /// most `timeout` for the last bytes.
-    pub(crate) async fn final_stderr_tail(&self, timeout: Duration) -> String {
+    /// most `timeout` for the last bytes; what [`stderr_tail`](Self::stderr_tail) holds by
+    /// then otherwise. Use it to report why a plugin that has exited ended.
+    pub async fn final_stderr_tail(&self, timeout: Duration) -> String {
         let mut done = self.stderr_done.clone();
         let _ = tokio::time::timeout(timeout, done.wait_for(|done| *done)).await;
         self.stderr_tail()
