@@ -40,9 +40,11 @@ run tether call --catalog catalog word-count tether.agent.v1.Executor/Execute \
 	'{"step":"s","paramsJson":"{\"text\":\"one two\"}"}' | grep '"words\\":2' >/dev/null
 # Any go-plugin plugin by command line: the README's KV examples.
 kv="$repo/target/debug/kv-plugin"
-[ "$(run tether call --cmd "$kv" --cookie BASIC_PLUGIN=hello \
+[ "$(run tether call --cmd "$kv" --cookie BASIC_PLUGIN=hello --work-dir . \
 	--proto "$repo/examples/proto/kv.proto" proto.KV/Put '{"key":"x","value":"eQ=="}')" = '{}' ]
-[ "$(run tether call --cmd "$kv" --cookie BASIC_PLUGIN=hello proto.KV/Get '{"key":"x"}')" = '{"value":"eQ=="}' ]
+[ "$(run tether call --cmd "$kv" --cookie BASIC_PLUGIN=hello --work-dir . \
+	proto.KV/Get '{"key":"x"}')" = '{"value":"eQ=="}' ]
+[ -f kv_x ]
 run tether inspect --cmd "$kv" --cookie BASIC_PLUGIN=hello | grep '^service proto.KV$' >/dev/null
 # Into a closed pipe: quiet, status 141 (README's exit statuses).
 set +o pipefail
