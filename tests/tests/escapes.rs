@@ -274,7 +274,12 @@ fn a_plugin_cannot_push_keystrokes_into_the_operators_terminal() {
         let seen = run_on_a_terminal(marker, mode);
         let line = |prefix: &str| {
             seen.lines()
-                .find_map(|l| l.trim_end_matches('\r').strip_prefix(prefix))
+                // Echoed input (`control^J`) may precede a line on the screen.
+                .find_map(|l| {
+                    l.trim_end_matches('\r')
+                        .split_once(prefix)
+                        .map(|(_, rest)| rest)
+                })
                 .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{seen}"))
                 .to_owned()
         };

@@ -1,5 +1,5 @@
 //! Confinement applied by the broker between fork and exec, so it works for plugins in any
-//! language: parent-death signal, resource limits, no core dumps, every inherited descriptor
+//! language: a session of its own (no controlling terminal), parent-death signal, resource limits, no core dumps, every inherited descriptor
 //! above 2 closed at exec, an empty capability bounding set (so a plugin of a root host has no
 //! capabilities), `no_new_privs` and a Landlock file-system domain.
 //!
@@ -61,8 +61,10 @@ pub const SYSTEM_READ_PATHS: &[&str] = &[
     "/dev/zero",
 ];
 
-/// Device files a confined plugin may read and write.
-pub const DEVICE_RW_PATHS: &[&str] = &["/dev/null", "/dev/full", "/dev/tty"];
+/// Device files a confined plugin may read and write. Not `/dev/tty`: a plugin runs in a
+/// session of its own, without a controlling terminal, so that it cannot read the operator's
+/// terminal or push keystrokes into it.
+pub const DEVICE_RW_PATHS: &[&str] = &["/dev/null", "/dev/full"];
 
 /// Highest capability number tried when dropping the capability bounding set (the kernel
 /// answers `EINVAL` past its last one; Linux 6.x has 41).
@@ -290,6 +292,13 @@ impl Prepared {
         move || {
             // SAFETY (whole block): raw system calls with valid arguments; nothing allocates.
             unsafe {
+                // A session of its own, without a controlling terminal: the operator's
+                // terminal cannot be opened as /dev/tty, read, or fed keystrokes (TIOCSTI).
+                // The plugin leads its own process group too (pgid = pid), which the host and
+                // the janitor signal as a whole.
+                if libc::setsid() == -1 {
+                    return Err(io::Error::last_os_error());
+                }
                 // Die with the host. The signal fires when the spawning *thread* exits, so the
                 // janitor's lifeline covers the rest. If the host died before prctl, getppid
                 // has changed: give up.
