@@ -18,4 +18,4 @@ pub use sandbox::{
     DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
     TARGET_LANDLOCK_ABI, kernel_landlock_abi,
 };
-pub use seccomp::SeccompMode;
+pub use seccomp::{SeccompError, SeccompMode};

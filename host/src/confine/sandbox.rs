@@ -4,19 +4,23 @@
 //! capabilities), `no_new_privs` and a Landlock file-system domain.
 //!
 //! When the host made the plugin a pids cgroup (`crate::confine::pids`), the child enters it first.
+//! Last, the system-call filter (`crate::confine::seccomp`) is loaded.
 //!
-//! The Landlock ruleset is built in the parent ([`Prepared::new`]); the child only makes raw,
-//! async-signal-safe system calls ([`Prepared::pre_exec`]).
+//! The Landlock ruleset and the seccomp programs are built in the parent ([`Prepared::new`]);
+//! the child only makes raw, async-signal-safe system calls ([`Prepared::pre_exec`]).
 
 use std::io;
 use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use landlock::{
     ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
     Scope,
 };
 use serde::Deserialize;
+
+use crate::confine::seccomp::{self, Filters, SeccompError, SeccompMode};
 
 /// The newest Landlock ABI whose access rights tether has vetted; rights of newer ABIs are not
 /// requested (the kernel's own ABI may be newer).
@@ -69,6 +73,8 @@ pub const DEVICE_RW_PATHS: &[&str] = &["/dev/null", "/dev/full"];
 /// Highest capability number tried when dropping the capability bounding set (the kernel
 /// answers `EINVAL` past its last one; Linux 6.x has 41).
 const MAX_CAPABILITY: libc::c_ulong = 63;
+/// `CAP_SYS_ADMIN` (`linux/capability.h`).
+pub(crate) const CAP_SYS_ADMIN: u32 = 21;
 
 /// How strictly a plugin is confined.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -202,6 +208,9 @@ pub enum SandboxError {
     /// Building the Landlock ruleset failed.
     #[error("building the Landlock ruleset failed: {0}")]
     Ruleset(#[from] landlock::RulesetError),
+    /// The system-call filter cannot be built.
+    #[error(transparent)]
+    Seccomp(#[from] SeccompError),
     /// A path the plugin must reach cannot be opened.
     #[error("cannot open {} for the Landlock ruleset: {source}", path.display())]
     Path {
@@ -217,7 +226,12 @@ pub enum SandboxError {
 #[derive(Debug)]
 pub(crate) struct Prepared {
     ruleset: Option<OwnedFd>,
+    /// Drop the capability bounding set and the ambient capabilities (sandbox not off).
+    drop_capabilities: bool,
+    /// Set `no_new_privs`: sandbox not off, or a filter to load without `CAP_SYS_ADMIN`.
     no_new_privs: bool,
+    /// The system-call filter, loaded last.
+    filters: Option<Arc<Filters>>,
     rlimits: [(libc::__rlimit_resource_t, Option<u64>); 5],
     parent: libc::pid_t,
     /// A pids cgroup's `cgroup.procs`, open for writing: the child enters the group.
@@ -227,15 +241,23 @@ pub(crate) struct Prepared {
     pub(crate) landlock_abi: Option<u32>,
 }
 
+/// The layers of one launch besides the sandbox mode and limits.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Layers {
+    /// The system-call filter.
+    pub(crate) seccomp: SeccompMode,
+}
+
 impl Prepared {
-    /// Prepares confinement in `mode` with `limits`, allowing `paths`.
+    /// Prepares confinement in `mode` with `limits`, allowing `paths`, with `layers`.
     pub(crate) fn new(
         mode: SandboxMode,
         limits: &Limits,
         paths: &Paths,
+        layers: Layers,
         plugin: &str,
     ) -> Result<Self, SandboxError> {
-        Self::with_kernel_abi(kernel_landlock_abi(), mode, limits, paths, plugin)
+        Self::with_kernel_abi(kernel_landlock_abi(), mode, limits, paths, layers, plugin)
     }
 
     /// [`Self::new`] for a kernel whose Landlock ABI is `kernel` (0: none).
@@ -244,6 +266,7 @@ impl Prepared {
         mode: SandboxMode,
         limits: &Limits,
         paths: &Paths,
+        layers: Layers,
         plugin: &str,
     ) -> Result<Self, SandboxError> {
         let use_landlock = match mode {
@@ -264,9 +287,19 @@ impl Prepared {
         } else {
             (None, None)
         };
+        let filters = Filters::new(seccomp::Policy {
+            mode: layers.seccomp,
+            inet: false,
+        })?;
+        let confined = mode != SandboxMode::Off;
+        // The kernel loads a filter only under no_new_privs or with CAP_SYS_ADMIN, which a
+        // plugin with the sandbox off keeps on a root host.
+        let filter_needs_nnp = filters.is_some() && !has_capability(CAP_SYS_ADMIN);
         Ok(Self {
             ruleset,
-            no_new_privs: mode != SandboxMode::Off,
+            drop_capabilities: confined,
+            no_new_privs: confined || filter_needs_nnp,
+            filters,
             rlimits: limits.rlimits(),
             // SAFETY: getpid has no preconditions.
             parent: unsafe { libc::getpid() },
@@ -285,7 +318,9 @@ impl Prepared {
     /// on values captured by copy (no allocation, no locks): it is async-signal-safe.
     pub(crate) fn pre_exec(&self) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
         let ruleset = self.ruleset.as_ref().map(|fd| fd.as_raw_fd());
+        let drop_capabilities = self.drop_capabilities;
         let no_new_privs = self.no_new_privs;
+        let filters = self.filters.clone();
         let rlimits = self.rlimits;
         let parent = self.parent;
         let cgroup_procs = self.cgroup_procs;
@@ -327,7 +362,7 @@ impl Prepared {
                 // Every descriptor above stderr closes at exec (the ruleset's is used below,
                 // before exec). CLOSE_RANGE_CLOEXEC = 1 << 2.
                 check_long(libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 4_u32))?;
-                if no_new_privs {
+                if drop_capabilities {
                     // No capabilities after exec, even for a root host: a root plugin keeps
                     // uid 0 but loses CAP_SYS_PTRACE, CAP_DAC_OVERRIDE & co., which would
                     // otherwise let it read other processes' /proc files. Without
@@ -349,15 +384,56 @@ impl Prepared {
                         0,
                         0,
                     );
+                }
+                if no_new_privs {
                     check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
                 }
                 if let Some(fd) = ruleset {
                     check_long(libc::syscall(libc::SYS_landlock_restrict_self, fd, 0_u32))?;
                 }
             }
+            // Last, so that the calls above are not filtered; exec is allowed.
+            if let Some(filters) = &filters {
+                filters.install()?;
+            }
             Ok(())
         }
     }
+}
+
+/// Whether the calling process has capability `cap` in its effective set.
+pub(crate) fn has_capability(cap: u32) -> bool {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // _LINUX_CAPABILITY_VERSION_3: two `Data`, for capabilities 0–31 and 32–63.
+    let mut header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget fills in `data` (two elements for version 3) for the calling process.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            std::ptr::from_mut(&mut header),
+            data.as_mut_ptr(),
+        )
+    };
+    let (word, bit) = ((cap / 32) as usize, cap % 32);
+    ret == 0
+        && data
+            .get(word)
+            .is_some_and(|d| d.effective & (1 << bit) != 0)
 }
 
 fn check(ret: libc::c_int) -> io::Result<()> {
@@ -432,26 +508,62 @@ mod tests {
     #[test]
     fn enforce_refuses_a_kernel_without_landlock_and_best_effort_goes_on_without() {
         let (limits, paths) = (Limits::default(), Paths::default());
-        let err =
-            Prepared::with_kernel_abi(0, SandboxMode::Enforce, &limits, &paths, "p").unwrap_err();
+        let layers = Layers::default();
+        let err = Prepared::with_kernel_abi(0, SandboxMode::Enforce, &limits, &paths, layers, "p")
+            .unwrap_err();
         assert!(matches!(err, SandboxError::Unsupported), "{err}");
         assert!(err.to_string().contains("best-effort"), "{err}");
         let prepared =
-            Prepared::with_kernel_abi(0, SandboxMode::BestEffort, &limits, &paths, "p").unwrap();
+            Prepared::with_kernel_abi(0, SandboxMode::BestEffort, &limits, &paths, layers, "p")
+                .unwrap();
         assert_eq!(prepared.landlock_abi, None);
         assert!(prepared.no_new_privs);
-        let off = Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, &paths, "p").unwrap();
+        let off = Layers {
+            seccomp: SeccompMode::Off,
+        };
+        let off =
+            Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, &paths, off, "p").unwrap();
         assert_eq!(off.landlock_abi, None);
-        assert!(!off.no_new_privs);
+        assert!(!off.no_new_privs && !off.drop_capabilities);
+        assert!(off.filters.is_none());
     }
 
     #[test]
     fn the_enforced_abi_is_the_kernels_capped_at_the_vetted_one() {
         let (limits, paths) = (Limits::default(), Paths::default());
         let abi = kernel_landlock_abi();
-        let prepared = Prepared::new(SandboxMode::Enforce, &limits, &paths, "p").unwrap();
+        let prepared = Prepared::new(
+            SandboxMode::Enforce,
+            &limits,
+            &paths,
+            Layers::default(),
+            "p",
+        )
+        .unwrap();
         assert_eq!(prepared.landlock_abi, Some(abi.min(TARGET_LANDLOCK_ABI)));
         assert!(prepared.ruleset.is_some());
+    }
+
+    #[test]
+    fn a_filter_is_loaded_by_default_and_under_no_new_privs_unless_the_plugin_keeps_cap_sys_admin()
+    {
+        let (limits, paths) = (Limits::default(), Paths::default());
+        let on = Prepared::new(
+            SandboxMode::Enforce,
+            &limits,
+            &paths,
+            Layers::default(),
+            "p",
+        )
+        .unwrap();
+        assert!(on.filters.is_some() && on.no_new_privs);
+        let off_but_filtered =
+            Prepared::new(SandboxMode::Off, &limits, &paths, Layers::default(), "p").unwrap();
+        assert!(off_but_filtered.filters.is_some() && !off_but_filtered.drop_capabilities);
+        assert_eq!(
+            off_but_filtered.no_new_privs,
+            !has_capability(CAP_SYS_ADMIN)
+        );
     }
 
     #[test]

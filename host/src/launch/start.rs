@@ -224,11 +224,16 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
             max: limits.processes,
         },
     };
-    let mut sandbox = sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, plugin)
-        .map_err(|e| StartErrorKind::Sandbox {
-            mode: settings.sandbox,
-            source: Box::new(e),
-        })?;
+    let layers = sandbox::Layers {
+        seccomp: settings.seccomp,
+    };
+    let mut sandbox =
+        sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, layers, plugin).map_err(
+            |e| StartErrorKind::Sandbox {
+                mode: settings.sandbox,
+                source: Box::new(e),
+            },
+        )?;
     if let Some(fd) = pids_group.as_ref().and_then(PidsGroup::procs_fd) {
         sandbox.enter_cgroup(fd);
     }
