@@ -61,11 +61,57 @@ impl Bin {
                 self.package,
                 self.name
             );
+            if let Some(newer) = newer_source(&path) {
+                panic!(
+                    "{} is older than {}: run `cargo build --workspace --bins` (or `cargo test --workspace`, which builds it) so the tests do not run a stale binary",
+                    path.display(),
+                    newer.display()
+                );
+            }
             path.into_os_string()
                 .into_string()
                 .expect("the target directory's path is UTF-8")
         })
     }
+}
+
+/// A workspace source file (outside `tests/` and `fuzz/`, which no binary here is built from)
+/// modified after `binary` was built, if any: `cargo test -p tether-tests` alone does not
+/// rebuild other packages' binaries.
+fn newer_source(binary: &Path) -> Option<PathBuf> {
+    let built = std::fs::metadata(binary).and_then(|m| m.modified()).ok()?;
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let mut dirs = vec![workspace.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                let skip = [
+                    ".git",
+                    "target",
+                    "tests",
+                    "fuzz",
+                    "node_modules",
+                    "sdk-python",
+                ];
+                if !skip.iter().any(|s| name == *s) {
+                    dirs.push(path);
+                }
+            } else if path.extension() == Some(OsStr::new("rs"))
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|m| m > built)
+            {
+                return Some(path);
+            }
+        }
+    }
+    None
 }
 
 /// `target/<profile>/` for a test executable in `target/<profile>/deps/` (or, for a binary

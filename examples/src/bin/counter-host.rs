@@ -123,6 +123,10 @@ async fn run(cli: Cli, program: String, args: Vec<String>) -> Result<(), BoxErro
     }
     let plugin = builder.start().await?;
     let mut counter = CounterClient::new(plugin.channel());
+    let call = match &cli.command {
+        Command::Put { key, .. } => format!("put {key:?}"),
+        Command::Get { key } => format!("get {key:?}"),
+    };
     let result = match cli.command {
         Command::Put { key, value } if cli.host_service => {
             let put = PutRequest {
@@ -151,8 +155,13 @@ async fn run(cli: Cli, program: String, args: Vec<String>) -> Result<(), BoxErro
         Command::Get { key } => counter.get(GetRequest { key }).await.map(Some),
     };
     plugin.shutdown().await?;
-    let answered =
-        result.map_err(|s| format!("the plugin answered {:?}: {}", s.code(), s.message()))?;
+    let answered = result.map_err(|s| {
+        format!(
+            "{call} failed: the plugin answered {:?}: {}",
+            s.code(),
+            s.message()
+        )
+    })?;
     if let Some(response) = answered {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{}", response.into_inner().value)?;

@@ -10,8 +10,9 @@ use crate::catalog::grants::Grants;
 use crate::catalog::manifest::Manifest;
 use crate::catalog::secrets::SecretSource;
 use crate::error::UseError;
-use crate::launch::builder::{HandshakeConfig, PluginClientBuilder};
+use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
+use crate::launch::settings::HandshakeConfig;
 
 /// The builder for `manifest`'s plugin, if `grants` allow what it requests, with its secrets
 /// from `secrets` and config files from `config` to be delivered. The caller adds what is

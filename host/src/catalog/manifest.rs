@@ -10,11 +10,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use crate::catalog::text::MAX_NAME_LEN;
 use crate::catalog::text::{check_name, expand_env, key_at, line_column};
 use crate::confine::sandbox::{Limits, SandboxMode};
-
-/// Longest plugin, secret or config name.
-pub const MAX_NAME_LEN: usize = 64;
 
 /// Idle timeout of a plugin whose manifest sets none: stopped after this long unused.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);

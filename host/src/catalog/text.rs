@@ -1,7 +1,8 @@
 //! Text facts shared by the catalog's TOML files (manifests, grants): valid names, where a byte
 //! offset is (line, column, dotted key), and `${NAME}` expansion. Pure string functions.
 
-use crate::catalog::manifest::MAX_NAME_LEN;
+/// Longest plugin, secret or config name.
+pub const MAX_NAME_LEN: usize = 64;
 
 /// Checks a plugin, secret or config name: 1–[`MAX_NAME_LEN`] characters of ASCII letters,
 /// digits, `.`, `_` and `-`, not starting with `.` (so it is a safe file name).

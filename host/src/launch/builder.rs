@@ -5,15 +5,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tether_proto::env::MagicCookie;
-
 use std::sync::Arc;
 
 use crate::catalog::delivery::Delivery;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
-use crate::error::StartError;
 use crate::launch::client::PluginClient;
 use crate::launch::connect::DEFAULT_CONNECT_TIMEOUT;
 use crate::launch::handshake::{
@@ -21,50 +18,10 @@ use crate::launch::handshake::{
 };
 use crate::launch::health::DEFAULT_HEALTH_TIMEOUT;
 use crate::launch::output::DEFAULT_STDERR_TAIL_LEN;
+use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::{
     DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_TERMINATE_GRACE,
 };
-
-/// The launch half of the handshake: the magic cookie and the app protocol versions the host
-/// speaks.
-///
-/// ```
-/// let hs = tether_host::HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1, 2]);
-/// assert_eq!(hs.offered_versions(), &[1, 2]);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HandshakeConfig {
-    pub(crate) cookie: MagicCookie,
-    pub(crate) app_versions: Vec<u32>,
-}
-
-impl HandshakeConfig {
-    /// A handshake with the magic cookie `key=value` offering app protocol version 1.
-    ///
-    /// The cookie is not a security feature: it only tells a plugin binary that it was started
-    /// by a host rather than by a person.
-    #[must_use]
-    pub fn new(key: impl Into<String>, value: impl Into<OsString>) -> Self {
-        Self {
-            cookie: MagicCookie::new(key, value),
-            app_versions: vec![1],
-        }
-    }
-
-    /// The app protocol versions the host supports (replacing the default `[1]`); the plugin
-    /// picks the highest one it also supports.
-    #[must_use]
-    pub fn app_versions(mut self, versions: impl IntoIterator<Item = u32>) -> Self {
-        self.app_versions = versions.into_iter().collect();
-        self
-    }
-
-    /// The app protocol versions offered to the plugin.
-    #[must_use]
-    pub fn offered_versions(&self) -> &[u32] {
-        &self.app_versions
-    }
-}
 
 /// Type state of a [`PluginClientBuilder`] that has no [`HandshakeConfig`] yet; call
 /// [`PluginClientBuilder::handshake`] before [`PluginClientBuilder::start`].
@@ -86,57 +43,6 @@ pub struct NoHandshake;
 pub struct PluginClientBuilder<H = NoHandshake> {
     pub(crate) settings: Settings,
     pub(crate) handshake: H,
-}
-
-/// Everything a builder holds except the handshake.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) program: PathBuf,
-    pub(crate) args: Vec<OsString>,
-    pub(crate) name: Option<String>,
-    pub(crate) current_dir: Option<PathBuf>,
-    pub(crate) env_allow_defaults: bool,
-    pub(crate) env_allow: Vec<OsString>,
-    pub(crate) env: Vec<(OsString, OsString)>,
-    pub(crate) plaintext: bool,
-    pub(crate) multiplex: bool,
-    pub(crate) output_sink: Option<crate::launch::output::sink::OutputSink>,
-    pub(crate) runtime_dir: Option<PathBuf>,
-    pub(crate) port_range: (u16, u16),
-    pub(crate) start_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) health_timeout: Duration,
-    pub(crate) shutdown_rpc_timeout: Duration,
-    pub(crate) shutdown_grace: Duration,
-    pub(crate) terminate_grace: Duration,
-    pub(crate) max_stray_lines: usize,
-    pub(crate) max_stray_bytes: usize,
-    pub(crate) stderr_tail_len: usize,
-    pub(crate) sandbox: SandboxMode,
-    pub(crate) seccomp: SeccompMode,
-    pub(crate) network: NetworkMode,
-    pub(crate) sandbox_exec: Vec<PathBuf>,
-    pub(crate) sandbox_read: Vec<PathBuf>,
-    pub(crate) limits: Limits,
-    pub(crate) sha256: Option<String>,
-    pub(crate) delivery: Option<Arc<Delivery>>,
-    pub(crate) delivery_dir: Option<PathBuf>,
-    pub(crate) broker: tether_transport::GrpcBrokerConfig,
-    pub(crate) host_services: Option<tonic::service::Routes>,
-}
-
-impl Settings {
-    /// The name used in logs and errors: the configured one or the program's file name.
-    pub(crate) fn display_name(&self) -> String {
-        if let Some(name) = &self.name {
-            return name.clone();
-        }
-        self.program
-            .file_name()
-            .unwrap_or(self.program.as_os_str())
-            .to_string_lossy()
-            .into_owned()
-    }
 }
 
 impl PluginClientBuilder<NoHandshake> {
@@ -566,17 +472,11 @@ impl<H> PluginClientBuilder<H> {
     }
 }
 
-impl PluginClientBuilder<HandshakeConfig> {
-    /// Spawns the plugin, reads its handshake, connects (AutoMTLS unless
-    /// [`plaintext`](Self::plaintext)) and checks its health.
-    ///
-    /// On failure the plugin's process group is ended and its private directory removed before
-    /// this returns.
-    ///
-    /// # Errors
-    /// A [`StartError`] naming the plugin and the [phase](StartError::phase) that failed, with
-    /// what the plugin printed.
-    pub async fn start(self) -> Result<PluginClient, StartError> {
-        crate::launch::start::start(self.settings, self.handshake).await
+impl PluginClient {
+    /// Starts configuring the launch of `program`: a path, or a bare name looked up in the
+    /// plugin's `PATH` (the host's, unless changed with
+    /// [`env`](PluginClientBuilder::env)), as [`std::process::Command`] does.
+    pub fn builder(program: impl Into<std::path::PathBuf>) -> PluginClientBuilder {
+        PluginClientBuilder::new(program)
     }
 }

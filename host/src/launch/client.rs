@@ -13,9 +13,9 @@ use crate::confine::network::NetworkMode;
 use crate::confine::pids::ProcessLimit;
 use crate::confine::seccomp::SeccompMode;
 use crate::error::{ShutdownError, ShutdownOutcome};
-use crate::launch::builder::{PluginClientBuilder, Settings};
 use crate::launch::connect::Connected;
 use crate::launch::output::{self, SharedTail};
+use crate::launch::settings::Settings;
 use crate::launch::shutdown::{Graceful, Launched};
 
 /// A running plugin, connected and healthy.
@@ -84,13 +84,6 @@ impl PluginClient {
             shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
             shutdown_grace: settings.shutdown_grace,
         }
-    }
-
-    /// Starts configuring the launch of `program`: a path, or a bare name looked up in the
-    /// plugin's `PATH` (the host's, unless changed with
-    /// [`env`](PluginClientBuilder::env)), as [`std::process::Command`] does.
-    pub fn builder(program: impl Into<std::path::PathBuf>) -> PluginClientBuilder {
-        PluginClientBuilder::new(program)
     }
 
     /// The gRPC channel to the plugin, for generated clients: `KvClient::new(plugin.channel())`.

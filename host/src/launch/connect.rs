@@ -14,10 +14,10 @@ use tonic::transport::Channel;
 
 use crate::error::{Failure, Phase, StartErrorKind};
 use crate::launch::address;
-use crate::launch::builder::Settings;
 use crate::launch::handshake::{Accepted, EXIT_SETTLE_TIMEOUT};
 use crate::launch::health::{self, HealthFailure};
 use crate::launch::output::stdio;
+use crate::launch::settings::Settings;
 use crate::launch::shutdown::Launched;
 
 /// How long connecting to the announced address, TLS handshake included, may take.

@@ -5,32 +5,35 @@ pub(crate) mod address;
 pub(crate) mod builder;
 pub(crate) mod client;
 pub(crate) mod connect;
+pub(crate) mod env;
 pub(crate) mod handshake;
 pub(crate) mod health;
 pub(crate) mod output;
 pub(crate) mod plan;
+pub(crate) mod private_dir;
 pub(crate) mod reattach;
+pub(crate) mod settings;
 pub(crate) mod shutdown;
 pub(crate) mod spawn;
 pub(crate) mod start;
 
-pub use builder::{HandshakeConfig, NoHandshake, PluginClientBuilder};
+pub use builder::{NoHandshake, PluginClientBuilder};
 pub use client::PluginClient;
 pub use connect::DEFAULT_CONNECT_TIMEOUT;
+pub use env::DEFAULT_ENV_ALLOWLIST;
 pub use handshake::{
     DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_START_TIMEOUT, MAX_QUOTED_STDOUT,
 };
 pub use health::DEFAULT_HEALTH_TIMEOUT;
 pub use output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
 pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN};
+pub use private_dir::{MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE};
 pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
 };
+pub use settings::HandshakeConfig;
 pub use shutdown::{
     DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_TERMINATE_GRACE,
     KILL_REAP_TIMEOUT,
-};
-pub use spawn::{
-    DEFAULT_ENV_ALLOWLIST, MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE,
 };
 pub use tether_proto::handshake::Address;

@@ -11,8 +11,8 @@ use rustls_pki_types::CertificateDer;
 use tether_proto::env::LaunchEnv;
 
 use crate::confine::sandbox::Paths;
-use crate::launch::builder::{HandshakeConfig, Settings};
-use crate::launch::spawn::{self, PluginEnv};
+use crate::launch::env::{self, PluginEnv};
+use crate::launch::settings::{HandshakeConfig, Settings};
 
 /// What a launch needs from the world, gathered before planning.
 #[derive(Debug)]
@@ -74,9 +74,9 @@ impl LaunchPlan {
         launch_env.multiplex = settings.multiplex.then_some(true);
         launch_env.secrets_dir = inputs.delivered.and_then(|d| d.secrets).map(Path::to_owned);
         launch_env.config_dir = inputs.delivered.and_then(|d| d.config).map(Path::to_owned);
-        let env = spawn::build_env(
+        let env = env::build_env(
             inputs.host_env,
-            spawn::allowed_names(settings),
+            env::allowed_names(settings),
             &settings.env,
             launch_env.to_vars(),
             &handshake.cookie.key,

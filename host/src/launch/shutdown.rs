@@ -13,7 +13,7 @@ use tonic::transport::Channel;
 use crate::confine::janitor::Registration;
 use crate::confine::process::ProcessGroup;
 use crate::error::{ShutdownError, ShutdownOutcome};
-use crate::launch::spawn::PrivateDir;
+use crate::launch::private_dir::PrivateDir;
 
 /// How long the `GRPCController.Shutdown` call may take during
 /// [`PluginClient::shutdown`](crate::launch::PluginClient::shutdown). Override with [`PluginClientBuilder::shutdown_rpc_timeout`](crate::launch::PluginClientBuilder::shutdown_rpc_timeout).

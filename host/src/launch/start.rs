@@ -17,14 +17,16 @@ use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::confine::sandbox;
 use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
-use crate::launch::builder::{HandshakeConfig, Settings};
+use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::connect;
 use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
+use crate::launch::private_dir::PrivateDir;
+use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::Launched;
-use crate::launch::spawn::{self, PrivateDir};
+use crate::launch::spawn;
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
 /// been ended, so the pipe closes almost at once).
@@ -323,4 +325,19 @@ fn spawn(
         landlock_abi: sandbox.landlock_abi,
         process_limit,
     })
+}
+
+impl PluginClientBuilder<HandshakeConfig> {
+    /// Spawns the plugin, reads its handshake, connects (AutoMTLS unless
+    /// [`plaintext`](Self::plaintext)) and checks its health.
+    ///
+    /// On failure the plugin's process group is ended and its private directory removed before
+    /// this returns.
+    ///
+    /// # Errors
+    /// A [`StartError`] naming the plugin and the [phase](StartError::phase) that failed, with
+    /// what the plugin printed.
+    pub async fn start(self) -> Result<PluginClient, StartError> {
+        start(self.settings, self.handshake).await
+    }
 }

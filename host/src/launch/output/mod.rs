@@ -1,6 +1,7 @@
 //! Draining a plugin's stdout and stderr so it can never block on a full pipe, logging what it
 //! prints, and keeping the tail of its stderr for error messages.
 
+pub(crate) mod lines;
 pub(crate) mod plugin_log;
 pub(crate) mod sink;
 pub(crate) mod stdio;
@@ -13,8 +14,8 @@ use tether_transport::internal::lock;
 use tokio::io::AsyncRead;
 use tokio::sync::watch;
 
-use crate::launch::handshake::{Line, LineReader};
 use crate::launch::output::sink::{OutputLine, OutputSink, OutputSource};
+pub(crate) use lines::{Line, LineReader};
 use plugin_log::{LogLevel, LogRecord};
 
 /// How many of the last bytes of a plugin's stderr are kept for error messages.

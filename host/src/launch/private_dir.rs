@@ -1,0 +1,117 @@
+//! The per-launch private directory (`0700`, the plugin's socket and `TMPDIR`) and the socket
+//! path limits it must fit.
+
+use std::fs::Permissions;
+use std::io;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use tempfile::TempDir;
+
+/// Longest unix socket path portable across the unix kernels tether runs on (`sun_path` is
+/// 108 bytes on Linux and 104 on macOS and the BSDs, terminating NUL included).
+pub const MAX_SOCKET_PATH_LEN: usize = 103;
+/// Bytes reserved in [`MAX_SOCKET_PATH_LEN`] for the socket's file name inside the private
+/// directory (go-plugin names it `plugin` + up to 10 digits).
+pub const SOCKET_NAME_RESERVE: usize = 24;
+/// Prefix of every private directory's name.
+pub(crate) const PRIVATE_DIR_PREFIX: &str = "tether-";
+/// Random characters after [`PRIVATE_DIR_PREFIX`].
+pub(crate) const PRIVATE_DIR_RANDOM_LEN: usize = 6;
+/// Longest runtime directory ([`PluginClientBuilder::runtime_dir`](crate::launch::PluginClientBuilder::runtime_dir)) in bytes: a socket in a
+/// private directory (`/tether-XXXXXX/`) inside it must still fit [`MAX_SOCKET_PATH_LEN`] with
+/// [`SOCKET_NAME_RESERVE`] bytes for its name.
+pub const MAX_RUNTIME_DIR_LEN: usize = MAX_SOCKET_PATH_LEN
+    - SOCKET_NAME_RESERVE
+    - (PRIVATE_DIR_PREFIX.len() + PRIVATE_DIR_RANDOM_LEN + 2);
+
+/// Where private directories go when the host's temporary directory is too long.
+const FALLBACK_RUNTIME_DIR: &str = "/tmp";
+
+/// A per-launch directory, mode `0700`, that holds the plugin's socket and is its `TMPDIR`.
+/// Removed with everything in it when dropped or [closed](Self::close).
+#[derive(Debug)]
+pub(crate) struct PrivateDir {
+    dir: TempDir,
+}
+
+impl PrivateDir {
+    /// Creates a private directory in `configured`, else in the host's temporary directory
+    /// (or [`FALLBACK_RUNTIME_DIR`] when that is too long for sockets).
+    pub(crate) fn create(configured: Option<&Path>) -> io::Result<Self> {
+        let base = match configured {
+            Some(dir) => {
+                let dir = dir.canonicalize()?;
+                check_runtime_dir_len(&dir)?;
+                dir
+            }
+            None => {
+                let tmp = std::env::temp_dir().canonicalize();
+                match tmp {
+                    Ok(tmp) if check_runtime_dir_len(&tmp).is_ok() => tmp,
+                    _ => PathBuf::from(FALLBACK_RUNTIME_DIR),
+                }
+            }
+        };
+        let dir = tempfile::Builder::new()
+            .prefix(PRIVATE_DIR_PREFIX)
+            .rand_bytes(PRIVATE_DIR_RANDOM_LEN)
+            .permissions(Permissions::from_mode(0o700))
+            .tempdir_in(base)?;
+        Ok(Self { dir })
+    }
+
+    /// The directory's absolute path, without symbolic links.
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Removes the directory and everything in it.
+    pub(crate) fn close(self) -> io::Result<()> {
+        self.dir.close()
+    }
+}
+
+fn check_runtime_dir_len(dir: &Path) -> io::Result<()> {
+    let len = dir.as_os_str().len();
+    if len > MAX_RUNTIME_DIR_LEN {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is {len} bytes long; a plugin's socket path must fit in {MAX_SOCKET_PATH_LEN} \
+                 bytes, so the runtime directory may be at most {MAX_RUNTIME_DIR_LEN}",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt as _;
+
+    use super::*;
+
+    #[test]
+    fn a_private_directory_is_short_owner_only_and_removed_on_close() {
+        let dir = PrivateDir::create(None).unwrap();
+        let path = dir.path().to_owned();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o700);
+        assert!(path.as_os_str().len() + SOCKET_NAME_RESERVE <= MAX_SOCKET_PATH_LEN);
+        assert_eq!(path, path.canonicalize().unwrap());
+        std::fs::write(path.join("plugin123"), b"x").unwrap();
+        dir.close().unwrap();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_configured_runtime_directory_that_is_too_long_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let long = base.path().join("d".repeat(MAX_RUNTIME_DIR_LEN));
+        std::fs::create_dir(&long).unwrap();
+        let err = PrivateDir::create(Some(&long)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+}
