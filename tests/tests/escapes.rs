@@ -307,3 +307,96 @@ fn a_plugin_cannot_push_keystrokes_into_the_operators_terminal() {
         eprintln!("{mode:?}: {result}");
     }
 }
+
+/// `nobody`: the uid and gid the `run_as` tests give their plugins.
+const NOBODY: (u32, u32) = (65534, 65534);
+
+/// Whether this test runs as root (only root can start a plugin as another user).
+fn root_or_skip(test: &str) -> bool {
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        eprintln!("{test}: skipped, run_as needs a root host");
+    }
+    root
+}
+
+#[tokio::test]
+async fn a_plugin_run_as_another_user_cannot_signal_limit_or_trace_its_host() {
+    // Sandbox and filter off: the other uid alone refuses every attack, signals included.
+    let test = "a_plugin_run_as_another_user_cannot_signal_limit_or_trace_its_host";
+    if !root_or_skip(test) || !in_child_host(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let before = host_state();
+    let plugin = probe(dir.path())
+        .sandbox(SandboxMode::Off)
+        .seccomp(SeccompMode::Off)
+        .run_as(NOBODY.0, NOBODY.1)
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(plugin.run_as(), Some(NOBODY));
+    assert_eq!(get(&plugin, "ids:").await, "65534 65534");
+    let outcomes = attack_host(&plugin).await;
+    assert_eq!(
+        host_state(),
+        before,
+        "the host's limits or scheduling changed"
+    );
+    assert_all_refused(&outcomes, &[]);
+    plugin.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_plugin_run_as_another_user_reads_its_granted_secret_and_writes_its_state() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use tether_host::{Catalog, DirSecretSource, Grants, Supervisor};
+    use tether_tests::world::{PluginSpec, World};
+
+    let test = "a_plugin_run_as_another_user_reads_its_granted_secret_and_writes_its_state";
+    if !root_or_skip(test) {
+        return;
+    }
+    let world = World::new();
+    // The binary's link in the catalog must be reachable by nobody (the operator's part).
+    let root = world.catalog().parent().unwrap().to_owned();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    world.add_secret("token", "run-as-secret-51c2");
+    world.add_plugin(&PluginSpec::new("a", PROBE).secrets(&["token"]));
+    let catalog = Catalog::load_dir(&world.catalog()).unwrap();
+    assert!(catalog.errors().is_empty(), "{:?}", catalog.errors());
+    let broker = Supervisor::builder(catalog, world.state())
+        .grants(Grants::new().secret("a", "token"))
+        .secrets(DirSecretSource::new(world.secrets()))
+        .customize(|b| b.run_as(NOBODY.0, NOBODY.1))
+        .build();
+    let a = broker.acquire("a").await.unwrap();
+    let kv = || KvClient::new(a.channel());
+    let get = |key: &str| {
+        let mut kv = kv();
+        let key = key.to_owned();
+        async move {
+            kv.get(GetRequest { key })
+                .await
+                .map(|r| String::from_utf8(r.into_inner().value).unwrap())
+        }
+    };
+    assert_eq!(get("ids:").await.unwrap(), "65534 65534");
+    assert_eq!(get("secret:token").await.unwrap(), "run-as-secret-51c2");
+    let own = world.state().join("a/own");
+    kv().put(tether_examples::kv::PutRequest {
+        key: format!("write:{}", own.display()),
+        value: b"x".to_vec(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read(&own).unwrap(), b"x");
+    // The host's source of the secret stays out of reach.
+    let source = get(&format!("read:{}", world.secrets().join("token").display()))
+        .await
+        .unwrap_err();
+    assert_eq!(source.code(), tonic::Code::PermissionDenied, "{source:?}");
+    drop(a);
+    broker.shutdown().await;
+}

@@ -186,6 +186,16 @@ pub enum StartErrorKind {
         /// Why it failed.
         source: BoxError,
     },
+    /// [`run_as`](crate::PluginClientBuilder::run_as) on a host that is not root: only root
+    /// can start a process as another user.
+    RunAsNeedsRoot {
+        /// The uid asked for.
+        uid: u32,
+        /// The gid asked for.
+        gid: u32,
+        /// The host's effective uid.
+        host_uid: u32,
+    },
     /// The plugin binary failed its integrity check (`sha256`).
     Integrity(Box<crate::confine::integrity::IntegrityError>),
     /// The plugin's confinement cannot be prepared.
@@ -282,7 +292,10 @@ impl StartErrorKind {
     /// phase is `during` (where the plugin was when it exited).
     pub(crate) fn phase(&self, during: Phase) -> Phase {
         match self {
-            Self::Prepare { .. } | Self::Integrity(_) | Self::Sandbox { .. } => Phase::Prepare,
+            Self::Prepare { .. }
+            | Self::RunAsNeedsRoot { .. }
+            | Self::Integrity(_)
+            | Self::Sandbox { .. } => Phase::Prepare,
             Self::Spawn { .. } => Phase::Spawn,
             Self::Exited { .. } => during,
             Self::Timeout { .. }
@@ -378,6 +391,10 @@ impl fmt::Display for StartError {
                 f,
                 "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the runtime directory exists, is writable and is short"
             ),
+            K::RunAsNeedsRoot { uid, gid, host_uid } => write!(
+                f,
+                "plugin `{plugin}` is to run as uid {uid}, gid {gid}, but the host runs as uid {host_uid} and only root can start a process as another user; run the host as root, or drop `run_as` (the plugin then runs as the host's user)"
+            ),
             K::Integrity(source) => {
                 write!(f, "plugin `{plugin}` is refused before start: {source}")
             }
@@ -472,6 +489,7 @@ impl std::error::Error for StartError {
             | K::TooMuchOutput { .. }
             | K::Incompatible { .. }
             | K::NoAutoMtls
+            | K::RunAsNeedsRoot { .. }
             | K::ConnectTimeout { .. }
             | K::Unhealthy { .. }
             | K::HealthTimeout { .. } => None,

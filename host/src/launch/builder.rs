@@ -76,6 +76,8 @@ impl PluginClientBuilder<NoHandshake> {
                 sandbox: SandboxMode::Enforce,
                 seccomp: SeccompMode::Default,
                 network: NetworkMode::None,
+                run_as: None,
+                working_dir_is_hosts: false,
                 sandbox_exec: Vec::new(),
                 sandbox_read: Vec::new(),
                 limits: Limits::default(),
@@ -340,6 +342,36 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn network(mut self, mode: NetworkMode) -> Self {
         self.settings.network = mode;
+        self
+    }
+
+    /// Runs the plugin as user `uid` and group `gid` (no supplementary groups) instead of the
+    /// host's user: another uid cannot signal, `prlimit`, renice, trace or read the memory of
+    /// the host, whatever the other layers. Only for a host running as root (others cannot
+    /// change user): elsewhere start fails in [`Phase::Prepare`](crate::error::Phase::Prepare)
+    /// with [`StartErrorKind::RunAsNeedsRoot`](crate::error::StartErrorKind::RunAsNeedsRoot).
+    ///
+    /// What the host makes for the launch is given to that user: the private directory, the
+    /// delivered secrets and config, and a [`Supervisor`](crate::Supervisor)'s state
+    /// directory. What the operator points at must already be reachable by it: the binary and
+    /// the directories leading to it, a [`current_dir`](Self::current_dir), a
+    /// [`runtime_dir`](Self::runtime_dir) or [`delivery_dir`](Self::delivery_dir) (the
+    /// defaults, `/tmp` and `/dev/shm`, are).
+    ///
+    /// ```
+    /// use tether_host::PluginClient;
+    /// let b = PluginClient::builder("/usr/libexec/kv-plugin").run_as(65534, 65534); // nobody
+    /// ```
+    pub fn run_as(mut self, uid: u32, gid: u32) -> Self {
+        self.settings.run_as = Some((uid, gid));
+        self
+    }
+
+    /// Marks the [working directory](Self::current_dir) as made by the host for this plugin
+    /// (a supervisor's state directory), so that [`run_as`](Self::run_as) gives it to the
+    /// plugin's user.
+    pub(crate) fn working_dir_is_hosts(mut self) -> Self {
+        self.settings.working_dir_is_hosts = true;
         self
     }
 

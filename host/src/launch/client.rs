@@ -52,6 +52,7 @@ pub struct PluginClient {
     process_limit: ProcessLimit,
     seccomp: SeccompMode,
     network: NetworkMode,
+    run_as: Option<(u32, u32)>,
     shutdown_rpc_timeout: Duration,
     shutdown_grace: Duration,
 }
@@ -81,6 +82,7 @@ impl PluginClient {
             process_limit,
             seccomp: settings.seccomp,
             network: settings.network,
+            run_as: settings.run_as,
             shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
             shutdown_grace: settings.shutdown_grace,
         }
@@ -186,6 +188,13 @@ impl PluginClient {
     #[must_use]
     pub fn seccomp(&self) -> SeccompMode {
         self.seccomp
+    }
+
+    /// The uid and gid the plugin runs as, when not the host's
+    /// ([`run_as`](PluginClientBuilder::run_as)).
+    #[must_use]
+    pub fn run_as(&self) -> Option<(u32, u32)> {
+        self.run_as
     }
 
     /// The network policy in force for the plugin.
