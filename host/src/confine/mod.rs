@@ -10,6 +10,7 @@ pub(crate) mod pids;
 pub(crate) mod process;
 pub(crate) mod sandbox;
 pub(crate) mod seccomp;
+pub(crate) mod user;
 
 pub use integrity::{IntegrityError, sha256_file};
 pub use network::NetworkMode;

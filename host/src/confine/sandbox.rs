@@ -232,6 +232,8 @@ pub(crate) struct Prepared {
     no_new_privs: bool,
     /// The system-call filter, loaded last.
     filters: Option<Arc<Filters>>,
+    /// The uid and gid to switch to, after everything that needs root.
+    run_as: Option<(u32, u32)>,
     rlimits: [(libc::__rlimit_resource_t, Option<u64>); 5],
     parent: libc::pid_t,
     /// A pids cgroup's `cgroup.procs`, open for writing: the child enters the group.
@@ -246,6 +248,8 @@ pub(crate) struct Prepared {
 pub(crate) struct Layers {
     /// The system-call filter.
     pub(crate) seccomp: SeccompMode,
+    /// The uid and gid to switch to (root hosts).
+    pub(crate) run_as: Option<(u32, u32)>,
 }
 
 impl Prepared {
@@ -300,6 +304,7 @@ impl Prepared {
             drop_capabilities: confined,
             no_new_privs: confined || filter_needs_nnp,
             filters,
+            run_as: layers.run_as,
             rlimits: limits.rlimits(),
             // SAFETY: getpid has no preconditions.
             parent: unsafe { libc::getpid() },
@@ -321,6 +326,7 @@ impl Prepared {
         let drop_capabilities = self.drop_capabilities;
         let no_new_privs = self.no_new_privs;
         let filters = self.filters.clone();
+        let run_as = self.run_as;
         let rlimits = self.rlimits;
         let parent = self.parent;
         let cgroup_procs = self.cgroup_procs;
@@ -384,6 +390,26 @@ impl Prepared {
                         0,
                         0,
                     );
+                }
+                if let Some((uid, gid)) = run_as {
+                    // Another user, with no supplementary groups: after everything that needs
+                    // root above, before no_new_privs and Landlock. The raw calls change this
+                    // (only) thread, the child's only one.
+                    check_long(libc::syscall(
+                        libc::SYS_setgroups,
+                        0_usize,
+                        std::ptr::null::<libc::gid_t>(),
+                    ))?;
+                    check_long(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+                    check_long(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
+                    // A change of credentials clears the parent-death signal: set it again.
+                    check(libc::prctl(
+                        libc::PR_SET_PDEATHSIG,
+                        libc::SIGKILL as libc::c_ulong,
+                    ))?;
+                    if libc::getppid() != parent {
+                        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                    }
                 }
                 if no_new_privs {
                     check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
@@ -520,6 +546,7 @@ mod tests {
         assert!(prepared.no_new_privs);
         let off = Layers {
             seccomp: SeccompMode::Off,
+            run_as: None,
         };
         let off =
             Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, &paths, off, "p").unwrap();

@@ -534,6 +534,20 @@ mod tests {
     }
 
     #[test]
+    fn run_as_on_a_host_that_is_not_root_fails_before_anything_is_made_and_says_what_to_do() {
+        let kind = StartErrorKind::RunAsNeedsRoot {
+            uid: 65534,
+            gid: 65534,
+            host_uid: 1000,
+        };
+        let err = StartError::new("kv", Failure::new(kind), None);
+        assert_eq!(err.phase(), Phase::Prepare);
+        let text = err.to_string();
+        assert!(text.starts_with("plugin `kv` is to run as uid 65534"), "{text}");
+        assert!(text.contains("host runs as uid 1000") && text.contains("drop `run_as`"));
+    }
+
+    #[test]
     fn start_errors_stay_small() {
         assert!(std::mem::size_of::<StartError>() <= 128);
     }

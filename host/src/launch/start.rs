@@ -16,6 +16,7 @@ use crate::confine::janitor::Janitor;
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::confine::sandbox;
+use crate::confine::user;
 use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
@@ -125,6 +126,12 @@ struct Resources {
 /// private directory, the delivered files and the TLS identity.
 fn prepare(settings: &Settings) -> Result<Resources, Failure> {
     let prepare_error = |what, source| StartErrorKind::Prepare { what, source };
+    let host_uid = rustix::process::geteuid().as_raw();
+    if let Some((uid, gid)) = settings.run_as
+        && !user::may_run_as(host_uid)
+    {
+        return Err(StartErrorKind::RunAsNeedsRoot { uid, gid, host_uid }.into());
+    }
     let verified = match &settings.sha256 {
         Some(expected) => Some(
             VerifiedBinary::open(&settings.program, expected)
@@ -144,6 +151,14 @@ fn prepare(settings: &Settings) -> Result<Resources, Failure> {
         }
         _ => None,
     };
+    if let Some(run_as) = settings.run_as {
+        give_to_plugin_user(settings, &dir, delivered.as_ref(), run_as).map_err(|e| {
+            prepare_error(
+                "giving the launch's directories to the plugin's user",
+                e.into(),
+            )
+        })?;
+    }
     let identity = if settings.plaintext {
         tracing::warn!(
             plugin = settings.display_name(),
@@ -162,6 +177,29 @@ fn prepare(settings: &Settings) -> Result<Resources, Failure> {
         delivered,
         identity,
     })
+}
+
+/// What the host made for this launch becomes `run_as`'s: the private directory, the delivered
+/// files, and the working directory when the host made it (a supervisor's state directory;
+/// the directory only, not what earlier launches left in it).
+fn give_to_plugin_user(
+    settings: &Settings,
+    dir: &PrivateDir,
+    delivered: Option<&DeliveredDir>,
+    run_as: (u32, u32),
+) -> std::io::Result<()> {
+    user::give(dir.path(), run_as, false)?;
+    if let Some(delivered) = delivered {
+        user::give(delivered.path(), run_as, true)?;
+    }
+    if let Some(working_dir) = settings
+        .current_dir
+        .as_deref()
+        .filter(|_| settings.working_dir_is_hosts)
+    {
+        user::give(working_dir, run_as, false)?;
+    }
+    Ok(())
 }
 
 /// Stage 2: the pure plan, then the one lookup it needs (where the binary is).
@@ -228,6 +266,7 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
     };
     let layers = sandbox::Layers {
         seccomp: settings.seccomp,
+        run_as: settings.run_as,
     };
     let mut sandbox =
         sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, layers, plugin).map_err(
