@@ -158,6 +158,12 @@ pub enum AddressProblem {
     /// A TCP address that is not a loopback address.
     #[error("it is not a loopback address; a plugin must listen on 127.0.0.1 or ::1")]
     NotLoopback,
+    /// A TCP address from a plugin whose network is [`NetworkMode::None`](crate::confine::NetworkMode::None):
+    /// it cannot serve over TCP.
+    #[error(
+        "it is a TCP address, but the plugin has no network (`network = \"none\"`, the default); a plugin that serves over TCP needs `network = \"host\"` (builder: `.network(NetworkMode::Host)`), or let it serve on a unix socket in PLUGIN_UNIX_SOCKET_DIR"
+    )]
+    TcpWithoutNetwork,
 }
 
 /// Why [`PluginClientBuilder::start`](crate::PluginClientBuilder::start) failed: which plugin,
@@ -543,7 +549,10 @@ mod tests {
         let err = StartError::new("kv", Failure::new(kind), None);
         assert_eq!(err.phase(), Phase::Prepare);
         let text = err.to_string();
-        assert!(text.starts_with("plugin `kv` is to run as uid 65534"), "{text}");
+        assert!(
+            text.starts_with("plugin `kv` is to run as uid 65534"),
+            "{text}"
+        );
         assert!(text.contains("host runs as uid 1000") && text.contains("drop `run_as`"));
     }
 

@@ -76,6 +76,7 @@ impl PluginClientBuilder<NoHandshake> {
                 sandbox: SandboxMode::Enforce,
                 seccomp: SeccompMode::Default,
                 network: NetworkMode::None,
+                network_namespace: true,
                 run_as: None,
                 working_dir_is_hosts: false,
                 sandbox_exec: Vec::new(),
@@ -342,6 +343,20 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn network(mut self, mode: NetworkMode) -> Self {
         self.settings.network = mode;
+        self
+    }
+
+    /// Whether [`NetworkMode::None`] may be enforced with a network namespace of the plugin's
+    /// own where the host can make one (default `true`); `false` always uses the seccomp
+    /// filter on socket families instead (see [`NetworkMechanism`](crate::confine::NetworkMechanism)),
+    /// e.g. on a host whose policy forbids namespaces, or to test that mechanism.
+    ///
+    /// ```
+    /// use tether_host::PluginClient;
+    /// let b = PluginClient::builder("/bin/plugin").network_namespace(false);
+    /// ```
+    pub fn network_namespace(mut self, allow: bool) -> Self {
+        self.settings.network_namespace = allow;
         self
     }
 

@@ -13,13 +13,14 @@ use tokio::process::{ChildStderr, ChildStdout};
 use crate::catalog::delivery::{DeliveredDir, delivery_base};
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::janitor::Janitor;
+use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::confine::sandbox;
 use crate::confine::user;
 use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
 use crate::launch::builder::PluginClientBuilder;
-use crate::launch::client::PluginClient;
+use crate::launch::client::{InForce, PluginClient};
 use crate::launch::connect;
 use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::output::{self, SharedTail, StderrTail};
@@ -52,8 +53,7 @@ pub(crate) async fn start(
         stdout,
         stderr,
         identity,
-        landlock_abi,
-        process_limit,
+        in_force,
     } = spawned;
     let pid = launched.group.pid();
     tracing::debug!(plugin, pid, "plugin spawned");
@@ -82,8 +82,12 @@ pub(crate) async fn start(
                 tls = connected.peer_fingerprint.is_some(),
                 broker = %connected.broker.mode(),
                 sandbox = %settings.sandbox,
-                landlock_abi,
-                process_limit = ?process_limit,
+                landlock_abi = in_force.landlock_abi,
+                process_limit = ?in_force.process_limit,
+                seccomp = %settings.seccomp,
+                network = %settings.network,
+                network_mechanism = in_force.network_mechanism.map(|m| m.to_string()),
+                run_as = ?settings.run_as,
                 elapsed = ?started.elapsed(),
                 "plugin started"
             );
@@ -92,8 +96,7 @@ pub(crate) async fn start(
                 connected,
                 tail,
                 stderr_done,
-                landlock_abi,
-                process_limit,
+                in_force,
                 &settings,
             ))
         }
@@ -244,6 +247,7 @@ struct Confined {
     sandbox: sandbox::Prepared,
     pids_group: Option<PidsGroup>,
     process_limit: ProcessLimit,
+    network_mechanism: Option<NetworkMechanism>,
 }
 
 /// Stage 3: processes are limited by a pids cgroup of the plugin's own when the host can make
@@ -264,6 +268,7 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
             max: limits.processes,
         },
     };
+    let network_mechanism = None;
     let layers = sandbox::Layers {
         seccomp: settings.seccomp,
         run_as: settings.run_as,
@@ -282,6 +287,7 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
         sandbox,
         pids_group,
         process_limit,
+        network_mechanism,
     })
 }
 
@@ -291,8 +297,7 @@ struct Spawned {
     stdout: ChildStdout,
     stderr: ChildStderr,
     identity: Option<Identity>,
-    landlock_abi: Option<u32>,
-    process_limit: ProcessLimit,
+    in_force: InForce,
 }
 
 /// Stage 4: the process, in its own group, registered with the janitor; its pids cgroup and
@@ -319,6 +324,7 @@ fn spawn(
         sandbox,
         pids_group,
         process_limit,
+        network_mechanism,
     } = confined;
     let exec = verified
         .as_ref()
@@ -361,8 +367,11 @@ fn spawn(
         stdout,
         stderr,
         identity,
-        landlock_abi: sandbox.landlock_abi,
-        process_limit,
+        in_force: InForce {
+            landlock_abi: sandbox.landlock_abi,
+            process_limit,
+            network_mechanism,
+        },
     })
 }
 
