@@ -15,12 +15,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
 };
 use serde::Deserialize;
 
 use crate::confine::caps::{CAP_SYS_ADMIN, has_capability};
+use crate::confine::network::NetworkMechanism;
 use crate::confine::seccomp::{self, Filters, SeccompError, SeccompMode};
 
 /// The newest Landlock ABI whose access rights tether has vetted; rights of newer ABIs are not
@@ -233,6 +234,8 @@ pub(crate) struct Prepared {
     filters: Option<Arc<Filters>>,
     /// The uid and gid to switch to, after everything that needs root.
     run_as: Option<(u32, u32)>,
+    /// Move into a new, empty network namespace.
+    network_namespace: bool,
     rlimits: [(libc::__rlimit_resource_t, Option<u64>); 5],
     parent: libc::pid_t,
     /// A pids cgroup's `cgroup.procs`, open for writing: the child enters the group.
@@ -249,6 +252,8 @@ pub(crate) struct Layers {
     pub(crate) seccomp: SeccompMode,
     /// The uid and gid to switch to (root hosts).
     pub(crate) run_as: Option<(u32, u32)>,
+    /// How `NetworkMode::None` is enforced; `None`: the host's network.
+    pub(crate) network: Option<NetworkMechanism>,
 }
 
 impl Prepared {
@@ -286,24 +291,26 @@ impl Prepared {
         };
         let (ruleset, landlock_abi) = if use_landlock {
             let abi = kernel.min(TARGET_LANDLOCK_ABI);
-            (build_ruleset(paths)?, Some(abi))
+            (build_ruleset(paths, layers.network.is_some())?, Some(abi))
         } else {
             (None, None)
         };
         let filters = Filters::new(seccomp::Policy {
             mode: layers.seccomp,
-            inet: false,
+            inet: layers.network == Some(NetworkMechanism::Seccomp),
         })?;
         let confined = mode != SandboxMode::Off;
         // The kernel loads a filter only under no_new_privs or with CAP_SYS_ADMIN, which a
-        // plugin with the sandbox off keeps on a root host.
-        let filter_needs_nnp = filters.is_some() && !has_capability(CAP_SYS_ADMIN);
+        // plugin with the sandbox off keeps on a root host (unless it runs as another user).
+        let filter_needs_nnp =
+            filters.is_some() && (layers.run_as.is_some() || !has_capability(CAP_SYS_ADMIN));
         Ok(Self {
             ruleset,
             drop_capabilities: confined,
             no_new_privs: confined || filter_needs_nnp,
             filters,
             run_as: layers.run_as,
+            network_namespace: layers.network == Some(NetworkMechanism::Namespace),
             rlimits: limits.rlimits(),
             // SAFETY: getpid has no preconditions.
             parent: unsafe { libc::getpid() },
@@ -326,6 +333,7 @@ impl Prepared {
         let no_new_privs = self.no_new_privs;
         let filters = self.filters.clone();
         let run_as = self.run_as;
+        let network_namespace = self.network_namespace;
         let rlimits = self.rlimits;
         let parent = self.parent;
         let cgroup_procs = self.cgroup_procs;
@@ -367,6 +375,11 @@ impl Prepared {
                 // Every descriptor above stderr closes at exec (the ruleset's is used below,
                 // before exec). CLOSE_RANGE_CLOEXEC = 1 << 2.
                 check_long(libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 4_u32))?;
+                // No network: a namespace of its own with only a loopback that is down
+                // (needs CAP_SYS_ADMIN, so before the capabilities and the user go).
+                if network_namespace {
+                    check(libc::unshare(libc::CLONE_NEWNET))?;
+                }
                 if drop_capabilities {
                     // No capabilities after exec, even for a root host: a root plugin keeps
                     // uid 0 but loses CAP_SYS_PTRACE, CAP_DAC_OVERRIDE & co., which would
@@ -442,7 +455,9 @@ fn check_long(ret: libc::c_long) -> io::Result<()> {
     }
 }
 
-fn build_ruleset(paths: &Paths) -> Result<Option<OwnedFd>, SandboxError> {
+/// The Landlock ruleset allowing `paths` and the system paths; with `no_tcp`, every TCP
+/// `bind` and `connect` is refused too (ABI ≥ 4; older kernels skip it).
+fn build_ruleset(paths: &Paths, no_tcp: bool) -> Result<Option<OwnedFd>, SandboxError> {
     let abi = ABI::V6;
     let all = AccessFs::from_all(abi);
     let read: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::ReadDir;
@@ -468,10 +483,12 @@ fn build_ruleset(paths: &Paths) -> Result<Option<OwnedFd>, SandboxError> {
         rules.push((p.clone(), all, true));
     }
 
-    let mut ruleset = Ruleset::default()
-        .handle_access(all)?
-        .scope(Scope::from_all(abi))?
-        .create()?;
+    let mut ruleset = Ruleset::default().handle_access(all)?;
+    if no_tcp {
+        // Handled, and no rule allows any port.
+        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    let mut ruleset = ruleset.scope(Scope::from_all(abi))?.create()?;
     for (path, access, required) in rules {
         let fd = match PathFd::new(&path) {
             Ok(fd) => fd,
@@ -511,6 +528,7 @@ mod tests {
         let off = Layers {
             seccomp: SeccompMode::Off,
             run_as: None,
+            network: None,
         };
         let off =
             Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, &paths, off, "p").unwrap();
@@ -554,6 +572,15 @@ mod tests {
         assert_eq!(
             off_but_filtered.no_new_privs,
             !has_capability(CAP_SYS_ADMIN)
+        );
+        let as_nobody = Layers {
+            run_as: Some((65534, 65534)),
+            ..Layers::default()
+        };
+        let as_nobody = Prepared::new(SandboxMode::Off, &limits, &paths, as_nobody, "p").unwrap();
+        assert!(
+            as_nobody.no_new_privs,
+            "nobody has no CAP_SYS_ADMIN to load the filter"
         );
     }
 

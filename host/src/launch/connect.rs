@@ -12,7 +12,8 @@ use tether_proto::tls::{self, Identity};
 use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Mux, Target};
 use tonic::transport::Channel;
 
-use crate::error::{Failure, Phase, StartErrorKind};
+use crate::confine::network::NetworkMode;
+use crate::error::{AddressProblem, Failure, Phase, StartErrorKind};
 use crate::launch::address;
 use crate::launch::handshake::{Accepted, EXIT_SETTLE_TIMEOUT};
 use crate::launch::health::{self, HealthFailure};
@@ -56,6 +57,9 @@ pub(crate) async fn stage(
         address: announced.clone(),
         problem,
     };
+    if settings.network == NetworkMode::None && matches!(hs.address, Address::Tcp(_)) {
+        return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
+    }
     let target = address::check_address(&hs.address, private_dir).map_err(address_error)?;
     address::check_socket_file(&target, private_dir).map_err(address_error)?;
     let address = target.to_string();

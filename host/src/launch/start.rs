@@ -268,10 +268,12 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
             max: limits.processes,
         },
     };
-    let network_mechanism = None;
+    let network_mechanism =
+        NetworkMechanism::for_mode(settings.network, settings.network_namespace);
     let layers = sandbox::Layers {
         seccomp: settings.seccomp,
         run_as: settings.run_as,
+        network: network_mechanism,
     };
     let mut sandbox =
         sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, layers, plugin).map_err(
