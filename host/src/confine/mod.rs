@@ -6,11 +6,11 @@ pub(crate) mod caps;
 pub(crate) mod cgroup_text;
 pub(crate) mod integrity;
 pub(crate) mod janitor;
-pub(crate) mod network;
+pub mod network;
 pub(crate) mod pids;
 pub(crate) mod process;
 pub(crate) mod sandbox;
-pub(crate) mod seccomp;
+pub mod seccomp;
 pub(crate) mod user;
 
 pub use integrity::{IntegrityError, sha256_file};

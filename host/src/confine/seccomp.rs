@@ -1,8 +1,8 @@
 //! The plugin's system-call filter (seccomp-BPF), for plugins in any language.
 //!
-//! The filter is compiled to BPF once per host process, in the host ([`Filters::new`], with
+//! The filter is compiled to BPF once per host process, in the host (`Filters::new`, with
 //! [`seccompiler`]), and loaded between fork and exec with the raw `seccomp(2)` call on the
-//! pre-built program ([`Filters::install`]): nothing is allocated in the child.
+//! pre-built program (`Filters::install`): nothing is allocated in the child.
 //!
 //! # The default profile
 //! A **deny-list**: every system call is allowed except these, which fail with `EPERM` (the
