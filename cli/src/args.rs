@@ -122,6 +122,11 @@ pub(crate) struct TargetArgs {
     pub(crate) catalog: Option<Vec<String>>,
     #[command(flatten)]
     pub(crate) install: InstallArgs,
+    /// The plugin's working directory, granted to it read-write [default: none granted: the
+    /// plugin starts in its private per-launch directory, removed at the end; never in the
+    /// current directory].
+    #[arg(long = "work-dir", value_name = "DIR")]
+    pub(crate) work_dir: Option<PathBuf>,
     /// App protocol versions to offer (repeatable; with --catalog the manifest's).
     #[arg(long = "app-version", value_name = "N", default_value = "1")]
     pub(crate) app_versions: Vec<u32>,

@@ -97,12 +97,14 @@ pub(crate) enum CliError {
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]
     CatalogProblems { count: usize },
-    /// `--catalog DIR PLUGIN` names no plugin of the catalog.
-    #[error("plugin `{plugin}` is not in the catalog {}; it has: {known}", catalog.display())]
+    /// `--catalog DIR PLUGIN` names no plugin of the catalog (whose broken manifests, which
+    /// may be that plugin's, are listed).
+    #[error("plugin `{plugin}` is not in the catalog {}; it has: {known}{}", catalog.display(), broken.iter().map(|e| format!("\n  not loaded: {e}")).collect::<String>())]
     UnknownPlugin {
         plugin: String,
         catalog: PathBuf,
         known: String,
+        broken: Vec<String>,
     },
     /// A secret or config file of the plugin cannot be delivered.
     #[error("cannot deliver what plugin `{plugin}` needs: {reason}")]
@@ -122,6 +124,34 @@ pub(crate) enum CliError {
         method: String,
         status: Box<tonic::Status>,
     },
+    /// The plugin exited during the call.
+    #[error(
+        "plugin `{plugin}` exited during {method} ({exit}){}",
+        tail_lines(stderr_tail)
+    )]
+    Crashed {
+        plugin: String,
+        method: String,
+        exit: std::process::ExitStatus,
+        stderr_tail: String,
+        /// What the call saw.
+        #[source]
+        status: Box<tonic::Status>,
+    },
+}
+
+/// `; its stderr ended with:` and the tail's lines, indented; nothing for an empty tail.
+fn tail_lines(tail: &str) -> String {
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return "; it wrote nothing to stderr".to_owned();
+    }
+    let mut out = String::from("; its stderr ended with:");
+    for line in lines {
+        out.push_str("\n  | ");
+        out.push_str(line);
+    }
+    out
 }
 
 impl CliError {
@@ -130,6 +160,7 @@ impl CliError {
         match self {
             Self::Call { .. } | Self::Run(RunError::StepFailed { .. }) => EXIT_CALL,
             Self::Start(_)
+            | Self::Crashed { .. }
             | Self::Shutdown(_)
             | Self::Run(_)
             | Self::Delivery { .. }

@@ -127,7 +127,11 @@ impl Installation {
             .ok_or_else(|| CliError::UnknownPlugin {
                 plugin: plugin.to_owned(),
                 catalog: self.dir.clone(),
-                known: self.names().join(", "),
+                known: match self.names() {
+                    names if names.is_empty() => "no plugin that loaded".to_owned(),
+                    names => names.join(", "),
+                },
+                broken: self.bad_manifests.iter().map(ToString::to_string).collect(),
             })
     }
 

@@ -84,8 +84,9 @@
 //!   [`multiplex`](PluginClientBuilder::multiplex) asks for go-plugin's multiplexed broker.
 //! - stdin from `/dev/null`; stdout, stderr and the `plugin.GRPCStdio` stream are read
 //!   continuously (logged with `tracing`, see below) so the plugin never blocks on them.
-//! - The host's working directory unless [`current_dir`](PluginClientBuilder::current_dir)
-//!   says otherwise (a [`Supervisor`] gives each plugin `state/<name>`).
+//! - As working directory its private directory, unless
+//!   [`current_dir`](PluginClientBuilder::current_dir) grants it another (a [`Supervisor`]
+//!   gives each plugin `state/<name>`); never the host's working directory.
 //! - Its granted secrets and config files (see [`Delivery`]) as `0400` files in a `0700`
 //!   directory on tmpfs, announced in `TETHER_SECRETS_DIR` / `TETHER_CONFIG_DIR`, removed as
 //!   soon as it exits.
@@ -97,7 +98,7 @@
 //! stderr closed at exec; an empty capability bounding set; `no_new_privs`; a Landlock domain
 //! allowing only [`SYSTEM_EXEC_PATHS`](crate::confine::SYSTEM_EXEC_PATHS), [`SYSTEM_READ_PATHS`](crate::confine::SYSTEM_READ_PATHS), [`DEVICE_RW_PATHS`](crate::confine::DEVICE_RW_PATHS), the
 //! binary's directory (read/execute), its secrets/config (read), its private and working
-//! directories (read/write); [`Limits`] as rlimits and core dumps off; `PR_SET_PDEATHSIG` and
+//! directories (read/write; the working directory only when one was set); [`Limits`] as rlimits and core dumps off; `PR_SET_PDEATHSIG` and
 //! one janitor process per host (a `sh` started on the first launch, watching a lifeline
 //! socket) that, if the host dies, even by `SIGKILL`, kills the process group and removes the
 //! directories of every plugin the host had not yet ended. With

@@ -135,8 +135,19 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
-    /// The plugin's working directory (default: the host's current directory, as go-plugin
-    /// does).
+    /// The plugin's working directory, **granted to it read-write** by the sandbox.
+    ///
+    /// Without one, the plugin starts in its private per-launch directory (its socket and
+    /// `TMPDIR`, removed when it ends); the host's own working directory is never granted
+    /// (unlike go-plugin, which runs plugins in it). Setting a directory is an explicit
+    /// grant: pass a directory of the plugin's own (the [`Supervisor`](crate::Supervisor)
+    /// gives each plugin `state/<name>`), not one that holds anything else — the host's
+    /// current directory may hold secrets, manifests or the operator's files. A relative
+    /// program path is resolved against the host's working directory either way.
+    ///
+    /// ```
+    /// let b = tether_host::PluginClient::builder("/bin/plugin").current_dir("/var/lib/kv");
+    /// ```
     pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.settings.current_dir = Some(dir.into());
         self
@@ -306,9 +317,9 @@ impl<H> PluginClientBuilder<H> {
     /// it read and execute its binary's directory and the system paths
     /// ([`SYSTEM_EXEC_PATHS`](crate::confine::SYSTEM_EXEC_PATHS),
     /// [`SYSTEM_READ_PATHS`](crate::confine::SYSTEM_READ_PATHS)), read its delivered secrets and config,
-    /// and read and write its private directory and its
-    /// [working directory](Self::current_dir) (the host's when none is set: set one to keep
-    /// the plugin out of the host's) — nothing else.
+    /// and read and write its private directory and, when one is set, its
+    /// [working directory](Self::current_dir) — nothing else (never the host's working
+    /// directory).
     ///
     /// ```
     /// use tether_host::{PluginClient, SandboxMode};

@@ -269,8 +269,9 @@ impl Drop for PluginClient {
 
 impl PluginClient {
     /// The tail of its stderr once the plugin's stderr has closed (after an exit), waiting at
-    /// most `timeout` for the last bytes.
-    pub(crate) async fn final_stderr_tail(&self, timeout: Duration) -> String {
+    /// most `timeout` for the last bytes; what [`stderr_tail`](Self::stderr_tail) holds by
+    /// then otherwise. Use it to report why a plugin that has exited ended.
+    pub async fn final_stderr_tail(&self, timeout: Duration) -> String {
         let mut done = self.stderr_done.clone();
         let _ = tokio::time::timeout(timeout, done.wait_for(|done| *done)).await;
         self.stderr_tail()

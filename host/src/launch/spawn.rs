@@ -54,9 +54,7 @@ pub(crate) fn spawn(
         // children too.
         // Ending the plugin is the client's job (it signals the whole group).
         .kill_on_drop(false);
-    if let Some(dir) = &plan.working_dir {
-        cmd.current_dir(dir);
-    }
+    cmd.current_dir(&plan.working_dir);
     // SAFETY: `pre_exec` only makes raw, async-signal-safe system calls on copied values
     // (see `sandbox::Prepared::pre_exec`).
     unsafe {

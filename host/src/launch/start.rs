@@ -224,8 +224,9 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         },
     );
     // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
-    let program = spawn::resolve_program(&settings.program, plan.path_var());
-    if let Some(bin_dir) = program
+    plan.program = spawn::resolve_program(&plan.program, plan.path_var());
+    if let Some(bin_dir) = plan
+        .program
         .canonicalize()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -330,11 +331,14 @@ fn spawn(
     } = confined;
     let exec = verified
         .as_ref()
-        .map_or_else(|| settings.program.clone(), VerifiedBinary::exec_path);
+        .map_or_else(|| plan.program.clone(), VerifiedBinary::exec_path);
     let mut child = spawn::spawn(settings, plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
+    // The janitor kills every process of this cgroup if the host dies: a process that left
+    // the plugin's process group or session is still in it.
+    let cgroup_dir = pids_group.as_ref().map(|g| g.dir().to_owned());
     if let Some(mut pids_group) = pids_group {
         // Once the plugin has exited, whatever is left in the group is killed and the group
         // removed.
@@ -342,7 +346,11 @@ fn spawn(
         group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
     }
     let janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
-    let janitor = match Janitor::shared().register(group.pid(), &janitor_dirs) {
+    let janitor = match Janitor::shared().register(
+        group.pid(),
+        cgroup_dir.as_deref(),
+        &janitor_dirs,
+    ) {
         Ok(registration) => Some(registration),
         Err(e) => {
             tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
