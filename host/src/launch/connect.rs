@@ -57,10 +57,11 @@ pub(crate) async fn stage(
         address: announced.clone(),
         problem,
     };
-    if settings.network == NetworkMode::None && matches!(hs.address, Address::Tcp(_)) {
+    let target = address::check_address(&hs.address, private_dir).map_err(address_error)?;
+    // A loopback TCP address from a plugin without network: it cannot be serving there.
+    if settings.network == NetworkMode::None && matches!(target, Target::Tcp(_)) {
         return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
     }
-    let target = address::check_address(&hs.address, private_dir).map_err(address_error)?;
     address::check_socket_file(&target, private_dir).map_err(address_error)?;
     let address = target.to_string();
     let tls_error = |e| StartErrorKind::Tls {
