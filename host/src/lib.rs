@@ -93,7 +93,8 @@
 //!
 //! # Confinement
 //! Applied between fork and exec, so it works for plugins in any language
-//! ([`PluginClientBuilder::sandbox`], default [`SandboxMode::Enforce`]): descriptors above
+//! ([`PluginClientBuilder::sandbox`], default [`SandboxMode::Enforce`]): a session of its own
+//! without a controlling terminal; descriptors above
 //! stderr closed at exec; an empty capability bounding set; `no_new_privs`; a Landlock domain
 //! allowing only [`SYSTEM_EXEC_PATHS`](crate::confine::SYSTEM_EXEC_PATHS), [`SYSTEM_READ_PATHS`](crate::confine::SYSTEM_READ_PATHS), [`DEVICE_RW_PATHS`](crate::confine::DEVICE_RW_PATHS), the
 //! binary's directory (read/execute), its secrets/config (read), its private and working
@@ -103,6 +104,13 @@
 //! directories of every plugin the host had not yet ended. With
 //! [`sha256`](PluginClientBuilder::sha256) the binary is verified through an open descriptor
 //! and that same file executed ([`IntegrityError`](crate::confine::IntegrityError)).
+//!
+//! Independent of the sandbox mode: a seccomp filter
+//! ([`PluginClientBuilder::seccomp`], default [`SeccompMode::Default`](crate::confine::SeccompMode::Default),
+//! the profile and how it differs from Docker's in [`confine::seccomp`]); no network
+//! ([`PluginClientBuilder::network`], default [`NetworkMode::None`](crate::confine::NetworkMode::None):
+//! an empty network namespace or a filter on socket families, see [`confine::network`]); and,
+//! on a root host, another user ([`PluginClientBuilder::run_as`]).
 //!
 //! Caveat: `PR_SET_PDEATHSIG` fires when the *thread* that started the plugin exits, not only
 //! the host process: start plugins from long-lived threads (tokio's worker threads and the
@@ -192,7 +200,9 @@
 //! Reattached plugins always use the default mode.
 //!
 //! # Not yet
-//! Landlock network rules.
+//! Port-level network rules (Landlock ABI ≥ 4 could allow chosen TCP ports); blocking pathname
+//! unix sockets outside the plugin's directories (see
+//! [`pathname_sockets_blocked`](crate::confine::pathname_sockets_blocked)).
 
 pub mod callbacks;
 pub mod catalog;

@@ -10,9 +10,11 @@
 //! - [`typescript`]: check for Node and build the TypeScript interop peer (`sdk-typescript/`).
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
+//! - [`escape`]: escape attempts the probe plugin makes from inside its confinement.
 
 pub mod bins;
 pub mod cgroups;
+pub mod escape;
 pub mod example_host;
 pub mod misbehave;
 pub mod peers;

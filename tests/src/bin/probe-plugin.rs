@@ -8,6 +8,17 @@
 //! - `Get "envall:"`: every `NAME=VALUE`, one per line;
 //! - `Get "secret:NAME"` / `Get "config:NAME"`: read with `tether_sdk::secrets` / `config`;
 //! - `Get "pid:"`: its process id;
+//! - `Get "ids:"`: its real user and group ids, `UID GID`;
+//! - `Get "attack:NAME"`: an attack on the host (its parent), `ok` or the errno's name (see
+//!   `tether_tests::escape::host_attack`);
+//! - `Get "syscall:NAME"`: a system call a plugin should not have, tried harmlessly, `ok` or
+//!   the errno's name (`tether_tests::escape::syscall`);
+//! - `Get "tcp-connect:HOST:PORT"`, `Get "tcp-listen:HOST:PORT"`, `Get "unix-connect:PATH"`:
+//!   `ok` or the errno's name;
+//! - `Put "udp-send:HOST:PORT"`: sends the value as one datagram (`ok` or the errno's name,
+//!   as an `Internal` status);
+//! - `Put "tiocsti:"`: pushes the value into the controlling terminal's input, byte by byte,
+//!   with `TIOCSTI` (a `PermissionDenied` status names the step and errno that stopped it);
 //! - `Get "cwd:"`: its working directory;
 //! - `Put "write:PATH"`: writes the value to `PATH`;
 //! - `Put "balloon:"`: allocates and touches the value (decimal) MiB of memory;
@@ -31,6 +42,7 @@ use std::process::ExitCode;
 use secrecy::ExposeSecret as _;
 use tether_examples::kv::kv_server::{Kv, KvServer};
 use tether_examples::kv::{Empty, GetRequest, GetResponse, PutRequest};
+use tether_tests::escape;
 use tonic::{Request, Response, Status};
 
 fn main() -> ExitCode {
@@ -110,6 +122,15 @@ impl Kv for Probe {
                 Err(e) => Err(Status::failed_precondition(e.to_string())),
             },
             "pid" => ok(std::process::id().to_string()),
+            // SAFETY: getuid and getgid have no preconditions.
+            "ids" => ok(format!("{} {}", unsafe { libc::getuid() }, unsafe {
+                libc::getgid()
+            })),
+            "attack" => ok(escape::host_attack(arg)),
+            "syscall" => ok(escape::syscall(arg)),
+            "tcp-connect" => ok(escape::tcp_connect(arg)),
+            "tcp-listen" => ok(escape::tcp_listen(arg)),
+            "unix-connect" => ok(escape::unix_connect(arg)),
             "cwd" => std::env::current_dir().map_or_else(
                 |e| Err(fs_error("cwd", "", &e)),
                 |d| ok(d.into_os_string().into_encoded_bytes()),
@@ -135,6 +156,11 @@ impl Kv for Probe {
                 std::hint::black_box(&chunks);
             }
             "say" => eprintln!("{arg}"),
+            "udp-send" => match escape::udp_send(arg, &value).as_str() {
+                "ok" => {}
+                failed => return Err(Status::internal(failed.to_owned())),
+            },
+            "tiocsti" => escape::inject_into_terminal(&value).map_err(Status::permission_denied)?,
             "crash" => {
                 eprintln!("crashing on purpose");
                 std::process::exit(3);
