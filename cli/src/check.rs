@@ -8,13 +8,14 @@ use tether_proto::ValueKind;
 use crate::args::CatalogArgs;
 use crate::error::CliError;
 use crate::installation::Installation;
+use crate::output::outln;
 use crate::privileges;
 
 /// Prints `ok NAME` or `problem: …` lines, and each plugin's effective privileges (its
 /// runtime resolved as a launch would); fails if there is a problem.
 pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
-    println!("catalog {}", install.describe());
+    outln!("catalog {}", install.describe())?;
     let mut problems: Vec<String> = install
         .bad_manifests
         .iter()
@@ -37,22 +38,27 @@ pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
             )),
         }
         if found.is_empty() {
-            println!("ok       {}", manifest.name);
+            outln!("ok       {}", manifest.name)?;
         } else {
-            println!("problem  {}", manifest.name);
+            outln!("problem  {}", manifest.name)?;
         }
-        println!("         {}", privileges::line(&facts));
+        outln!("         {}", privileges::line(&facts))?;
         problems.extend(found);
     }
     for problem in &problems {
-        println!("problem: {problem}");
+        outln!("problem: {problem}")?;
+    }
+    if !tether_host::confine::pathname_sockets_blocked() {
+        outln!(
+            "note:    pathname unix sockets outside a plugin's directories (e.g. /run/docker.sock) stay reachable under network = \"none\": only their file permissions protect them"
+        )?;
     }
     if problems.is_empty() {
-        println!(
+        outln!(
             "catalog {}: {} plugins, no problems",
             install.dir.display(),
             install.catalog.len()
-        );
+        )?;
         Ok(())
     } else {
         Err(CliError::CatalogProblems {
@@ -118,11 +124,17 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
         }
     }
     match std::fs::metadata(&m.command) {
-        Err(e) => problems.push(format!(
-            "{file}: plugin `{}`: binary {} is missing ({e}); build or install it",
-            m.name,
-            m.command.display()
-        )),
+        Err(e) => problems.push(match install.check_binary(&m.name) {
+            Err(CliError::MissingBinary { searched, .. }) => format!(
+                "{file}: plugin `{}`: its program is in none of the places searched: {searched}; build or install it there",
+                m.name
+            ),
+            _ => format!(
+                "{file}: plugin `{}`: binary {} is missing ({e}); build or install it",
+                m.name,
+                m.command.display()
+            ),
+        }),
         Ok(meta) if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 => {
             problems.push(format!(
                 "{file}: plugin `{}`: {} is not an executable file",

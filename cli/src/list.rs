@@ -4,21 +4,22 @@
 use crate::args::CatalogArgs;
 use crate::error::CliError;
 use crate::installation::Installation;
+use crate::output::outln;
 use crate::privileges;
 
 /// Prints two lines per plugin; bad manifests go to stderr and make the exit status non-zero.
 pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
-    println!("catalog {}", install.describe());
+    outln!("catalog {}", install.describe())?;
     for m in install.catalog.manifests() {
         let mut line = format!("{:<16} {}", m.name, m.command.display());
         for arg in &m.args {
             line.push(' ');
             line.push_str(arg);
         }
-        println!("{line}");
+        outln!("{line}")?;
         let facts = privileges::facts(m, &install.grants);
-        println!("{:<16} {}", "", privileges::line(&facts));
+        outln!("{:<16} {}", "", privileges::line(&facts))?;
     }
     for bad in &install.bad_manifests {
         eprintln!("tether: bad manifest: {bad}");

@@ -1,11 +1,12 @@
 //! What a catalog plugin effectively gets, as `tether list` and `tether check` show it: its
-//! secrets and config, network, sandbox mode and allowances, environment names, seccomp and
-//! runtime — each request the operator's grants refuse marked as such (the plugin then does
+//! secrets and config, network (and how `none` is enforced here), sandbox mode and allowances,
+//! environment names, seccomp, runtime and uid — each request the operator's grants refuse marked as such (the plugin then does
 //! not start).
 
 use std::path::PathBuf;
 
 use tether_host::catalog::NotGranted;
+use tether_host::confine::NetworkMechanism;
 use tether_host::launch::{DEFAULT_ENV_ALLOWLIST, ResolvedRuntime};
 use tether_host::{Grants, Manifest};
 
@@ -42,7 +43,7 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
     vec![
         ("secrets", mark("secrets", list(&m.secrets))),
         ("config", mark("config", list(&m.config))),
-        ("network", mark("network", m.network.to_string())),
+        ("network", mark("network", network(m))),
         ("sandbox", mark("sandbox", m.sandbox.to_string())),
         (
             "allow-exec",
@@ -55,7 +56,26 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
         ("env", mark("env_allow", env.join(", "))),
         ("seccomp", mark("seccomp", m.seccomp.to_string())),
         ("runtime", m.runtime.to_string()),
+        ("uid", uid()),
     ]
+}
+
+/// The network mode and, for `none`, the mechanism this host enforces it with.
+fn network(m: &Manifest) -> String {
+    match NetworkMechanism::for_mode(m.network, true) {
+        Some(mechanism) => format!("{} ({mechanism})", m.network),
+        None => m.network.to_string(),
+    }
+}
+
+/// The user plugins run as: the host's (catalog plugins have no `run_as`).
+fn uid() -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    // /proc/self belongs to the process's (real) user.
+    match std::fs::metadata("/proc/self") {
+        Ok(meta) => format!("{} (the host's)", meta.uid()),
+        Err(_) => "the host's".to_owned(),
+    }
 }
 
 /// The facts as one `label: value; …` text.

@@ -72,7 +72,16 @@ fn kv_host_runs_the_python_kv_plugin_confined_through_python3_as_the_issue_write
 fn tether_call(work: &Path, cmd: &str, extra: &[&str], key: &str) -> Output {
     let proto = repo_root().join("examples/proto/kv.proto");
     let request = format!(r#"{{"key":"{key}","value":"eQ=="}}"#);
-    let mut args = vec!["call", "--cmd", cmd, "--cookie", "BASIC_PLUGIN=hello"];
+    // `--work-dir .`: the KV plugin stores its files there (else in its private directory).
+    let mut args = vec![
+        "call",
+        "--cmd",
+        cmd,
+        "--cookie",
+        "BASIC_PLUGIN=hello",
+        "--work-dir",
+        ".",
+    ];
     args.extend(extra);
     args.extend(["--proto", proto.to_str().unwrap(), "proto.KV/Put", &request]);
     Command::new(bins::TETHER.path())

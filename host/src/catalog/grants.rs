@@ -8,15 +8,13 @@
 //! ([`NotGranted`] names the grants line to add).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use tether_proto::ValueKind;
-
-use crate::catalog::manifest::{Manifest, ManifestError};
+use crate::catalog::manifest::{FileKind, Manifest, ManifestError};
+use crate::catalog::request::{NotGranted, Request};
 use crate::catalog::text::check_name;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::SandboxMode;
@@ -73,13 +71,27 @@ struct Grant {
     sandbox_allow_read: Vec<PathBuf>,
 }
 
+/// `name` as a TOML key: bare when it can be, else quoted.
+fn toml_key(name: &str) -> String {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+    {
+        name.to_owned()
+    } else {
+        format!("{name:?}")
+    }
+}
+
+/// One plugin's table as written, with the place of every name, so that errors point at it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawGrant {
     #[serde(default)]
-    secrets: BTreeSet<String>,
+    secrets: Vec<Spanned<String>>,
     #[serde(default)]
-    config: BTreeSet<String>,
+    config: Vec<Spanned<String>>,
     #[serde(default)]
     sandbox: SandboxMode,
     #[serde(default)]
@@ -98,135 +110,8 @@ struct RawGrant {
 #[serde(deny_unknown_fields)]
 struct GrantsFile {
     #[serde(default)]
-    plugins: BTreeMap<String, RawGrant>,
+    plugins: BTreeMap<Spanned<String>, RawGrant>,
 }
-
-/// Something a manifest asks for that only the operator's policy can grant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Request {
-    /// A secret (`secrets = ["NAME"]`).
-    Secret(String),
-    /// A config file (`config = ["NAME"]`).
-    Config(String),
-    /// A sandbox mode looser than `enforce` (`sandbox = "best-effort" | "off"`).
-    Sandbox(SandboxMode),
-    /// The host's network (`network = "host"`).
-    Network(NetworkMode),
-    /// No system-call filter (`seccomp = "off"`).
-    Seccomp(SeccompMode),
-    /// A host environment variable (`env_allow = ["NAME"]`).
-    EnvAllow(String),
-    /// Reading and executing below a directory (`sandbox_allow_exec`), as resolved from the
-    /// manifest.
-    SandboxAllowExec(PathBuf),
-    /// Reading below a directory (`sandbox_allow_read`), as resolved from the manifest.
-    SandboxAllowRead(PathBuf),
-}
-
-impl Request {
-    /// The key of the manifest and of the grants file this request is written with.
-    #[must_use]
-    pub fn key(&self) -> &'static str {
-        match self {
-            Self::Secret(_) => ValueKind::Secret.manifest_key(),
-            Self::Config(_) => ValueKind::Config.manifest_key(),
-            Self::Sandbox(_) => "sandbox",
-            Self::Network(_) => "network",
-            Self::Seccomp(_) => "seccomp",
-            Self::EnvAllow(_) => "env_allow",
-            Self::SandboxAllowExec(_) => "sandbox_allow_exec",
-            Self::SandboxAllowRead(_) => "sandbox_allow_read",
-        }
-    }
-
-    /// The TOML line that grants it, e.g. `network = "host"` or `secrets = ["token"]` (merge
-    /// a list entry into an existing list of that key).
-    #[must_use]
-    pub fn grants_line(&self) -> String {
-        let key = self.key();
-        match self {
-            Self::Secret(name) | Self::Config(name) | Self::EnvAllow(name) => {
-                format!("{key} = [{}]", toml_string(name))
-            }
-            Self::SandboxAllowExec(path) | Self::SandboxAllowRead(path) => {
-                format!("{key} = [{}]", toml_string(&path.to_string_lossy()))
-            }
-            Self::Sandbox(mode) => format!("{key} = \"{mode}\""),
-            Self::Network(mode) => format!("{key} = \"{mode}\""),
-            Self::Seccomp(mode) => format!("{key} = \"{mode}\""),
-        }
-    }
-}
-
-impl fmt::Display for Request {
-    /// What the manifest asks for, as the manifest says it (`network = "host"`).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.grants_line())
-    }
-}
-
-/// A TOML basic string.
-fn toml_string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Something a plugin's manifest asks for that the operator's policy does not grant: the
-/// plugin does not start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct NotGranted {
-    /// The plugin.
-    pub plugin: String,
-    /// What it asks for.
-    pub request: Request,
-    /// The plugin's manifest.
-    pub manifest: PathBuf,
-    /// The grants file the line is to be added to; `None` for grants made in code.
-    pub grants_file: Option<PathBuf>,
-}
-
-impl NotGranted {
-    /// `secret` or `config`, when that is what was refused.
-    #[must_use]
-    pub fn value_kind(&self) -> Option<ValueKind> {
-        match self.request {
-            Request::Secret(_) => Some(ValueKind::Secret),
-            Request::Config(_) => Some(ValueKind::Config),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for NotGranted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plugin = &self.plugin;
-        write!(
-            f,
-            "plugin `{plugin}` requests `{}` in {}, which the operator's policy does not grant; it does not start. To allow it, add `{}` under `[plugins.{plugin}]` in ",
-            self.request,
-            self.manifest.display(),
-            self.request.grants_line(),
-        )?;
-        match &self.grants_file {
-            Some(file) => write!(f, "{}", file.display())?,
-            None => f.write_str("the grants file (or grant it with `Grants` in code)")?,
-        }
-        write!(f, ", or remove `{}` from the manifest", self.request.key())
-    }
-}
-
-impl std::error::Error for NotGranted {}
 
 impl Grants {
     /// Grants nothing.
@@ -410,63 +295,79 @@ impl Grants {
     /// relative to its directory).
     ///
     /// # Errors
-    /// A [`ManifestError`] naming file, line and key for unknown keys, bad types or values,
-    /// and invalid names.
+    /// A [`ManifestError`] (with [`FileKind::Grants`]) naming file, line, column and key for
+    /// unknown keys, bad types or values, and invalid names.
     pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
+        let error = |offset, key: Option<String>, message: String| {
+            let mut e = ManifestError::at(file, text, offset, key, message);
+            e.file_kind = FileKind::Grants;
+            e
+        };
         let parsed: GrantsFile = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
-            ManifestError::located(file, text, offset, e.message().trim().to_owned())
+            error(offset, None, e.message().trim().to_owned())
         })?;
         let dir = file.parent().unwrap_or(Path::new("."));
-        let located = |value: &Spanned<String>, why: &str| {
-            ManifestError::located(file, text, value.span().start, why)
-        };
         let mut plugins = BTreeMap::new();
         for (plugin, raw) in parsed.plugins {
-            for name in std::iter::once(&plugin)
-                .chain(&raw.secrets)
-                .chain(&raw.config)
-            {
-                check_name(name).map_err(|why| {
-                    let offset = text.find(name.as_str()).unwrap_or(0);
-                    ManifestError::located(file, text, offset, why)
-                })?;
-            }
-            let mut env_allow = BTreeSet::new();
-            for name in &raw.env_allow {
-                let value = name.get_ref();
-                if value.is_empty() || value.contains(['=', '\0']) {
-                    return Err(located(
-                        name,
-                        "must be an environment variable name (not empty, no `=` or NUL)",
-                    ));
-                }
-                env_allow.insert(value.clone());
-            }
-            let paths = |values: &[Spanned<String>]| {
-                values
-                    .iter()
-                    .map(|value| {
-                        let path = value.get_ref();
-                        if path.is_empty() || path.contains('\0') {
-                            return Err(located(value, "must be a non-empty path without NUL"));
-                        }
-                        // An absolute entry replaces `dir` in the join.
-                        Ok(dir.join(path))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
+            let table = format!("plugins.{}", toml_key(plugin.get_ref()));
+            let at = |value: &Spanned<String>, key: &str, why: String| {
+                error(value.span().start, Some(format!("{table}.{key}")), why)
             };
-            let grant = Grant {
-                sandbox_allow_exec: paths(&raw.sandbox_allow_exec)?,
-                sandbox_allow_read: paths(&raw.sandbox_allow_read)?,
-                secrets: raw.secrets,
-                config: raw.config,
+            check_name(plugin.get_ref())
+                .map_err(|why| error(plugin.span().start, Some(table.clone()), why))?;
+            let mut grant = Grant {
                 sandbox: raw.sandbox,
                 network: raw.network,
                 seccomp: raw.seccomp,
-                env_allow,
+                ..Grant::default()
             };
-            plugins.insert(plugin, grant);
+            for (key, names, into) in [
+                ("secrets", &raw.secrets, &mut grant.secrets),
+                ("config", &raw.config, &mut grant.config),
+            ] {
+                for name in names {
+                    check_name(name.get_ref()).map_err(|why| at(name, key, why))?;
+                    into.insert(name.get_ref().clone());
+                }
+            }
+            for name in &raw.env_allow {
+                let value = name.get_ref();
+                if value.is_empty() || value.contains(['=', '\0']) {
+                    return Err(at(
+                        name,
+                        "env_allow",
+                        "must be an environment variable name (not empty, no `=` or NUL)".into(),
+                    ));
+                }
+                grant.env_allow.insert(value.clone());
+            }
+            for (key, values, into) in [
+                (
+                    "sandbox_allow_exec",
+                    &raw.sandbox_allow_exec,
+                    &mut grant.sandbox_allow_exec,
+                ),
+                (
+                    "sandbox_allow_read",
+                    &raw.sandbox_allow_read,
+                    &mut grant.sandbox_allow_read,
+                ),
+            ] {
+                for value in values {
+                    let path = value.get_ref();
+                    if path.is_empty() || path.contains('\0') {
+                        return Err(at(
+                            value,
+                            key,
+                            "must be a non-empty path without NUL".into(),
+                        ));
+                    }
+                    // An absolute entry replaces `dir` in the join.
+                    into.push(dir.join(path));
+                }
+            }
+            plugins.insert(plugin.into_inner(), grant);
         }
         Ok(Self {
             plugins,
@@ -479,8 +380,11 @@ impl Grants {
     /// # Errors
     /// As [`parse`](Self::parse), or when the file cannot be read.
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ManifestError::whole_file(path, format!("cannot read: {e}")))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let mut error = ManifestError::whole_file(path, format!("cannot read: {e}"));
+            error.file_kind = FileKind::Grants;
+            error
+        })?;
         Self::parse(&text, path)
     }
 }
@@ -513,6 +417,8 @@ fn normalized(path: &Path) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    use tether_proto::ValueKind;
+
     use super::*;
 
     fn manifest_with(extra: &str) -> Manifest {
@@ -700,6 +606,42 @@ mod tests {
             Path::new("g.toml"),
         )
         .unwrap_err();
-        assert_eq!((err.line, err.column), (3, 3), "{err}");
+        assert_eq!(
+            (err.line, err.column, err.key.as_deref()),
+            (3, 3, Some("plugins.a.env_allow")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_bad_name_in_the_grants_file_is_located_at_its_own_entry_and_asks_to_fix_the_grants_file() {
+        let text = "# grants for `k v` and others\n[plugins.kv]\nsecrets = [\"ok\"]\n\n[plugins.b]\nsecrets = [\"x\", \"k v\"]\nconfig = [\"\"]\n";
+        let file = Path::new("/etc/tether/grants.toml");
+        let err = Grants::parse(text, file).unwrap_err();
+        assert_eq!(
+            (err.line, err.column, err.key.as_deref()),
+            (6, 17, Some("plugins.b.secrets")),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("/etc/tether/grants.toml:6:17: key `plugins.b.secrets`: "),
+            "{err}"
+        );
+        assert!(err.to_string().ends_with("; fix the grants file"), "{err}");
+        let err = Grants::parse(&text.replace("\"k v\"", "\"y\""), file).unwrap_err();
+        assert_eq!(
+            (err.line, err.column, err.key.as_deref()),
+            (7, 11, Some("plugins.b.config")),
+            "an empty name is located too: {err}"
+        );
+        let err = Grants::parse("[plugins.\"k v\"]\nsecrets = []\n", file).unwrap_err();
+        assert_eq!(
+            (err.line, err.key.as_deref()),
+            (1, Some("plugins.\"k v\"")),
+            "{err}"
+        );
+        let err = Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", file).unwrap_err();
+        assert!(err.to_string().ends_with("; fix the grants file"), "{err}");
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tether_proto::ValueKind;
 
-use crate::catalog::grants::NotGranted;
+use crate::catalog::request::NotGranted;
 use crate::error::StartError;
 
 /// Why a plugin could not be used.

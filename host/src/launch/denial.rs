@@ -53,6 +53,16 @@ pub enum Allowance {
     Unknown,
 }
 
+impl fmt::Display for Denial {
+    /// `: "EVIDENCE"; REMEDY`, meant to follow a sentence about the exit.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.evidence.is_empty() {
+            write!(f, ": {:?}", self.evidence)?;
+        }
+        write!(f, "; {}", self.allowance)
+    }
+}
+
 impl fmt::Display for Allowance {
     /// The remedy, for each way a plugin is launched.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,7 +1,7 @@
 //! Asking an interpreted plugin's interpreter where it lives: the IO half of
 //! [`runtime`](crate::launch::runtime) — the script's first line read, the interpreter run
-//! confined to reading (its start-up code, e.g. `.pth` files, runs but can write nowhere and
-//! gets no secrets), the script's project directory found.
+//! confined to reading (its start-up code, e.g. `.pth` files, runs but can write nowhere, has
+//! no network and gets no secrets), the script's project directory found.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt as _;
 
+use crate::confine::network::NetworkMechanism;
 use crate::confine::sandbox::{self, Limits, Paths, SandboxMode};
+use crate::confine::seccomp::SeccompMode;
 use crate::launch::runtime::{
     Interpreter, MAX_PROJECT_DEPTH, MAX_RUNTIME_ANSWER_LEN, NODE_QUERY, NODE_STARTUP_READS,
     PYTHON_QUERY, ResolvedRuntime, Runtime, RuntimeError, SHEBANG_MAX, Script, detect,
@@ -23,6 +25,10 @@ use crate::launch::runtime::{
 pub(crate) struct Query<'a> {
     pub(crate) runtime: Runtime,
     pub(crate) sandbox: SandboxMode,
+    /// The plugin's system-call filter, applied to the query too.
+    pub(crate) seccomp: SeccompMode,
+    /// The plugin's user (root hosts), whom the query runs as too.
+    pub(crate) run_as: Option<(u32, u32)>,
     pub(crate) program: &'a Path,
     /// `program` looked up in the plugin's `PATH`.
     pub(crate) resolved: &'a Path,
@@ -184,9 +190,20 @@ async fn ask(
         exec: vec![PathBuf::from("/")],
         ..Paths::default()
     };
-    let confinement =
-        sandbox::Prepared::new(query.sandbox, &Limits::default(), &paths, query.plugin)
-            .map_err(|e| spawn_error(io::Error::other(e)))?;
+    // No network for the query, whatever the plugin's: its start-up code needs none.
+    let layers = sandbox::Layers {
+        seccomp: query.seccomp,
+        run_as: query.run_as,
+        network: Some(NetworkMechanism::Seccomp),
+    };
+    let confinement = sandbox::Prepared::new(
+        query.sandbox,
+        &Limits::default(),
+        &paths,
+        layers,
+        query.plugin,
+    )
+    .map_err(|e| spawn_error(io::Error::other(e)))?;
     let mut cmd = tokio::process::Command::new(program);
     match interpreter {
         Interpreter::Python => cmd.args(["-c", PYTHON_QUERY]),
@@ -198,7 +215,7 @@ async fn ask(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
+        // No `process_group(0)`: the confinement's `setsid()` makes it a group of its own.
         .kill_on_drop(true);
     // SAFETY: `pre_exec` only makes raw, async-signal-safe system calls on copied values
     // (see `sandbox::Prepared::pre_exec`).

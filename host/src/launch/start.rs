@@ -13,21 +13,20 @@ use tokio::process::{ChildStderr, ChildStdout};
 use crate::catalog::delivery::{DeliveredDir, delivery_base};
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::janitor::Janitor;
+use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::confine::sandbox;
+use crate::confine::user;
 use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
 use crate::launch::builder::PluginClientBuilder;
-use crate::launch::client::PluginClient;
+use crate::launch::client::{InForce, PluginClient};
 use crate::launch::connect;
-use crate::launch::denial;
-use crate::launch::env;
 use crate::launch::handshake::{self, StrayOutput};
+use crate::launch::interpreted;
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
 use crate::launch::private_dir::PrivateDir;
-use crate::launch::runtime::{ResolvedRuntime, RuntimeError};
-use crate::launch::runtime_query;
 use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::Launched;
 use crate::launch::spawn;
@@ -48,7 +47,7 @@ pub(crate) async fn start(
 
     let resources = prepare(&settings).map_err(before_spawn)?;
     let mut plan = plan(&settings, &handshake, &resources);
-    let resolved = interpreter(&settings, &mut plan, plugin)
+    let resolved = interpreted::interpreter(&settings, &mut plan, plugin)
         .await
         .map_err(before_spawn)?;
     allow_program(&mut plan);
@@ -59,8 +58,7 @@ pub(crate) async fn start(
         stdout,
         stderr,
         identity,
-        landlock_abi,
-        process_limit,
+        in_force,
     } = spawned;
     let pid = launched.group.pid();
     tracing::debug!(plugin, pid, "plugin spawned");
@@ -89,8 +87,12 @@ pub(crate) async fn start(
                 tls = connected.peer_fingerprint.is_some(),
                 broker = %connected.broker.mode(),
                 sandbox = %settings.sandbox,
-                landlock_abi,
-                process_limit = ?process_limit,
+                landlock_abi = in_force.landlock_abi,
+                process_limit = ?in_force.process_limit,
+                seccomp = %settings.seccomp,
+                network = %settings.network,
+                network_mechanism = in_force.network_mechanism.map(|m| m.to_string()),
+                run_as = ?settings.run_as,
                 elapsed = ?started.elapsed(),
                 "plugin started"
             );
@@ -99,8 +101,7 @@ pub(crate) async fn start(
                 connected,
                 tail,
                 stderr_done,
-                landlock_abi,
-                process_limit,
+                in_force,
                 &settings,
             ))
         }
@@ -115,7 +116,7 @@ pub(crate) async fn start(
                 stdout: stray.printed(),
                 stderr_tail: output::snapshot(&tail),
             };
-            let failure = diagnose(&settings, failure, &output, resolved.as_ref());
+            let failure = interpreted::diagnose(&settings, failure, &output, resolved.as_ref());
             Err(StartError::new(plugin, failure, Some(output)))
         }
     }
@@ -134,6 +135,12 @@ struct Resources {
 /// private directory, the delivered files and the TLS identity.
 fn prepare(settings: &Settings) -> Result<Resources, Failure> {
     let prepare_error = |what, source| StartErrorKind::Prepare { what, source };
+    let host_uid = rustix::process::geteuid().as_raw();
+    if let Some((uid, gid)) = settings.run_as
+        && !user::may_run_as(host_uid)
+    {
+        return Err(StartErrorKind::RunAsNeedsRoot { uid, gid, host_uid }.into());
+    }
     let verified = match &settings.sha256 {
         Some(expected) => Some(
             VerifiedBinary::open(&settings.program, expected)
@@ -153,6 +160,14 @@ fn prepare(settings: &Settings) -> Result<Resources, Failure> {
         }
         _ => None,
     };
+    if let Some(run_as) = settings.run_as {
+        give_to_plugin_user(settings, &dir, delivered.as_ref(), run_as).map_err(|e| {
+            prepare_error(
+                "giving the launch's directories to the plugin's user",
+                e.into(),
+            )
+        })?;
+    }
     let identity = if settings.plaintext {
         tracing::warn!(
             plugin = settings.display_name(),
@@ -171,6 +186,29 @@ fn prepare(settings: &Settings) -> Result<Resources, Failure> {
         delivered,
         identity,
     })
+}
+
+/// What the host made for this launch becomes `run_as`'s: the private directory, the delivered
+/// files, and the working directory when the host made it (a supervisor's state directory;
+/// the directory only, not what earlier launches left in it).
+fn give_to_plugin_user(
+    settings: &Settings,
+    dir: &PrivateDir,
+    delivered: Option<&DeliveredDir>,
+    run_as: (u32, u32),
+) -> std::io::Result<()> {
+    user::give(dir.path(), run_as, false)?;
+    if let Some(delivered) = delivered {
+        user::give(delivered.path(), run_as, true)?;
+    }
+    if let Some(working_dir) = settings
+        .current_dir
+        .as_deref()
+        .filter(|_| settings.working_dir_is_hosts)
+    {
+        user::give(working_dir, run_as, false)?;
+    }
+    Ok(())
 }
 
 /// Stage 2: the pure plan, then the one lookup it needs (where the binary is).
@@ -201,72 +239,12 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
     plan
 }
 
-/// Stage 2b: an interpreted plugin's interpreter, asked where it lives (outside the pure
-/// plan), fed into the plan. Skipped when a digest is configured: then the verified file
-/// itself is executed.
-async fn interpreter(
-    settings: &Settings,
-    plan: &mut LaunchPlan,
-    plugin: &str,
-) -> Result<Option<ResolvedRuntime>, Failure> {
-    if settings.sha256.is_some() {
-        return Ok(None);
-    }
-    let resolved = resolve_with_env(settings, &plan.env.vars, plugin)
-        .await
-        .map_err(|e| StartErrorKind::Runtime(Box::new(e)))?;
-    if let Some(runtime) = &resolved {
-        tracing::debug!(plugin, interpreter = %runtime.program.display(), prefixes = ?runtime.read_exec, read = ?runtime.read, "runtime resolved");
-        plan.allow_runtime(runtime);
-    }
-    Ok(resolved)
-}
-
-/// What [`PluginClientBuilder::resolve_runtime`] returns: the runtime resolved with the plugin's environment as a launch would build it
-/// (without the protocol's variables, which the query does not need).
-async fn resolve_runtime(
-    settings: &Settings,
-    plugin: &str,
-) -> Result<Option<ResolvedRuntime>, RuntimeError> {
-    let env = env::build_env(
-        std::env::vars_os(),
-        env::allowed_names(settings),
-        &settings.env,
-        Vec::new(),
-        "",
-    );
-    resolve_with_env(settings, &env.vars, plugin).await
-}
-
-async fn resolve_with_env(
-    settings: &Settings,
-    env: &std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
-    plugin: &str,
-) -> Result<Option<ResolvedRuntime>, RuntimeError> {
-    let path_var = env.get(std::ffi::OsStr::new("PATH"));
-    let lookup = |program: &Path| spawn::resolve_program(program, path_var);
-    let resolved = lookup(&settings.program);
-    let host_cwd = std::env::current_dir().ok();
-    runtime_query::resolve(runtime_query::Query {
-        runtime: settings.runtime,
-        sandbox: settings.sandbox,
-        program: &settings.program,
-        resolved: &resolved,
-        args: &settings.args,
-        env,
-        cwd: settings.current_dir.as_deref().or(host_cwd.as_deref()),
-        timeout: settings.runtime_query_timeout,
-        plugin,
-        lookup: &lookup,
-    })
-    .await
-}
-
 /// The directory of the binary executed (a bare name is looked up in the plugin's PATH, as
 /// exec does) is readable and executable.
 fn allow_program(plan: &mut LaunchPlan) {
-    let program = spawn::resolve_program(&plan.program, plan.path_var());
-    if let Some(bin_dir) = program
+    plan.program = spawn::resolve_program(&plan.program, plan.path_var());
+    if let Some(bin_dir) = plan
+        .program
         .canonicalize()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -275,39 +253,12 @@ fn allow_program(plan: &mut LaunchPlan) {
     }
 }
 
-/// A confined plugin that exited before its handshake with signs of a sandbox denial gets an
-/// error saying so and what to allow, instead of the generic exit (and its cookie hint).
-fn diagnose(
-    settings: &Settings,
-    failure: Failure,
-    output: &PluginOutput,
-    resolved: Option<&ResolvedRuntime>,
-) -> Failure {
-    let StartErrorKind::Exited { status } = &failure.kind else {
-        return failure;
-    };
-    let status = *status;
-    if settings.sandbox == sandbox::SandboxMode::Off {
-        return failure;
-    }
-    match denial::diagnose(status, &output.stderr_tail, resolved.map(|r| r.interpreter)) {
-        Some(denial) => Failure {
-            phase: failure.phase,
-            kind: StartErrorKind::SandboxDenied {
-                status,
-                mode: settings.sandbox,
-                denial,
-            },
-        },
-        None => failure,
-    }
-}
-
 /// The confinement prepared in the parent, applied in the child.
 struct Confined {
     sandbox: sandbox::Prepared,
     pids_group: Option<PidsGroup>,
     process_limit: ProcessLimit,
+    network_mechanism: Option<NetworkMechanism>,
 }
 
 /// Stage 3: processes are limited by a pids cgroup of the plugin's own when the host can make
@@ -328,11 +279,20 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
             max: limits.processes,
         },
     };
-    let mut sandbox = sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, plugin)
-        .map_err(|e| StartErrorKind::Sandbox {
-            mode: settings.sandbox,
-            source: Box::new(e),
-        })?;
+    let network_mechanism =
+        NetworkMechanism::for_mode(settings.network, settings.network_namespace);
+    let layers = sandbox::Layers {
+        seccomp: settings.seccomp,
+        run_as: settings.run_as,
+        network: network_mechanism,
+    };
+    let mut sandbox =
+        sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, layers, plugin).map_err(
+            |e| StartErrorKind::Sandbox {
+                mode: settings.sandbox,
+                source: Box::new(e),
+            },
+        )?;
     if let Some(fd) = pids_group.as_ref().and_then(PidsGroup::procs_fd) {
         sandbox.enter_cgroup(fd);
     }
@@ -340,6 +300,7 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
         sandbox,
         pids_group,
         process_limit,
+        network_mechanism,
     })
 }
 
@@ -349,8 +310,7 @@ struct Spawned {
     stdout: ChildStdout,
     stderr: ChildStderr,
     identity: Option<Identity>,
-    landlock_abi: Option<u32>,
-    process_limit: ProcessLimit,
+    in_force: InForce,
 }
 
 /// Stage 4: the process, in its own group, registered with the janitor; its pids cgroup and
@@ -377,6 +337,7 @@ fn spawn(
         sandbox,
         pids_group,
         process_limit,
+        network_mechanism,
     } = confined;
     let exec = verified
         .as_ref()
@@ -385,6 +346,9 @@ fn spawn(
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
+    // The janitor kills every process of this cgroup if the host dies: a process that left
+    // the plugin's process group or session is still in it.
+    let cgroup_dir = pids_group.as_ref().map(|g| g.dir().to_owned());
     if let Some(mut pids_group) = pids_group {
         // Once the plugin has exited, whatever is left in the group is killed and the group
         // removed.
@@ -392,7 +356,11 @@ fn spawn(
         group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
     }
     let janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
-    let janitor = match Janitor::shared().register(group.pid(), &janitor_dirs) {
+    let janitor = match Janitor::shared().register(
+        group.pid(),
+        cgroup_dir.as_deref(),
+        &janitor_dirs,
+    ) {
         Ok(registration) => Some(registration),
         Err(e) => {
             tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
@@ -419,8 +387,11 @@ fn spawn(
         stdout,
         stderr,
         identity,
-        landlock_abi: sandbox.landlock_abi,
-        process_limit,
+        in_force: InForce {
+            landlock_abi: sandbox.landlock_abi,
+            process_limit,
+            network_mechanism,
+        },
     })
 }
 
@@ -436,18 +407,5 @@ impl PluginClientBuilder<HandshakeConfig> {
     /// what the plugin printed.
     pub async fn start(self) -> Result<PluginClient, StartError> {
         start(self.settings, self.handshake).await
-    }
-}
-
-impl<H> PluginClientBuilder<H> {
-    /// What the launch's [`runtime`](PluginClientBuilder::runtime) resolves to here and now: the interpreter
-    /// that would be executed and the directories the sandbox would allow for it (`None`: the
-    /// program runs natively). Runs the interpreter's query as [`start`](PluginClientBuilder::start)
-    /// does; `tether check` shows it.
-    ///
-    /// # Errors
-    /// A [`RuntimeError`] when the interpreter cannot be asked or its answer is unusable.
-    pub async fn resolve_runtime(&self) -> Result<Option<ResolvedRuntime>, RuntimeError> {
-        resolve_runtime(&self.settings, &self.settings.display_name()).await
     }
 }
