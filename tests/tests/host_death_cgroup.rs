@@ -151,6 +151,8 @@ fn after_the_host_is_killed_a_grandchild_that_called_setsid_ends_with_the_plugin
     }
 }
 
+// The lock only keeps the other test of this file out; this runtime runs nothing else.
+#[allow(clippy::await_holding_lock)]
 #[tokio::test]
 async fn a_stale_cgroup_of_a_dead_host_with_a_live_process_is_killed_at_the_next_launch() {
     let _one = ONE_AT_A_TIME
