@@ -12,7 +12,10 @@
 //!
 //! # Protocol
 //! One line per message, all ASCII: `r ID PGID DIR…` registers, `u ID` unregisters, `k ID PGID
-//! DIR…` cleans up at once (kills the group, removes the directories). `ID` is the host's
+//! DIR…` cleans up at once (kills the group, deletes the registration's container, removes the
+//! directories), `c ID RUNSC ROOT CONTAINER` adds a gVisor container to registration `ID`
+//! (deleted with `RUNSC --root ROOT delete --force CONTAINER` after its group is killed). `ID`
+//! is the host's
 //! registration number, `PGID` a process group id above 1, and each `DIR` an absolute path
 //! without `..` in which every byte outside `[A-Za-z0-9/._-]` is written as a three-digit
 //! octal escape `\ooo` (so spaces, newlines, `%`, `\` and non-UTF-8 bytes are all safe; the
@@ -76,16 +79,24 @@ decode() {
     *) d=$1;;
   esac
 }
+container() {
+  [ -n "$1" ] || return 0
+  set -- $1
+  decode "$1"; r=$d; decode "$2"; root=$d; decode "$3"
+  "$r" --root "$root" delete --force "$d" >/dev/null 2>&1
+}
 while read -r op id pgid dirs; do
   case $id in ''|*[!0-9]*) continue;; esac
   case $op in
     r) eval "p_$id=\$pgid d_$id=\$dirs"; ids="$ids$id ";;
-    u) unset "p_$id" "d_$id"
+    u) unset "p_$id" "d_$id" "c_$id"
        case $ids in *" $id "*) ids="${ids%% $id *} ${ids#* $id }";; esac;;
-    k) gone "$pgid"; for e in $dirs; do decode "$e"; rm -rf -- "$d"; done;;
+    c) eval "c_$id=\"\$pgid \$dirs\"";;
+    k) gone "$pgid"; eval "container \"\$c_$id\""; for e in $dirs; do decode "$e"; rm -rf -- "$d"; done;;
   esac
 done
 for id in $ids; do eval "gone \"\$p_$id\""; done
+for id in $ids; do eval "container \"\$c_$id\""; done
 set --
 for id in $ids; do
   eval "x=\$d_$id"
@@ -111,6 +122,8 @@ struct State {
     /// Every live registration by id: `(process group, encoded directories)`, kept to re-send
     /// to a replacement janitor.
     registered: BTreeMap<u64, (u32, String)>,
+    /// The container line of registrations that have one, re-sent with them.
+    containers: BTreeMap<u64, String>,
     next_id: u64,
 }
 
@@ -118,6 +131,62 @@ struct State {
 struct Running {
     child: Child,
     lifeline: UnixStream,
+}
+
+/// A gVisor container of a plugin: deleted with `RUNSC --root ROOT delete --force ID`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Container {
+    /// The `runsc` program (absolute).
+    pub(crate) runsc: PathBuf,
+    /// runsc's state root (`--root`).
+    pub(crate) root: PathBuf,
+    /// The container id: only `[A-Za-z0-9._-]`.
+    pub(crate) id: String,
+}
+
+impl Container {
+    /// Deletes the container (killing it if it still runs) and waits for runsc; failures are
+    /// logged, the janitor retries if the host dies first.
+    pub(crate) fn delete(&self) {
+        let status = Command::new(&self.runsc)
+            .arg("--root")
+            .arg(&self.root)
+            .args(["delete", "--force"])
+            .arg(&self.id)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        match status {
+            Ok(status) if status.success() => {}
+            Ok(status) => tracing::warn!(container = self.id, %status, "runsc delete failed"),
+            Err(e) => tracing::warn!(container = self.id, error = %e, "cannot run runsc delete"),
+        }
+    }
+
+    /// The protocol line adding this container to registration `id`.
+    fn line(&self, id: u64) -> io::Result<String> {
+        let name_ok = !self.id.is_empty()
+            && self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !name_ok || !self.runsc.is_absolute() || !self.root.is_absolute() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{self:?} is not a container the janitor may delete"),
+            ));
+        }
+        let mut line = format!("c {id} ");
+        encode(&self.runsc, &mut line);
+        line.push(' ');
+        encode(&self.root, &mut line);
+        line.push(' ');
+        line.push_str(&self.id);
+        line.push('\n');
+        Ok(line)
+    }
 }
 
 /// A plugin registered with the janitor. [`unregister`](Self::unregister) it once the host
@@ -137,6 +206,7 @@ impl Janitor {
             state: Mutex::new(State {
                 running: None,
                 registered: BTreeMap::new(),
+                containers: BTreeMap::new(),
                 next_id: 0,
             }),
         }
@@ -155,6 +225,29 @@ impl Janitor {
     /// `pgid` is not above 1 or not a valid id, a directory is not absolute or contains `..`,
     /// or the janitor cannot be started or written to.
     pub(crate) fn register(&'static self, pgid: u32, dirs: &[&Path]) -> io::Result<Registration> {
+        self.register_with(pgid, dirs, None)
+    }
+
+    /// Like [`register`](Self::register), for a plugin that runs in a gVisor `container`: if
+    /// the host dies, the container is deleted too (after the group is killed).
+    ///
+    /// # Errors
+    /// As [`register`](Self::register).
+    pub(crate) fn register_container(
+        &'static self,
+        pgid: u32,
+        dirs: &[&Path],
+        container: &Container,
+    ) -> io::Result<Registration> {
+        self.register_with(pgid, dirs, Some(container))
+    }
+
+    fn register_with(
+        &'static self,
+        pgid: u32,
+        dirs: &[&Path],
+        container: Option<&Container>,
+    ) -> io::Result<Registration> {
         if pgid <= 1 || i32::try_from(pgid).is_err() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -172,8 +265,14 @@ impl Janitor {
         let mut state = self.lock();
         let id = state.next_id;
         state.next_id += 1;
-        state.send(&register_line(id, pgid, &encoded))?;
+        let mut message = register_line(id, pgid, &encoded);
+        let container = container.map(|c| c.line(id)).transpose()?;
+        message.push_str(container.as_deref().unwrap_or(""));
+        state.send(&message)?;
         state.registered.insert(id, (pgid, encoded));
+        if let Some(line) = container {
+            state.containers.insert(id, line);
+        }
         Ok(Registration {
             janitor: self,
             id,
@@ -192,8 +291,10 @@ impl Janitor {
         let Some((pgid, dirs)) = state.registered.remove(&id) else {
             return;
         };
+        state.containers.remove(&id);
+        // `k` before `u`: it reads the registration's container, which `u` forgets.
         let message = if clean_now {
-            format!("u {id}\nk {id} {pgid} {dirs}\n")
+            format!("k {id} {pgid} {dirs}\nu {id}\n")
         } else if state.running.is_some() {
             format!("u {id}\n")
         } else {
@@ -251,7 +352,9 @@ impl State {
         if self.running.is_none() {
             let mut running = Running::spawn()?;
             for (id, (pgid, dirs)) in &self.registered {
-                if let Err(e) = running.write(&register_line(*id, *pgid, dirs)) {
+                let mut line = register_line(*id, *pgid, dirs);
+                line.push_str(self.containers.get(id).map_or("", String::as_str));
+                if let Err(e) = running.write(&line) {
                     running.abandon();
                     return Err(e);
                 }

@@ -24,6 +24,9 @@ use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
 use crate::launch::private_dir::PrivateDir;
+use crate::launch::runner::gvisor;
+use crate::launch::runner::options::{GvisorOptions, Runner};
+use crate::launch::runner::view::PluginView;
 use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::Launched;
 use crate::launch::spawn;
@@ -44,8 +47,16 @@ pub(crate) async fn start(
 
     let resources = prepare(&settings).map_err(before_spawn)?;
     let mut plan = plan(&settings, &handshake, &resources);
-    let confined = confine(&settings, &mut plan, plugin).map_err(before_spawn)?;
-    let spawned = spawn(&settings, &plan, resources, confined, &name).map_err(before_spawn)?;
+    // The runner seam: everything after this sees only `Spawned`.
+    let spawned = match &settings.runner {
+        Runner::Process => {
+            let confined = confine(&settings, &mut plan, plugin).map_err(before_spawn)?;
+            spawn(&settings, &plan, resources, confined, &name).map_err(before_spawn)?
+        }
+        Runner::Gvisor(options) => {
+            run_gvisor(options, &settings, &plan, resources, &name).map_err(before_spawn)?
+        }
+    };
     let Spawned {
         mut launched,
         stdout,
@@ -96,7 +107,7 @@ pub(crate) async fn start(
                 &settings,
             ))
         }
-        Err(failure) => {
+        Err(mut failure) => {
             tracing::debug!(plugin, phase = %failure.phase, "plugin start failed; ending it");
             if let Err(e) = launched.shutdown(None).await {
                 tracing::warn!(plugin, error = %e, "cleaning up after the failed start failed");
@@ -107,6 +118,16 @@ pub(crate) async fn start(
                 stdout: stray.printed(),
                 stderr_tail: output::snapshot(&tail),
             };
+            if let (StartErrorKind::Exited { .. }, Some(diagnose)) =
+                (&failure.kind, launched.diagnose)
+                && let Some(problem) = diagnose(&output.stderr_tail)
+            {
+                failure = StartErrorKind::Runner {
+                    runner: settings.runner.name(),
+                    problem,
+                }
+                .into();
+            }
             Err(StartError::new(plugin, failure, Some(output)))
         }
     }
@@ -302,6 +323,8 @@ fn spawn(
         group.on_exit(ExitHook(Box::new(move || drop(delivered))));
     }
     let launched = Launched {
+        view: PluginView::same(dir.path()),
+        diagnose: None,
         group,
         dir: Some(dir),
         plugin: Arc::clone(name),
@@ -319,6 +342,43 @@ fn spawn(
         identity,
         landlock_abi: sandbox.landlock_abi,
         process_limit,
+    })
+}
+
+/// Stage 3–4 under gVisor: the bundle, runsc's state root and `runsc run` instead of the
+/// process runner's confinement and spawn.
+fn run_gvisor(
+    options: &GvisorOptions,
+    settings: &Settings,
+    plan: &LaunchPlan,
+    resources: Resources,
+    name: &Arc<str>,
+) -> Result<Spawned, Failure> {
+    let Resources {
+        verified,
+        dir,
+        delivered,
+        identity,
+    } = resources;
+    let resolved = spawn::resolve_program(&settings.program, plan.path_var());
+    let program = resolved
+        .canonicalize()
+        .map_err(|source| StartErrorKind::Spawn {
+            program: settings.program.clone(),
+            source,
+        })?;
+    let started = gvisor::start(options, settings, plan, &program, dir, delivered, name)?;
+    // The digest was checked on the file now mounted; kept open until runsc has started.
+    drop(verified);
+    Ok(Spawned {
+        launched: started.launched,
+        stdout: started.stdout,
+        stderr: started.stderr,
+        identity,
+        landlock_abi: None,
+        process_limit: ProcessLimit::Rlimit {
+            max: settings.limits.processes,
+        },
     })
 }
 
