@@ -6,6 +6,7 @@
 //! - [`procs`]: find processes a test left behind.
 //! - [`cgroups`]: whether plugins must get pids cgroups here, and reading one.
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
+//! - [`gvisor`]: check for `runsc` (the gVisor runner's tests), list a state root's containers.
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
@@ -13,6 +14,7 @@
 pub mod bins;
 pub mod cgroups;
 pub mod example_host;
+pub mod gvisor;
 pub mod misbehave;
 pub mod peers;
 pub mod procs;

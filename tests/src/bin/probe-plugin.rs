@@ -8,6 +8,8 @@
 //! - `Get "envall:"`: every `NAME=VALUE`, one per line;
 //! - `Get "secret:NAME"` / `Get "config:NAME"`: read with `tether_sdk::secrets` / `config`;
 //! - `Get "pid:"`: its process id;
+//! - `Get "connect:ADDR"`: `connected` when a TCP connection to `ADDR` succeeds within
+//!   [`CONNECT_TIMEOUT`], `Unavailable` with the error otherwise;
 //! - `Put "write:PATH"`: writes the value to `PATH`;
 //! - `Put "balloon:"`: allocates and touches the value (decimal) MiB of memory;
 //! - `Put "crash:"`: exits with status 3 after printing `crashing on purpose` to stderr;
@@ -32,6 +34,9 @@ fn main() -> ExitCode {
 }
 
 struct Probe;
+
+/// How long `connect:` tries.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn fs_error(op: &str, path: &str, e: &io::Error) -> Status {
     let message = format!("{op} {path}: {e}");
@@ -82,6 +87,14 @@ impl Kv for Probe {
                 Err(e) => Err(Status::failed_precondition(e.to_string())),
             },
             "pid" => ok(std::process::id().to_string()),
+            "connect" => {
+                let addr: std::net::SocketAddr = arg
+                    .parse()
+                    .map_err(|e| Status::invalid_argument(format!("connect {arg}: {e}")))?;
+                std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                    .map_err(|e| Status::unavailable(format!("connect {arg}: {e}")))?;
+                ok("connected")
+            }
             _ => Err(Status::invalid_argument(format!("unknown probe {key:?}"))),
         }
     }
