@@ -417,7 +417,7 @@ impl fmt::Display for StartError {
             ),
             K::Runner { runner, problem } => write!(
                 f,
-                "the {runner} runner could not start plugin `{plugin}`: {problem}; check the runner's installation and the plugin's bundle (the runner's message above says which)"
+                "the {runner} runner could not start plugin `{plugin}`: {problem}"
             ),
             K::Spawn { program, source } => write!(
                 f,

@@ -18,7 +18,7 @@ pub(crate) const MAX_LIBRARIES: usize = 512;
 
 /// At most this many files are inspected when scanning directories for shared objects whose
 /// dependencies are needed (e.g. an interpreter's extension modules).
-pub(crate) const MAX_SCANNED_FILES: usize = 20_000;
+pub(crate) const MAX_SCANNED_FILES: usize = 200_000;
 
 /// The largest dynamic section or string table read from one object.
 const MAX_TABLE_BYTES: u64 = 4 << 20;

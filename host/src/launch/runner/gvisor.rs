@@ -3,13 +3,15 @@
 //! leave nothing behind — the container is deleted (`runsc delete --force`) and the bundle
 //! removed as soon as `runsc run` has exited, or by the janitor if the host dies.
 
+use std::collections::BTreeMap;
 use std::fs::Permissions;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use tether_transport::internal::lock;
 use tokio::process::{ChildStderr, ChildStdout, Command};
 
 use crate::catalog::delivery::DeliveredDir;
@@ -97,14 +99,12 @@ pub(crate) fn start(
         })?;
     let libraries = match &options.rootfs {
         Some(_) => Closure::default(),
-        None => {
-            elf::closure(program, &settings.sandbox_exec, &elf::system_dirs()).map_err(|e| {
-                runner_error(format!(
-                    "cannot assemble the root file system of {}: {e}",
-                    program.display()
-                ))
-            })?
-        }
+        None => libraries_of(program, &settings.sandbox_exec).map_err(|e| {
+            runner_error(format!(
+                "cannot assemble the root file system of {}: {e}",
+                program.display()
+            ))
+        })?,
     };
     let assembled = bundle_dir.path().join("rootfs");
     let mut read_only = settings.sandbox_exec.clone();
@@ -189,6 +189,22 @@ pub(crate) fn start(
         stdout,
         stderr,
     })
+}
+
+/// The ELF closure of `program` and of the shared objects below `scan`, remembered per
+/// program (and its modification time) and scan list: walking an interpreter's prefix takes
+/// longer than starting the sandbox.
+fn libraries_of(program: &Path, scan: &[PathBuf]) -> io::Result<Closure> {
+    type Key = (PathBuf, Option<std::time::SystemTime>, Vec<PathBuf>);
+    static KNOWN: Mutex<BTreeMap<Key, Closure>> = Mutex::new(BTreeMap::new());
+    let modified = std::fs::metadata(program).and_then(|m| m.modified()).ok();
+    let key = (program.to_owned(), modified, scan.to_vec());
+    if let Some(known) = lock(&KNOWN).get(&key) {
+        return Ok(known.clone());
+    }
+    let closure = elf::closure(program, scan, &elf::system_dirs())?;
+    lock(&KNOWN).insert(key, closure.clone());
+    Ok(closure)
 }
 
 /// `runsc --root R [flags] run --bundle B ID`, with an empty environment, stdin from
