@@ -27,7 +27,7 @@ use crate::launch::shutdown::{Graceful, Launched};
 /// grace, `SIGKILL` and reaping — to a small detached thread, so it never waits for the plugin
 /// and never blocks the async runtime. Caveat: if the host process exits right after the drop,
 /// that thread dies with it; the plugin got `SIGTERM`, but one that ignores it keeps running.
-/// The same happens when a [`start`](PluginClientBuilder::start) future is dropped part-way.
+/// The same happens when a [`start`](crate::PluginClientBuilder::start) future is dropped part-way.
 /// Call [`shutdown`](Self::shutdown) for a graceful, complete ending.
 ///
 /// # Exit of the plugin
@@ -128,14 +128,14 @@ impl PluginClient {
     }
 
     /// The broker mode negotiated at start: [`BrokerMode::Multiplexed`] when the host offered
-    /// it ([`PluginClientBuilder::multiplex`]) and the plugin accepted, else
+    /// it ([`PluginClientBuilder::multiplex`](crate::PluginClientBuilder::multiplex)) and the plugin accepted, else
     /// [`BrokerMode::Default`].
     #[must_use]
     pub fn broker_mode(&self) -> BrokerMode {
         self.broker.mode()
     }
 
-    /// Whether the connection is AutoMTLS (rather than [plaintext](PluginClientBuilder::plaintext)).
+    /// Whether the connection is AutoMTLS (rather than [plaintext](crate::PluginClientBuilder::plaintext)).
     #[must_use]
     pub fn is_tls(&self) -> bool {
         self.peer_fingerprint.is_some()
