@@ -55,6 +55,9 @@ struct Cli {
     /// opt-out, e.g. to measure what confinement costs at launch).
     #[arg(long, value_enum, default_value_t = Confinement::Enforce, global = true)]
     sandbox: Confinement,
+    /// Run the plugin under the gVisor runner (`runsc`); the working directory is its state.
+    #[arg(long, global = true)]
+    gvisor: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -140,6 +143,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         allow_exec: cli.allow_exec,
         allow_read: cli.allow_read,
         sandbox: cli.sandbox.into(),
+        gvisor: cli.gvisor,
     };
     match cli.command {
         Command::Summary {
