@@ -219,6 +219,7 @@ async fn a_plugin_in_gvisor_cannot_reach_a_tcp_listener_on_the_hosts_loopback() 
     let addr = listener.local_addr().unwrap();
     // The same probe as a confined child process reaches it: the listener is real.
     let process = PluginClient::builder(PROBE)
+        .network(tether_host::confine::NetworkMode::Host)
         .runtime_dir(runtime.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()

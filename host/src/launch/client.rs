@@ -9,12 +9,25 @@ use tether_proto::handshake::Address;
 use tether_transport::{BrokerMode, GrpcBroker, Mux};
 use tonic::transport::Channel;
 
+use crate::confine::network::{NetworkMechanism, NetworkMode};
 use crate::confine::pids::ProcessLimit;
+use crate::confine::seccomp::SeccompMode;
 use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::connect::Connected;
 use crate::launch::output::{self, SharedTail};
 use crate::launch::settings::Settings;
 use crate::launch::shutdown::{Graceful, Launched};
+
+/// What confines a launched plugin, as known once it is spawned.
+#[derive(Debug)]
+pub(crate) struct InForce {
+    /// The Landlock ABI enforced; `None` without Landlock.
+    pub(crate) landlock_abi: Option<u32>,
+    /// What limits its processes.
+    pub(crate) process_limit: ProcessLimit,
+    /// How `NetworkMode::None` is enforced; `None` with `NetworkMode::Host`.
+    pub(crate) network_mechanism: Option<NetworkMechanism>,
+}
 
 /// A running plugin, connected and healthy.
 ///
@@ -48,6 +61,10 @@ pub struct PluginClient {
     stderr_done: tokio::sync::watch::Receiver<bool>,
     landlock_abi: Option<u32>,
     process_limit: ProcessLimit,
+    network_mechanism: Option<NetworkMechanism>,
+    seccomp: SeccompMode,
+    network: NetworkMode,
+    run_as: Option<(u32, u32)>,
     shutdown_rpc_timeout: Duration,
     shutdown_grace: Duration,
 }
@@ -59,8 +76,7 @@ impl PluginClient {
         connected: Connected,
         stderr_tail: SharedTail,
         stderr_done: tokio::sync::watch::Receiver<bool>,
-        landlock_abi: Option<u32>,
-        process_limit: ProcessLimit,
+        in_force: InForce,
         settings: &Settings,
     ) -> Self {
         Self {
@@ -73,8 +89,12 @@ impl PluginClient {
             peer_fingerprint: connected.peer_fingerprint,
             stderr_tail,
             stderr_done,
-            landlock_abi,
-            process_limit,
+            landlock_abi: in_force.landlock_abi,
+            process_limit: in_force.process_limit,
+            network_mechanism: in_force.network_mechanism,
+            seccomp: settings.seccomp,
+            network: settings.network,
+            run_as: settings.run_as,
             shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
             shutdown_grace: settings.shutdown_grace,
         }
@@ -176,6 +196,32 @@ impl PluginClient {
         &self.process_limit
     }
 
+    /// The system-call filter in force for the plugin.
+    #[must_use]
+    pub fn seccomp(&self) -> SeccompMode {
+        self.seccomp
+    }
+
+    /// The uid and gid the plugin runs as, when not the host's
+    /// ([`run_as`](crate::PluginClientBuilder::run_as)).
+    #[must_use]
+    pub fn run_as(&self) -> Option<(u32, u32)> {
+        self.run_as
+    }
+
+    /// The network policy in force for the plugin.
+    #[must_use]
+    pub fn network(&self) -> NetworkMode {
+        self.network
+    }
+
+    /// How [`NetworkMode::None`] is enforced for this plugin: a network namespace of its own,
+    /// or the seccomp filter on socket families; `None` with [`NetworkMode::Host`].
+    #[must_use]
+    pub fn network_mechanism(&self) -> Option<NetworkMechanism> {
+        self.network_mechanism
+    }
+
     /// The last bytes the plugin wrote to stderr (see
     /// [`DEFAULT_STDERR_TAIL_LEN`](crate::launch::DEFAULT_STDERR_TAIL_LEN)).
     #[must_use]
@@ -223,8 +269,9 @@ impl Drop for PluginClient {
 
 impl PluginClient {
     /// The tail of its stderr once the plugin's stderr has closed (after an exit), waiting at
-    /// most `timeout` for the last bytes.
-    pub(crate) async fn final_stderr_tail(&self, timeout: Duration) -> String {
+    /// most `timeout` for the last bytes; what [`stderr_tail`](Self::stderr_tail) holds by
+    /// then otherwise. Use it to report why a plugin that has exited ended.
+    pub async fn final_stderr_tail(&self, timeout: Duration) -> String {
         let mut done = self.stderr_done.clone();
         let _ = tokio::time::timeout(timeout, done.wait_for(|done| *done)).await;
         self.stderr_tail()

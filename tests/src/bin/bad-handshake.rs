@@ -7,7 +7,8 @@
 //! - `netrpc`: go-plugin's net/rpc protocol;
 //! - `no-newline`: 1 MiB of `1|1|…` without a newline;
 //! - `stray-flood`: more stray lines than a host skips;
-//! - `binary`: non-UTF-8 garbage that starts like a handshake.
+//! - `binary`: non-UTF-8 garbage that starts like a handshake;
+//! - `tcp`: a plaintext handshake announcing a loopback TCP address (nothing listens there).
 
 use std::io::Write as _;
 
@@ -20,6 +21,7 @@ fn main() {
         "app-version" => print_line("1|99|unix|/nonexistent/plugin.sock|grpc|"),
         "core-version" => print_line("2|1|unix|/nonexistent/plugin.sock|grpc|"),
         "netrpc" => print_line("1|1|unix|/nonexistent/plugin.sock|netrpc|"),
+        "tcp" => print_line("1|1|tcp|127.0.0.1:1|grpc|"),
         "no-newline" => {
             let mut out = std::io::stdout().lock();
             let mut chunk = b"1|1|unix|".to_vec();

@@ -87,6 +87,8 @@ pub(crate) struct Launcher {
     pub(crate) sandbox: tether_host::SandboxMode,
     /// Under the gVisor runner (the working directory is the plugin's state).
     pub(crate) gvisor: bool,
+    pub(crate) seccomp: tether_host::confine::SeccompMode,
+    pub(crate) network: tether_host::confine::NetworkMode,
 }
 
 impl Launcher {
@@ -95,7 +97,9 @@ impl Launcher {
             .args(&self.args)
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
             .multiplex(self.multiplex)
-            .sandbox(self.sandbox);
+            .sandbox(self.sandbox)
+            .seccomp(self.seccomp)
+            .network(self.network);
         if self.plaintext {
             builder = builder.plaintext();
         }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::confine::sandbox::Limits;
 use crate::launch::runner::elf::Closure;
 use crate::launch::runner::oci::{self, Mount, Spec};
-use crate::launch::runner::options::{GvisorNetwork, GvisorOptions};
+use crate::launch::runner::options::GvisorOptions;
 
 /// Where the plugin sees its socket directory (`PLUGIN_UNIX_SOCKET_DIR`, `TMPDIR`). Short, so
 /// that socket paths stay far below the 108-byte limit.
@@ -50,6 +50,11 @@ pub(crate) struct BundleInputs<'a> {
     pub(crate) rootfs: &'a Path,
     pub(crate) limits: &'a Limits,
     pub(crate) options: &'a GvisorOptions,
+    /// The host's network (granted); else the sandbox gets a network namespace of its own.
+    pub(crate) host_network: bool,
+    /// The user and group the plugin runs as inside the sandbox (`run_as`, else gVisor's root,
+    /// which holds no capability there).
+    pub(crate) user: (u32, u32),
 }
 
 /// A mount point to create in the assembled root file system.
@@ -174,13 +179,16 @@ pub(crate) fn plan(inputs: &BundleInputs<'_>) -> Result<BundlePlan, NotUtf8> {
     }
 
     let mut namespaces = vec!["pid", "ipc", "uts", "mount"];
-    if inputs.options.network == GvisorNetwork::None {
+    if !inputs.host_network {
         namespaces.push("network");
     }
     let spec = Spec {
         oci_version: oci::OCI_VERSION,
         process: oci::Process {
-            user: oci::User { uid: 0, gid: 0 },
+            user: oci::User {
+                uid: inputs.user.0,
+                gid: inputs.user.1,
+            },
             args,
             env,
             cwd: if inputs.state_dir.is_some() {
@@ -293,6 +301,7 @@ mod tests {
         libraries: Closure,
         limits: Limits,
         options: GvisorOptions,
+        host_network: bool,
         read_only: Vec<PathBuf>,
         args: Vec<OsString>,
     }
@@ -319,6 +328,7 @@ mod tests {
             libraries,
             limits: Limits::default().open_files(256),
             options: GvisorOptions::new(),
+            host_network: false,
             read_only: vec!["/opt/py".into()],
             args: vec!["/tmp/tether-abc/x".into()],
         }
@@ -337,6 +347,8 @@ mod tests {
             rootfs: Path::new("/run/b/rootfs"),
             limits: &w.limits,
             options: &w.options,
+            host_network: w.host_network,
+            user: (0, 0),
         })
         .unwrap()
     }
@@ -434,10 +446,8 @@ mod tests {
     #[test]
     fn the_host_network_keeps_the_hosts_namespace_and_limits_become_resources() {
         let mut w = world();
-        w.options = GvisorOptions::new()
-            .network(GvisorNetwork::Host)
-            .memory_mib(64)
-            .cpu_millis(500);
+        w.options = GvisorOptions::new().memory_mib(64).cpu_millis(500);
+        w.host_network = true;
         let plan = planned(&w, None);
         assert!(
             !plan
@@ -478,6 +488,8 @@ mod tests {
             rootfs: Path::new("/r"),
             limits: &w.limits,
             options: &w.options,
+            host_network: w.host_network,
+            user: (0, 0),
         })
         .unwrap_err();
         assert!(err.to_string().contains("not UTF-8"));

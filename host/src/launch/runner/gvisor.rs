@@ -15,6 +15,7 @@ use tether_transport::internal::lock;
 use tokio::process::{ChildStderr, ChildStdout, Command};
 
 use crate::catalog::delivery::DeliveredDir;
+use crate::confine::NetworkMode;
 use crate::confine::janitor::{Container, Janitor};
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::error::{Failure, StartErrorKind};
@@ -22,7 +23,7 @@ use crate::launch::plan::LaunchPlan;
 use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::bundle::{self, BundleInputs, MountPoint, SOCKET_DIR};
 use crate::launch::runner::elf::{self, Closure};
-use crate::launch::runner::options::{GvisorNetwork, GvisorOptions, RUNSC_INSTALL_HINT};
+use crate::launch::runner::options::{GvisorOptions, RUNSC_INSTALL_HINT};
 use crate::launch::runner::view::PluginView;
 use crate::launch::settings::Settings;
 use crate::launch::shutdown::Launched;
@@ -121,6 +122,8 @@ pub(crate) fn start(
         rootfs: options.rootfs.as_deref().unwrap_or(&assembled),
         limits: &settings.limits,
         options,
+        host_network: settings.network == NetworkMode::Host,
+        user: settings.run_as.unwrap_or((0, 0)),
     })
     .map_err(|e| runner_error(e.to_string()))?;
     write_bundle(bundle_dir.path(), &planned, options.rootfs.is_none()).map_err(|e| {
@@ -144,7 +147,7 @@ pub(crate) fn start(
         program: runsc.clone(),
         source,
     };
-    let mut child = run_command(&container, options, bundle_dir.path())
+    let mut child = run_command(&container, options, settings.network, bundle_dir.path())
         .spawn()
         .map_err(spawn_error)?;
     let pipes = child.stdout.take().zip(child.stderr.take());
@@ -210,15 +213,20 @@ fn libraries_of(program: &Path, scan: &[PathBuf]) -> io::Result<Closure> {
 /// `runsc --root R [flags] run --bundle B ID`, with an empty environment, stdin from
 /// `/dev/null`, in its own process group, dying with the host (then runsc ends the sandbox it
 /// is attached to).
-fn run_command(container: &Container, options: &GvisorOptions, bundle: &Path) -> Command {
+fn run_command(
+    container: &Container,
+    options: &GvisorOptions,
+    network: NetworkMode,
+    bundle: &Path,
+) -> Command {
     let mut cmd = Command::new(&container.runsc);
     cmd.arg("--root").arg(&container.root);
     if options.ignore_cgroups {
         cmd.arg("--ignore-cgroups");
     }
-    cmd.arg(match options.network {
-        GvisorNetwork::Host => "--network=host",
-        GvisorNetwork::None => "--network=none",
+    cmd.arg(match network {
+        NetworkMode::Host => "--network=host",
+        NetworkMode::None => "--network=none",
     })
     // The plugin creates its socket in the bind-mounted directory, and in the default broker
     // mode connects to the host's sockets there: both need host unix sockets.

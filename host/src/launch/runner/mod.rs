@@ -30,7 +30,7 @@ pub(crate) mod options;
 pub(crate) mod view;
 
 pub use bundle::{DELIVERED_DIR, SOCKET_DIR, STATE_DIR};
-pub use options::{DEFAULT_RUNSC, GvisorNetwork, GvisorOptions, RUNSC_INSTALL_HINT, Runner};
+pub use options::{DEFAULT_RUNSC, GvisorOptions, RUNSC_INSTALL_HINT, Runner};
 
 /// A runner's reading of the plugin's failure output (its stderr tail): a message about the
 /// runner itself (e.g. `runsc failed: …`) when the runner, not the plugin, failed.

@@ -49,18 +49,6 @@ impl fmt::Display for Runner {
     }
 }
 
-/// The network a gVisor sandbox gets.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum GvisorNetwork {
-    /// No network at all (`runsc --network=none`): only a loopback of the sandbox's own. The
-    /// plugin protocol needs none, its socket is a file in a bind-mounted directory.
-    #[default]
-    None,
-    /// The host's network stack (`runsc --network=host`). Only with the operator's grant.
-    Host,
-}
-
 /// Options of the gVisor runner.
 ///
 /// ```
@@ -73,7 +61,6 @@ pub struct GvisorOptions {
     pub(crate) runsc: PathBuf,
     pub(crate) rootfs: Option<PathBuf>,
     pub(crate) state_root: Option<PathBuf>,
-    pub(crate) network: GvisorNetwork,
     pub(crate) memory_mib: Option<u64>,
     pub(crate) cpu_millis: Option<u64>,
     pub(crate) ignore_cgroups: bool,
@@ -87,14 +74,15 @@ impl Default for GvisorOptions {
 
 impl GvisorOptions {
     /// `runsc` from the host's `PATH`, a root file system assembled from the plugin's binary
-    /// and its ELF libraries, no network, cgroups left alone (`--ignore-cgroups`).
+    /// and its ELF libraries, cgroups left alone (`--ignore-cgroups`). The network is the
+    /// builder's [`network`](crate::PluginClientBuilder::network) for every runner: none by
+    /// default (`--network=none`), the host's (`--network=host`) only when asked (and granted).
     #[must_use]
     pub fn new() -> Self {
         Self {
             runsc: PathBuf::from(DEFAULT_RUNSC),
             rootfs: None,
             state_root: None,
-            network: GvisorNetwork::None,
             memory_mib: None,
             cpu_millis: None,
             ignore_cgroups: true,
@@ -127,13 +115,6 @@ impl GvisorOptions {
     #[must_use]
     pub fn state_root(mut self, dir: impl Into<PathBuf>) -> Self {
         self.state_root = Some(dir.into());
-        self
-    }
-
-    /// The sandbox's network (default: none).
-    #[must_use]
-    pub fn network(mut self, network: GvisorNetwork) -> Self {
-        self.network = network;
         self
     }
 
