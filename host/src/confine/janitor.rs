@@ -60,6 +60,8 @@ use std::time::Duration;
 
 use tether_transport::internal::lock;
 
+use crate::confine::container::Container;
+
 /// How long a message to the janitor may wait for room in the lifeline before the janitor is
 /// considered stuck and replaced. The janitor reads continuously, so a write normally completes
 /// at once; this only bounds a janitor that was stopped (`SIGSTOP`) or starved.
@@ -170,62 +172,6 @@ struct Running {
     lifeline: UnixStream,
 }
 
-/// A gVisor container of a plugin: deleted with `RUNSC --root ROOT delete --force ID`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Container {
-    /// The `runsc` program (absolute).
-    pub(crate) runsc: PathBuf,
-    /// runsc's state root (`--root`).
-    pub(crate) root: PathBuf,
-    /// The container id: only `[A-Za-z0-9._-]`.
-    pub(crate) id: String,
-}
-
-impl Container {
-    /// Deletes the container (killing it if it still runs) and waits for runsc; failures are
-    /// logged, the janitor retries if the host dies first.
-    pub(crate) fn delete(&self) {
-        let status = Command::new(&self.runsc)
-            .arg("--root")
-            .arg(&self.root)
-            .args(["delete", "--force"])
-            .arg(&self.id)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        match status {
-            Ok(status) if status.success() => {}
-            Ok(status) => tracing::warn!(container = self.id, %status, "runsc delete failed"),
-            Err(e) => tracing::warn!(container = self.id, error = %e, "cannot run runsc delete"),
-        }
-    }
-
-    /// The protocol line adding this container to registration `id`.
-    fn line(&self, id: u64) -> io::Result<String> {
-        let name_ok = !self.id.is_empty()
-            && self
-                .id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-        if !name_ok || !self.runsc.is_absolute() || !self.root.is_absolute() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{self:?} is not a container the janitor may delete"),
-            ));
-        }
-        let mut line = format!("g {id} ");
-        encode(&self.runsc, &mut line);
-        line.push(' ');
-        encode(&self.root, &mut line);
-        line.push(' ');
-        line.push_str(&self.id);
-        line.push('\n');
-        Ok(line)
-    }
-}
-
 /// A plugin registered with the janitor. [`unregister`](Self::unregister) it once the host
 /// has ended the plugin and removed its directories; dropping it instead has the janitor kill
 /// the group and remove the directories at once (the host could not confirm it did).
@@ -319,7 +265,7 @@ impl Janitor {
         let id = state.next_id;
         state.next_id += 1;
         let mut message = register_line(id, pgid, &cgroup, &encoded);
-        let container = container.map(|c| c.line(id)).transpose()?;
+        let container = container.map(|c| container_line(c, id)).transpose()?;
         message.push_str(container.as_deref().unwrap_or(""));
         state.send(&message)?;
         state.registered.insert(id, (pgid, cgroup, encoded));
@@ -550,6 +496,29 @@ fn register_line(id: u64, pgid: u32, cgroup: &str, dirs: &str) -> String {
 }
 
 /// Appends `path` with every byte outside `[A-Za-z0-9/._-]` as an octal escape `\ooo`.
+/// The protocol line adding `container` to registration `id`.
+fn container_line(container: &Container, id: u64) -> io::Result<String> {
+    let name_ok = !container.id.is_empty()
+        && container
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !name_ok || !container.runsc.is_absolute() || !container.root.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{container:?} is not a container the janitor may delete"),
+        ));
+    }
+    let mut line = format!("g {id} ");
+    encode(&container.runsc, &mut line);
+    line.push(' ');
+    encode(&container.root, &mut line);
+    line.push(' ');
+    line.push_str(&container.id);
+    line.push('\n');
+    Ok(line)
+}
+
 fn encode(path: &Path, out: &mut String) {
     for &b in path.as_os_str().as_bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-') {

@@ -26,9 +26,9 @@ use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
 use crate::launch::private_dir::PrivateDir;
-use crate::launch::runner::gvisor;
 use crate::launch::runner::options::{GvisorOptions, Runner};
 use crate::launch::runner::view::PluginView;
+use crate::launch::runner::{self, gvisor};
 use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::Launched;
 use crate::launch::spawn;
@@ -111,7 +111,7 @@ pub(crate) async fn start(
                 &settings,
             ))
         }
-        Err(mut failure) => {
+        Err(failure) => {
             tracing::debug!(plugin, phase = %failure.phase, "plugin start failed; ending it");
             if let Err(e) = launched.shutdown(None).await {
                 tracing::warn!(plugin, error = %e, "cleaning up after the failed start failed");
@@ -122,16 +122,9 @@ pub(crate) async fn start(
                 stdout: stray.printed(),
                 stderr_tail: output::snapshot(&tail),
             };
-            if let (StartErrorKind::Exited { .. }, Some(diagnose)) =
-                (&failure.kind, launched.diagnose)
-                && let Some(problem) = diagnose(&output.stderr_tail)
-            {
-                failure = StartErrorKind::Runner {
-                    runner: settings.runner.name(),
-                    problem,
-                }
-                .into();
-            }
+            let runner = settings.runner.name();
+            let failure =
+                runner::diagnosed(failure, runner, launched.diagnose, &output.stderr_tail);
             Err(StartError::new(plugin, failure, Some(output)))
         }
     }

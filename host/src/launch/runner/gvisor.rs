@@ -16,7 +16,8 @@ use tokio::process::{ChildStderr, ChildStdout, Command};
 
 use crate::catalog::delivery::DeliveredDir;
 use crate::confine::NetworkMode;
-use crate::confine::janitor::{Container, Janitor};
+use crate::confine::container::Container;
+use crate::confine::janitor::Janitor;
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::error::{Failure, StartErrorKind};
 use crate::launch::plan::LaunchPlan;

@@ -22,6 +22,8 @@
 //! The set of runners is closed (chosen by [`Runner`]), so the seam is one `match` in
 //! `start.rs` over a shared result type rather than a trait object.
 
+use crate::error::{Failure, StartErrorKind};
+
 pub(crate) mod bundle;
 pub(crate) mod elf;
 pub(crate) mod gvisor;
@@ -35,3 +37,19 @@ pub use options::{DEFAULT_RUNSC, GvisorOptions, RUNSC_INSTALL_HINT, Runner};
 /// A runner's reading of the plugin's failure output (its stderr tail): a message about the
 /// runner itself (e.g. `runsc failed: …`) when the runner, not the plugin, failed.
 pub(crate) type Diagnose = fn(&str) -> Option<String>;
+
+/// `failure` as the runner's own when the plugin "exited" because the runner failed: the
+/// runner's `diagnose` hook recognises its message in `stderr_tail`.
+pub(crate) fn diagnosed(
+    failure: Failure,
+    runner: &'static str,
+    diagnose: Option<Diagnose>,
+    stderr_tail: &str,
+) -> Failure {
+    match (&failure.kind, diagnose.and_then(|d| d(stderr_tail))) {
+        (StartErrorKind::Exited { .. }, Some(problem)) => {
+            StartErrorKind::Runner { runner, problem }.into()
+        }
+        _ => failure,
+    }
+}
