@@ -28,7 +28,6 @@ use crate::launch::runner::options::{GvisorOptions, RUNSC_INSTALL_HINT};
 use crate::launch::runner::view::PluginView;
 use crate::launch::settings::Settings;
 use crate::launch::shutdown::Launched;
-use crate::launch::spawn::resolve_program;
 
 /// The name of runsc's state root in the host's runtime directory (with the host's uid).
 pub(crate) const STATE_ROOT_PREFIX: &str = "tether-runsc-";
@@ -73,11 +72,13 @@ pub(crate) fn start(
         runner: RUNNER,
         problem,
     };
-    let runsc = find_runsc(&options.runsc).ok_or_else(|| StartErrorKind::RunnerMissing {
-        runner: RUNNER,
-        program: options.runsc.clone(),
-        hint: RUNSC_INSTALL_HINT,
-    })?;
+    let runsc = options
+        .installed_runsc()
+        .ok_or_else(|| StartErrorKind::RunnerMissing {
+            runner: RUNNER,
+            program: options.runsc.clone(),
+            hint: RUNSC_INSTALL_HINT,
+        })?;
     let base = settings
         .runtime_dir
         .clone()
@@ -255,16 +256,6 @@ fn run_command(
     cmd
 }
 
-/// runsc's program: a path as given, or a name found in the host's `PATH`; `None` when it is
-/// not an executable file.
-fn find_runsc(configured: &Path) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH");
-    let found = resolve_program(configured, path.as_ref());
-    let meta = std::fs::metadata(&found).ok()?;
-    (found.is_absolute() && meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        .then_some(found)
-}
-
 /// Makes `root` (if missing) owned by this user with mode `0700`, refusing a symbolic link or
 /// another owner's directory.
 fn private_state_root(root: &Path) -> io::Result<()> {
@@ -333,13 +324,6 @@ mod tests {
             "runsc failed: running container: starting container: starting root container: starting sandbox: creating process: failed to load /x: no such file or directory"
         );
         assert_eq!(diagnose("panic: the plugin's own failure\n"), None);
-    }
-
-    #[test]
-    fn a_missing_runsc_is_not_found_and_a_present_one_is() {
-        assert!(find_runsc(Path::new("/nonexistent/runsc")).is_none());
-        assert!(find_runsc(Path::new("surely-no-such-runsc-here")).is_none());
-        assert!(find_runsc(Path::new("sh")).is_some_and(|p| p.is_absolute()));
     }
 
     #[test]

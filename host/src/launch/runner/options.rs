@@ -102,6 +102,24 @@ impl GvisorOptions {
         &self.runsc
     }
 
+    /// The `runsc` that a launch would run: the configured path, or the first executable of
+    /// that name in the host's `PATH`; `None` when there is none (`tether check` reports it).
+    #[must_use]
+    pub fn installed_runsc(&self) -> Option<PathBuf> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let executable = |p: &std::path::Path| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        };
+        if self.runsc.components().count() != 1 || self.runsc.is_absolute() {
+            return (self.runsc.is_absolute() && executable(&self.runsc))
+                .then(|| self.runsc.clone());
+        }
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(&self.runsc))
+            .find(|candidate| candidate.is_absolute() && executable(candidate))
+    }
+
     /// An operator-supplied root file system directory (mounted read-only) instead of one
     /// assembled from the binary's ELF dependencies. runsc creates missing mount points in it.
     #[must_use]
@@ -140,5 +158,18 @@ impl GvisorOptions {
     pub fn manage_cgroups(mut self, on: bool) -> Self {
         self.ignore_cgroups = !on;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_runsc_is_not_found_and_a_present_program_is() {
+        let missing = |p: &str| GvisorOptions::new().runsc(p).installed_runsc();
+        assert!(missing("/nonexistent/runsc").is_none());
+        assert!(missing("surely-no-such-runsc-here").is_none());
+        assert!(missing("sh").is_some_and(|p| p.is_absolute()));
     }
 }
