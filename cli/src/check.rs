@@ -1,6 +1,7 @@
 //! `tether check`: every problem of a catalog, listed.
 
 use std::os::unix::fs::PermissionsExt as _;
+use tether_host::launch::{RUNSC_INSTALL_HINT, Runner};
 
 use tether_host::{Manifest, SecretSource as _, confine::sha256_file};
 use tether_proto::ValueKind;
@@ -22,7 +23,7 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     for manifest in install.catalog.manifests() {
         let found = check_plugin(&install, manifest);
         if found.is_empty() {
-            outln!("ok       {}", manifest.name)?;
+            outln!("ok       {} (runner {})", manifest.name, manifest.runner)?;
         }
         problems.extend(found);
     }
@@ -83,6 +84,15 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
                 ));
             }
         }
+    }
+    if let Runner::Gvisor(options) = &m.runner
+        && options.installed_runsc().is_none()
+    {
+        problems.push(format!(
+            "{file}: plugin `{}` runs under the gvisor runner, but {} is not installed: {RUNSC_INSTALL_HINT}",
+            m.name,
+            options.runsc_program().display()
+        ));
     }
     match std::fs::metadata(&m.command) {
         Err(e) => problems.push(match install.check_binary(&m.name) {

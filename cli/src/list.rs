@@ -21,7 +21,7 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
         if !m.config.is_empty() {
             line.push_str(&format!("  config: {}", m.config.join(", ")));
         }
-        line.push_str(&format!("  sandbox: {}", m.sandbox));
+        line.push_str(&format!("  sandbox: {}  runner: {}", m.sandbox, m.runner));
         outln!("{line}")?;
     }
     for bad in &install.bad_manifests {

@@ -33,6 +33,7 @@ pub fn launch(
         .name(manifest.name.clone())
         .args(&manifest.args)
         .sandbox(manifest.sandbox)
+        .runner(manifest.runner.clone())
         .limits(manifest.limits)
         .handshake(
             HandshakeConfig::new(&manifest.cookie_key, &manifest.cookie_value)

@@ -13,6 +13,7 @@ use toml::Spanned;
 pub use crate::catalog::text::MAX_NAME_LEN;
 use crate::catalog::text::{check_name, expand_env, key_at, line_column};
 use crate::confine::sandbox::{Limits, SandboxMode};
+use crate::launch::runner::options::{GvisorOptions, Runner};
 
 /// Idle timeout of a plugin whose manifest sets none: stopped after this long unused.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -84,6 +85,8 @@ pub struct Manifest {
     pub limits: Limits,
     /// How strictly the plugin is confined.
     pub sandbox: SandboxMode,
+    /// Where the plugin runs (manifest key `runner`: `"process"`, the default, or `"gvisor"`).
+    pub runner: Runner,
     /// Directories the confined plugin may also read and execute below (manifest key
     /// `sandbox_allow_exec`): an interpreter outside the system paths, e.g. a pyenv Python.
     /// Resolved when the manifest is parsed; see [`Manifest::parse`].
@@ -225,12 +228,23 @@ struct RawManifest {
     #[serde(default)]
     sandbox: SandboxMode,
     #[serde(default)]
+    runner: RawRunner,
+    #[serde(default)]
     sandbox_allow_exec: Vec<Spanned<String>>,
     #[serde(default)]
     sandbox_allow_read: Vec<Spanned<String>>,
     idle_timeout: Option<Spanned<String>>,
     #[serde(default)]
     restart: RawRestart,
+}
+
+/// The manifest's `runner` key; gVisor with its default options.
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawRunner {
+    #[default]
+    Process,
+    Gvisor,
 }
 
 #[derive(Deserialize)]
@@ -359,6 +373,10 @@ impl Manifest {
             env_allow,
             limits: raw.limits,
             sandbox: raw.sandbox,
+            runner: match raw.runner {
+                RawRunner::Process => Runner::Process,
+                RawRunner::Gvisor => Runner::Gvisor(GvisorOptions::new()),
+            },
             sandbox_allow_exec,
             sandbox_allow_read,
             idle_timeout,
@@ -586,6 +604,14 @@ initial_backoff = "50ms"
         assert_eq!(m.restart.max_restarts, 3);
         assert_eq!(m.restart.initial_backoff, Duration::from_millis(50));
         assert_eq!(m.restart.max_backoff, DEFAULT_MAX_BACKOFF);
+    }
+
+    #[test]
+    fn a_manifest_chooses_the_gvisor_runner_and_the_process_runner_is_the_default() {
+        assert_eq!(parse(GOOD).unwrap().runner, Runner::Process);
+        let m = parse(&format!("runner = \"gvisor\"\n{GOOD}")).unwrap();
+        assert_eq!(m.runner.name(), "gvisor");
+        assert!(parse(&format!("runner = \"docker\"\n{GOOD}")).is_err());
     }
 
     #[test]

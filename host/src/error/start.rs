@@ -211,6 +211,24 @@ pub enum StartErrorKind {
         /// Why.
         source: Box<crate::confine::sandbox::SandboxError>,
     },
+    /// The plugin's runner is not installed (e.g. gVisor's `runsc` for
+    /// [`Runner::Gvisor`](crate::launch::Runner::Gvisor)).
+    RunnerMissing {
+        /// The runner (`gvisor`).
+        runner: &'static str,
+        /// The program that was looked for.
+        program: PathBuf,
+        /// How to install it.
+        hint: &'static str,
+    },
+    /// The runner itself failed to prepare or start the plugin (e.g. `runsc failed: …`),
+    /// rather than the plugin.
+    Runner {
+        /// The runner (`gvisor`).
+        runner: &'static str,
+        /// The runner's own account of the failure.
+        problem: String,
+    },
     /// The process could not be started.
     Spawn {
         /// The program that was to be run.
@@ -301,8 +319,9 @@ impl StartErrorKind {
             Self::Prepare { .. }
             | Self::RunAsNeedsRoot { .. }
             | Self::Integrity(_)
-            | Self::Sandbox { .. } => Phase::Prepare,
-            Self::Spawn { .. } => Phase::Spawn,
+            | Self::Sandbox { .. }
+            | Self::RunnerMissing { .. } => Phase::Prepare,
+            Self::Spawn { .. } | Self::Runner { .. } => Phase::Spawn,
             Self::Exited { .. } => during,
             Self::Timeout { .. }
             | Self::StdoutClosed
@@ -408,6 +427,19 @@ impl fmt::Display for StartError {
                 f,
                 "plugin `{plugin}` cannot be confined (sandbox mode `{mode}`): {source}"
             ),
+            K::RunnerMissing {
+                runner,
+                program,
+                hint,
+            } => write!(
+                f,
+                "plugin `{plugin}` runs under the {runner} runner, but {} is not installed: {hint}",
+                program.display()
+            ),
+            K::Runner { runner, problem } => write!(
+                f,
+                "the {runner} runner could not start plugin `{plugin}`: {problem}"
+            ),
             K::Spawn { program, source } => write!(
                 f,
                 "cannot start plugin `{plugin}` ({}): {source}; check that the path exists and is executable",
@@ -490,6 +522,8 @@ impl std::error::Error for StartError {
             K::Address { problem, .. } => Some(problem),
             K::HealthCheck(source) => Some(&**source),
             K::Timeout { .. }
+            | K::RunnerMissing { .. }
+            | K::Runner { .. }
             | K::Exited { .. }
             | K::StdoutClosed
             | K::TooMuchOutput { .. }

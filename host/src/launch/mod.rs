@@ -12,6 +12,7 @@ pub(crate) mod output;
 pub(crate) mod plan;
 pub(crate) mod private_dir;
 pub(crate) mod reattach;
+pub(crate) mod runner;
 pub(crate) mod settings;
 pub(crate) mod shutdown;
 pub(crate) mod spawn;
@@ -30,6 +31,9 @@ pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN, PLUGIN_LOG_TARGET};
 pub use private_dir::{MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE};
 pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
+};
+pub use runner::{
+    DEFAULT_RUNSC, DELIVERED_DIR, GvisorOptions, RUNSC_INSTALL_HINT, Runner, SOCKET_DIR, STATE_DIR,
 };
 pub use settings::HandshakeConfig;
 pub use shutdown::{
