@@ -193,6 +193,7 @@
 mod delivered;
 mod env;
 mod error;
+mod granted;
 mod host;
 mod listen;
 mod log;
@@ -206,12 +207,16 @@ pub mod secrets;
 
 pub use delivered::DeliveredError;
 pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
+pub use granted::Granted;
 pub use log::HclogJson;
 pub use options::{
     DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, ServeOptions, Transport,
 };
 pub use plugin::Plugin;
+/// What reading a secret needs: [`ExposeSecret::expose_secret`] shows the value, the types
+/// wrap it (wiped when dropped). Re-exported so that a plugin need not depend on `secrecy`.
+pub use secrecy::{ExposeSecret, SecretSlice, SecretString};
 pub use stdio::{DEFAULT_STDIO_DRAIN_TIMEOUT, STDIO_CHUNK_LEN, STDIO_OPEN_WAIT, STDIO_QUEUE_LEN};
 pub use tether_transport::{
     BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE,
