@@ -8,6 +8,7 @@
 //! tether inspect --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
 //! tether run                       # the catalog's workflow: DIR/../{workflow.toml,artifacts}
 //! tether run --repeat 100          # ≥ 1,000 steps, with steps/s
+//! tether conformance --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
 //! tether list; tether check        # --catalog DIR, else $TETHER_CATALOG, else ./catalog
 //! tether call --catalog examples/agent/catalog word-count \
 //!     tether.agent.v1.Executor/Execute '{"step":"x","paramsJson":"{\"text\":\"a b\"}"}'
@@ -30,6 +31,7 @@
 //! | 2 | usage error (bad flags or arguments) |
 //! | 3 | the plugin could not be started, or ended badly |
 //! | 1 | a workflow step failed (`run`) |
+//! | 1 | a required conformance check failed (`conformance`) |
 //! | 3 | a step's plugin could not be started or used (`run`) |
 //! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, no catalog found, a catalog with problems (`list`, `check`) |
 
@@ -37,6 +39,7 @@ mod args;
 mod call;
 mod catalog_origin;
 mod check;
+mod conformance;
 mod descriptors;
 mod error;
 mod inspect;
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
             Command::Check(args) => check::run(&args),
             Command::Call(args) => call::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
+            Command::Conformance(args) => conformance::run(args).await,
             Command::DemoPlugin { .. } => unreachable!("handled before the runtime starts"),
         }
     });
