@@ -42,7 +42,8 @@ pub struct Launched {
 }
 
 impl Launched {
-    /// Starts `builder`'s plugin with its private directory in a fresh runtime directory.
+    /// Starts `builder`'s plugin with its private directory and its delivered secrets in a
+    /// fresh runtime directory.
     ///
     /// # Errors
     /// [`KitError::Io`] for the directory, [`KitError::Start`] when the launch fails.
@@ -54,8 +55,10 @@ impl Launched {
                 what: "the runtime directory",
                 source,
             })?;
+        // Delivered secrets go there too, so that "nothing left" covers them.
         let client = builder
             .runtime_dir(runtime_dir.path())
+            .delivery_dir(runtime_dir.path())
             .start()
             .await
             .map_err(Box::new)?;
