@@ -6,12 +6,20 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Launch go-plugin-compatible plugins and call them.
 #[derive(Debug, Parser)]
-#[command(name = "tether", version, about, long_about = None)]
+#[command(
+    name = "tether",
+    version,
+    about,
+    long_about = None,
+    after_help = crate::error::AFTER_HELP
+)]
 pub(crate) struct Cli {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Pretty, global = true)]
     pub(crate) log_format: LogFormat,
-    /// More log output (-v: info, -vv: debug, -vvv: trace). `RUST_LOG` overrides it.
+    /// More log output on stderr. -v: tether's steps and everything the plugin prints (its
+    /// plain stderr lines too); -vv: debug; -vvv: trace. TLS, HTTP/2 and gRPC libraries log
+    /// warnings only; `RUST_LOG` replaces all of this (`RUST_LOG=trace`: everything).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub(crate) verbose: u8,
     #[command(subcommand)]
@@ -125,6 +133,11 @@ pub(crate) struct TargetArgs {
     pub(crate) catalog: Option<Vec<String>>,
     #[command(flatten)]
     pub(crate) install: InstallArgs,
+    /// The plugin's working directory, granted to it read-write [default: none granted: the
+    /// plugin starts in its private per-launch directory, removed at the end; never in the
+    /// current directory].
+    #[arg(long = "work-dir", value_name = "DIR")]
+    pub(crate) work_dir: Option<PathBuf>,
     /// App protocol versions to offer (repeatable; with --catalog the manifest's).
     #[arg(long = "app-version", value_name = "N", default_value = "1")]
     pub(crate) app_versions: Vec<u32>,

@@ -1,6 +1,9 @@
 //! `tether call`: one method, JSON in, JSON out.
 
+use std::time::Duration;
+
 use prost_reflect::{DynamicMessage, MessageDescriptor, MethodDescriptor, SerializeOptions};
+use tether_host::PluginClient;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
@@ -8,6 +11,7 @@ use tonic::transport::Channel;
 use crate::args::CallArgs;
 use crate::descriptors;
 use crate::error::CliError;
+use crate::output::outln;
 use crate::target;
 
 /// Launches the plugin, calls the method, prints the response(s), shuts the plugin down.
@@ -34,14 +38,50 @@ pub(crate) async fn run(args: CallArgs) -> Result<(), CliError> {
         let method = descriptors::find_method(&pool, service, method_name, origin)?;
         let request = parse_request(&method.input(), &args.request)?;
         for response in invoke(plugin.channel(), &method, request).await? {
-            println!("{}", to_json(&response)?);
+            outln!("{}", to_json(&response)?)?;
         }
         Ok(())
     }
     .await;
+    let result = match result {
+        Err(CliError::Call { method, status }) => Err(crashed(&plugin, method, status).await),
+        other => other,
+    };
     let shutdown = plugin.shutdown().await;
     result?;
     shutdown.map(drop).map_err(CliError::Shutdown)
+}
+
+/// How long `call` waits, after a call failed the way a dying plugin's calls fail
+/// (`Unavailable`, `Unknown`, `Cancelled`), for the plugin process to be seen exiting, and then
+/// for the rest of its stderr.
+pub(crate) const CRASH_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The error for a call that failed with `status`: [`CliError::Crashed`] when the plugin has
+/// exited (it ended badly: exit 3, with its name, exit status and stderr tail), else the
+/// plugin's answer ([`CliError::Call`]).
+async fn crashed(plugin: &PluginClient, method: String, status: Box<tonic::Status>) -> CliError {
+    let transport = matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+    );
+    let exit = match plugin.exit_status() {
+        Some(exit) => Some(exit),
+        None if transport => tokio::time::timeout(CRASH_NOTICE_TIMEOUT, plugin.exited())
+            .await
+            .ok(),
+        None => None,
+    };
+    match exit {
+        Some(exit) => CliError::Crashed {
+            plugin: plugin.name().to_owned(),
+            method,
+            exit,
+            stderr_tail: plugin.final_stderr_tail(CRASH_NOTICE_TIMEOUT).await,
+            status,
+        },
+        None => CliError::Call { method, status },
+    }
 }
 
 /// Splits `pkg.Service/Method` at the last `/`.

@@ -8,11 +8,12 @@ use tether_proto::ValueKind;
 use crate::args::CatalogArgs;
 use crate::error::CliError;
 use crate::installation::Installation;
+use crate::output::outln;
 
 /// Prints `ok NAME` or `problem: …` lines; fails if there is a problem.
 pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
-    println!("catalog {}", install.describe());
+    outln!("catalog {}", install.describe())?;
     let mut problems: Vec<String> = install
         .bad_manifests
         .iter()
@@ -21,19 +22,19 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     for manifest in install.catalog.manifests() {
         let found = check_plugin(&install, manifest);
         if found.is_empty() {
-            println!("ok       {}", manifest.name);
+            outln!("ok       {}", manifest.name)?;
         }
         problems.extend(found);
     }
     for problem in &problems {
-        println!("problem: {problem}");
+        outln!("problem: {problem}")?;
     }
     if problems.is_empty() {
-        println!(
+        outln!(
             "catalog {}: {} plugins, no problems",
             install.dir.display(),
             install.catalog.len()
-        );
+        )?;
         Ok(())
     } else {
         Err(CliError::CatalogProblems {
@@ -84,11 +85,17 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
         }
     }
     match std::fs::metadata(&m.command) {
-        Err(e) => problems.push(format!(
-            "{file}: plugin `{}`: binary {} is missing ({e}); build or install it",
-            m.name,
-            m.command.display()
-        )),
+        Err(e) => problems.push(match install.check_binary(&m.name) {
+            Err(CliError::MissingBinary { searched, .. }) => format!(
+                "{file}: plugin `{}`: its program is in none of the places searched: {searched}; build or install it there",
+                m.name
+            ),
+            _ => format!(
+                "{file}: plugin `{}`: binary {} is missing ({e}); build or install it",
+                m.name,
+                m.command.display()
+            ),
+        }),
         Ok(meta) if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 => {
             problems.push(format!(
                 "{file}: plugin `{}`: {} is not an executable file",

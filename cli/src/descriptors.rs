@@ -135,8 +135,49 @@ pub(crate) async fn from_reflection(
         service: service.to_owned(),
         source,
     };
-    let files = with_fallback!(file_containing, channel, service).map_err(reflection_err)?;
+    let files = match with_fallback!(file_containing, channel.clone(), service) {
+        Ok(files) => files,
+        Err(source) => {
+            // A service the plugin's reflection does not list is most often a typo: name the
+            // ones it has.
+            return Err(match list_services(channel).await {
+                Ok(mut known) if !known.iter().any(|s| s == service) => {
+                    known.sort();
+                    CliError::NotReflected {
+                        service: service.to_owned(),
+                        known: join(known.into_iter()),
+                    }
+                }
+                _ => reflection_err(source),
+            });
+        }
+    };
     pool_from_encoded_files(&files).map_err(reflection_err)
+}
+
+/// The descriptors of `services` (one pool, shared imports once), and for each service the
+/// plugin's reflection could not describe, why.
+pub(crate) async fn describe_services(
+    channel: Channel,
+    services: &[String],
+) -> Result<(DescriptorPool, Vec<(String, BoxError)>), BoxError> {
+    let mut files: Vec<Vec<u8>> = Vec::new();
+    let mut names: HashSet<String> = HashSet::new();
+    let mut undescribed = Vec::new();
+    for service in services {
+        match with_fallback!(file_containing, channel.clone(), service.as_str()) {
+            Ok(answer) => {
+                for bytes in answer {
+                    let file = prost_types::FileDescriptorProto::decode(bytes.as_slice())?;
+                    if names.insert(file.name().to_owned()) {
+                        files.push(bytes);
+                    }
+                }
+            }
+            Err(e) => undescribed.push((service.clone(), e)),
+        }
+    }
+    Ok((pool_from_encoded_files(&files)?, undescribed))
 }
 
 /// The services the plugin lists through reflection.

@@ -10,6 +10,23 @@ pub(crate) const EXIT_CALL: u8 = 1;
 pub(crate) const EXIT_START: u8 = 3;
 /// Exit status: bad input (method, JSON, .proto files).
 pub(crate) const EXIT_INPUT: u8 = 4;
+/// Exit status when stdout was closed before everything was written (`| head -1`): 128 +
+/// `SIGPIPE`, what a shell reports for a program that `SIGPIPE` ended (`yes | head -1`), so
+/// pipelines behave as with any other tool. Nothing is printed.
+pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
+
+/// The end of `tether --help`: how to see a plugin's output, and each exit status once (the
+/// constants above; README's table says the same).
+pub(crate) const AFTER_HELP: &str = "\
+Plugin output: a plugin's stderr, stdout and GRPCStdio lines are logged on stderr: its warnings and errors always, everything it prints with -v.
+
+Exit status:
+  0    success
+  1    the plugin answered the call with a gRPC error; a workflow step failed (run)
+  2    usage error (bad flags or arguments)
+  3    the plugin (or a step's plugin) could not be started, is not where it was looked for, is not an executor (run), or ended badly
+  4    bad input: unknown service or method, JSON that does not fit the message, unreadable .proto, unknown plugin, bad workflow, no catalog found, a catalog with problems
+  141  stdout was closed before everything was written (e.g. | head -1); nothing is printed";
 
 /// Everything that can go wrong, one variant per cause the user can act on.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +43,17 @@ pub(crate) enum CliError {
     /// The method argument is not SERVICE/METHOD.
     #[error("{0:?} is not of the form SERVICE/METHOD (e.g. proto.KV/Get)")]
     BadMethodSyntax(String),
+    /// The plugin's program is in none of the places it was looked for.
+    #[error(
+        "plugin `{plugin}`{}: its program is in none of the places searched: {searched}; build or install it there",
+        manifest.as_ref().map(|m| format!(" ({})", m.display())).unwrap_or_default()
+    )]
+    MissingBinary {
+        plugin: String,
+        /// The manifest, for a catalog plugin.
+        manifest: Option<PathBuf>,
+        searched: crate::binary::Searched,
+    },
     /// The plugin did not start.
     #[error("the plugin did not start")]
     Start(#[source] Box<tether_host::StartError>),
@@ -55,6 +83,11 @@ pub(crate) enum CliError {
         origin: &'static str,
         known: String,
     },
+    /// The plugin's server reflection does not list the service.
+    #[error(
+        "the plugin's server reflection does not list service {service:?}; it has: {known} (if the plugin serves {service} without describing it, pass the service's .proto file with --proto)"
+    )]
+    NotReflected { service: String, known: String },
     /// The method is not in the service.
     #[error("service {service} has no method {method:?}; its methods: {known}")]
     UnknownMethod {
@@ -100,12 +133,14 @@ pub(crate) enum CliError {
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]
     CatalogProblems { count: usize },
-    /// `--catalog DIR PLUGIN` names no plugin of the catalog.
-    #[error("plugin `{plugin}` is not in the catalog {}; it has: {known}", catalog.display())]
+    /// `--catalog DIR PLUGIN` names no plugin of the catalog (whose broken manifests, which
+    /// may be that plugin's, are listed).
+    #[error("plugin `{plugin}` is not in the catalog {}; it has: {known}{}", catalog.display(), broken.iter().map(|e| format!("\n  not loaded: {e}")).collect::<String>())]
     UnknownPlugin {
         plugin: String,
         catalog: PathBuf,
         known: String,
+        broken: Vec<String>,
     },
     /// A secret or config file of the plugin cannot be delivered.
     #[error("cannot deliver what plugin `{plugin}` needs: {reason}")]
@@ -119,12 +154,44 @@ pub(crate) enum CliError {
     /// A step could not run, or ran and reported failure.
     #[error(transparent)]
     Run(tether_agent::host::RunError),
+    /// Standard output cannot be written: closed early ([`is_quiet`](Self::is_quiet)) or
+    /// another write error.
+    #[error("cannot write to standard output")]
+    Output(#[source] std::io::Error),
     /// The plugin answered with a gRPC error.
     #[error("{method} failed: {code:?}: {message}", code = status.code(), message = status.message())]
     Call {
         method: String,
         status: Box<tonic::Status>,
     },
+    /// The plugin exited during the call.
+    #[error(
+        "plugin `{plugin}` exited during {method} ({exit}){}",
+        tail_lines(stderr_tail)
+    )]
+    Crashed {
+        plugin: String,
+        method: String,
+        exit: std::process::ExitStatus,
+        stderr_tail: String,
+        /// What the call saw.
+        #[source]
+        status: Box<tonic::Status>,
+    },
+}
+
+/// `; its stderr ended with:` and the tail's lines, indented; nothing for an empty tail.
+fn tail_lines(tail: &str) -> String {
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return "; it wrote nothing to stderr".to_owned();
+    }
+    let mut out = String::from("; its stderr ended with:");
+    for line in lines {
+        out.push_str("\n  | ");
+        out.push_str(line);
+    }
+    out
 }
 
 impl CliError {
@@ -134,7 +201,10 @@ impl CliError {
             Self::Call { .. }
             | Self::Run(RunError::StepFailed { .. })
             | Self::NotConforming { .. } => EXIT_CALL,
+            Self::Output(_) => EXIT_BROKEN_PIPE,
             Self::Start(_)
+            | Self::MissingBinary { .. }
+            | Self::Crashed { .. }
             | Self::Shutdown(_)
             | Self::Run(_)
             | Self::Delivery { .. }
@@ -152,11 +222,32 @@ impl CliError {
             | Self::Proto { .. }
             | Self::Reflection { .. }
             | Self::UnknownService { .. }
+            | Self::NotReflected { .. }
             | Self::UnknownMethod { .. }
             | Self::ClientStreaming(_)
             | Self::BadRequest { .. }
             | Self::BadResponse(_) => EXIT_INPUT,
         }
+    }
+}
+
+impl CliError {
+    /// [`CliError::MissingBinary`] for `--cmd`'s `program` (named, like the host names a
+    /// plugin, after its file name).
+    pub(crate) fn missing_program(program: &str, searched: crate::binary::Searched) -> Self {
+        Self::MissingBinary {
+            plugin: std::path::Path::new(program)
+                .file_name()
+                .map_or_else(|| program.to_owned(), |n| n.to_string_lossy().into_owned()),
+            manifest: None,
+            searched,
+        }
+    }
+
+    /// Whether nothing should be printed: stdout was closed by its reader (`| head -1`), which
+    /// is how such a pipeline ends, not a failure to explain.
+    pub(crate) fn is_quiet(&self) -> bool {
+        matches!(self, Self::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
     }
 }
 

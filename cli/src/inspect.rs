@@ -1,28 +1,41 @@
-//! `tether inspect`: launch a plugin and report what was negotiated.
+//! `tether inspect`: launch a plugin and report what was negotiated, then describe the
+//! plugin's own services (the `describe` module).
 
+use tether_host::PluginClient;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::args::InspectArgs;
+use crate::describe;
 use crate::descriptors;
 use crate::error::CliError;
+use crate::output::outln;
 use crate::target;
 
-/// Launches the plugin, prints one `key: value` line per fact, shuts it down.
+/// Launches the plugin, prints one `key: value` line per fact and each service it describes,
+/// shuts it down (also when stdout closes early).
 pub(crate) async fn run(args: InspectArgs) -> Result<(), CliError> {
     let plugin = target::launch(&args.target).await?;
-    println!("plugin: {}", plugin.name());
-    println!("pid: {}", plugin.pid());
-    println!("app protocol version: {}", plugin.app_version());
-    println!(
+    let printed = report(&plugin).await;
+    let shutdown = plugin.shutdown().await;
+    printed?;
+    let outcome = shutdown.map_err(CliError::Shutdown)?;
+    outln!("shutdown: {outcome}")
+}
+
+async fn report(plugin: &PluginClient) -> Result<(), CliError> {
+    outln!("plugin: {}", plugin.name())?;
+    outln!("pid: {}", plugin.pid())?;
+    outln!("app protocol version: {}", plugin.app_version())?;
+    outln!(
         "transport: {} {}",
         plugin.address().network(),
         plugin.address()
-    );
-    println!("broker: {}", plugin.broker_mode());
+    )?;
+    outln!("broker: {}", plugin.broker_mode())?;
     match plugin.peer_fingerprint() {
-        Some(fp) => println!("tls: mutual, plugin certificate sha256 {fp}"),
-        None => println!("tls: off (plaintext)"),
+        Some(fp) => outln!("tls: mutual, plugin certificate sha256 {fp}")?,
+        None => outln!("tls: off (plaintext)")?,
     }
     let health = HealthClient::new(plugin.channel())
         .check(HealthCheckRequest {
@@ -30,17 +43,31 @@ pub(crate) async fn run(args: InspectArgs) -> Result<(), CliError> {
         })
         .await;
     match health {
-        Ok(r) => println!("health: {:?}", r.into_inner().status()),
-        Err(status) => println!("health: error: {}", status.message()),
+        Ok(r) => outln!("health: {:?}", r.into_inner().status())?,
+        Err(status) => outln!("health: error: {}", status.message())?,
     }
-    match descriptors::list_services(plugin.channel()).await {
-        Ok(mut services) => {
-            services.sort();
-            println!("services: {}", services.join(", "));
+    let mut services = match descriptors::list_services(plugin.channel()).await {
+        Ok(services) => services,
+        Err(e) => return outln!("services: unknown (no server reflection: {e})"),
+    };
+    services.sort();
+    outln!("services: {}", services.join(", "))?;
+    let own: Vec<String> = services
+        .into_iter()
+        .filter(|s| !describe::is_protocol_service(s))
+        .collect();
+    let (pool, undescribed) = match descriptors::describe_services(plugin.channel(), &own).await {
+        Ok(described) => described,
+        Err(e) => return outln!("descriptions: unavailable ({e})"),
+    };
+    for name in &own {
+        if let Some(service) = pool.get_service_by_name(name) {
+            let served = describe::probe(plugin.channel(), &service).await;
+            outln!("{}", describe::service_text(&service, served))?;
         }
-        Err(e) => println!("services: unknown (no server reflection: {e})"),
     }
-    let outcome = plugin.shutdown().await.map_err(CliError::Shutdown)?;
-    println!("shutdown: {outcome}");
+    for (name, why) in undescribed {
+        outln!("service {name} (reflection cannot describe it: {why})")?;
+    }
     Ok(())
 }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use tether_host::{Catalog, DirSecretSource, Grants, Manifest, catalog::ManifestError};
 
 use crate::args::{CatalogArgs, InstallArgs};
+use crate::binary::{self, Searched};
 use crate::catalog_origin::{CATALOG_ENV, DEFAULT_CATALOG, Origin};
 use crate::error::CliError;
 
@@ -51,6 +52,8 @@ pub(crate) struct Installation {
     pub(crate) catalog: Catalog,
     /// The manifests that could not be loaded.
     pub(crate) bad_manifests: Vec<ManifestError>,
+    /// The plugins whose program is nowhere, and every place it was looked for.
+    pub(crate) missing_binaries: Vec<(String, Searched)>,
     /// The policy.
     pub(crate) grants: Grants,
     /// Secret values.
@@ -102,18 +105,25 @@ impl Installation {
                 .unwrap_or_else(|| beside(dir, "config")),
         );
         let mut catalog = Catalog::default();
+        let mut missing_binaries = Vec::new();
         for manifest in loaded.manifests() {
-            catalog.add(resolve_binary(
-                dir,
-                manifest.clone(),
-                install.bin_dir.as_deref(),
-            ));
+            let resolved = resolve_binary(dir, manifest.clone(), install.bin_dir.as_deref());
+            if !resolved.command.exists() {
+                let searched = binary::catalog_places(
+                    &manifest.command,
+                    &resolved.command,
+                    install.bin_dir.is_some(),
+                );
+                missing_binaries.push((manifest.name.clone(), searched));
+            }
+            catalog.add(resolved);
         }
         Ok(Self {
             dir: dir.to_owned(),
             origin,
             catalog,
             bad_manifests: loaded.errors().to_vec(),
+            missing_binaries,
             grants,
             secrets,
             config,
@@ -127,8 +137,29 @@ impl Installation {
             .ok_or_else(|| CliError::UnknownPlugin {
                 plugin: plugin.to_owned(),
                 catalog: self.dir.clone(),
-                known: self.names().join(", "),
+                known: match self.names() {
+                    names if names.is_empty() => "no plugin that loaded".to_owned(),
+                    names => names.join(", "),
+                },
+                broken: self.bad_manifests.iter().map(ToString::to_string).collect(),
             })
+    }
+
+    /// [`CliError::MissingBinary`] when `plugin`'s program is in none of the places it was
+    /// looked for.
+    pub(crate) fn check_binary(&self, plugin: &str) -> Result<(), CliError> {
+        match self
+            .missing_binaries
+            .iter()
+            .find(|(name, _)| name == plugin)
+        {
+            None => Ok(()),
+            Some((name, searched)) => Err(CliError::MissingBinary {
+                plugin: name.clone(),
+                manifest: self.catalog.get(name).map(|m| m.file.clone()),
+                searched: searched.clone(),
+            }),
+        }
     }
 
     /// `DIR (from ORIGIN)`, for output headers.

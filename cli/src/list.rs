@@ -3,11 +3,12 @@
 use crate::args::CatalogArgs;
 use crate::error::CliError;
 use crate::installation::Installation;
+use crate::output::outln;
 
 /// Prints one line per plugin; bad manifests go to stderr and make the exit status non-zero.
 pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
-    println!("catalog {}", install.describe());
+    outln!("catalog {}", install.describe())?;
     for m in install.catalog.manifests() {
         let mut line = format!("{:<16} {}", m.name, m.command.display());
         for arg in &m.args {
@@ -21,7 +22,7 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
             line.push_str(&format!("  config: {}", m.config.join(", ")));
         }
         line.push_str(&format!("  sandbox: {}", m.sandbox));
-        println!("{line}");
+        outln!("{line}")?;
     }
     for bad in &install.bad_manifests {
         eprintln!("tether: bad manifest: {bad}");

@@ -27,25 +27,30 @@
 //! | status | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | the plugin answered the call with a gRPC error |
+//! | 1 | the plugin answered the call with a gRPC error; a workflow step failed (`run`); a required conformance check failed (`conformance`) |
 //! | 2 | usage error (bad flags or arguments) |
-//! | 3 | the plugin could not be started, or ended badly |
-//! | 1 | a workflow step failed (`run`) |
-//! | 1 | a required conformance check failed (`conformance`) |
-//! | 3 | a step's plugin could not be started or used (`run`) |
+//! | 3 | the plugin (or a step's plugin) could not be started, is not where it was looked for, is not an executor (`run`), or ended badly |
 //! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, no catalog found, a catalog with problems (`list`, `check`) |
+//! | 141 | stdout was closed before everything was written (`tether inspect … \| head -1`); nothing is printed, the plugin is still shut down |
+//!
+//! # Output
+//! Results go to stdout; logs, progress and errors to stderr, coloured only on a terminal
+//! and never with `NO_COLOR` set. `-v` shows what plugins print (`logging`).
 
 mod args;
+mod binary;
 mod call;
 mod catalog_origin;
 mod check;
 mod conformance;
+mod describe;
 mod descriptors;
 mod error;
 mod inspect;
 mod installation;
 mod list;
 mod logging;
+mod output;
 mod run;
 mod target;
 
@@ -84,6 +89,7 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_quiet() => ExitCode::from(e.exit_code()),
         Err(e) => {
             eprintln!("{}", error::render(&e));
             ExitCode::from(e.exit_code())

@@ -16,6 +16,7 @@ use tether_host::Supervisor;
 use crate::args::RunArgs;
 use crate::error::CliError;
 use crate::installation::Installation;
+use crate::output::outln;
 
 /// Runs the workflow `--repeat` times and prints the summary.
 pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
@@ -28,6 +29,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
         .clone()
         .unwrap_or_else(|| install.beside("workflow.toml"));
     let workflow = Workflow::load(&file, &install.names()).map_err(CliError::Workflow)?;
+    // A step whose program is nowhere fails now, before any plugin starts.
+    for step in &workflow.steps {
+        install.check_binary(&step.plugin)?;
+    }
 
     let temp_state;
     let state_dir = match &args.state_dir {
@@ -76,32 +81,32 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     let outcome = result.map_err(CliError::Run)?;
     let latencies = &outcome.latencies;
 
-    println!("workflow: {} ({})", workflow.name, file.display());
-    println!("catalog: {catalog}");
-    println!(
+    outln!("workflow: {} ({})", workflow.name, file.display())?;
+    outln!("catalog: {catalog}")?;
+    outln!(
         "steps run: {} ({} steps x {} runs)",
         latencies.len(),
         workflow.steps.len(),
         args.repeat
-    );
-    println!(
+    )?;
+    outln!(
         "plugins: {} started of {} in catalog ({})",
         started_plugins.len(),
         in_catalog,
         started_plugins.join(", ")
-    );
-    println!("callbacks: {}", counts.summary());
-    println!("output: {}", outcome.output);
-    println!("total time: {}", format_duration(elapsed));
-    println!(
+    )?;
+    outln!("callbacks: {}", counts.summary())?;
+    outln!("output: {}", outcome.output)?;
+    outln!("total time: {}", format_duration(elapsed))?;
+    outln!(
         "per step: p50 {}, p99 {}",
         format_duration(latencies.quantile(0.50)),
         format_duration(latencies.quantile(0.99))
-    );
-    println!(
+    )?;
+    outln!(
         "throughput: {:.0} steps/s",
         latencies.len() as f64 / elapsed.as_secs_f64()
-    );
+    )?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use tether_host::{HandshakeConfig, PluginClient};
+use tether_host::{HandshakeConfig, PluginClient, PluginClientBuilder};
 
 use crate::args::TargetArgs;
 use crate::catalog_origin::Origin;
@@ -44,15 +44,13 @@ pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError
         });
     };
     let (program, args) = parse_command(cmd)?;
+    crate::binary::check_program(&program, std::env::var_os("PATH").as_deref())
+        .map_err(|searched| CliError::missing_program(&program, searched))?;
     let (key, value) = parse_cookie(cookie)?;
-    let mut builder = PluginClient::builder(program)
+    let builder = PluginClient::builder(program)
         .args(args)
         .handshake(HandshakeConfig::new(key, value).app_versions(target.app_versions.clone()));
-    builder = builder.multiplex(target.multiplex);
-    if target.plaintext {
-        builder = builder.plaintext();
-    }
-    builder
+    common(builder, target)?
         .start()
         .await
         .map_err(|e| CliError::Start(Box::new(e)))
@@ -67,20 +65,35 @@ async fn launch_from_catalog(
 ) -> Result<PluginClient, CliError> {
     let install = Installation::load_dir(dir, Origin::Flag, &target.install)?;
     let m = install.manifest(plugin)?;
-    let mut builder =
+    install.check_binary(plugin)?;
+    let builder =
         tether_host::catalog::launch(m, &install.grants, &install.secrets, &install.config)
             .map_err(|e| CliError::Delivery {
                 plugin: plugin.to_owned(),
                 reason: e.to_string(),
             })?;
+    common(builder, target)?
+        .start()
+        .await
+        .map_err(|e| CliError::Start(Box::new(e)))
+}
+
+/// What `--catalog` and `--cmd` launches share: multiplexing, plaintext, and the working
+/// directory, which the plugin gets only when `--work-dir` grants one (else the library's
+/// default, its private directory: never the current directory).
+fn common(
+    mut builder: PluginClientBuilder<HandshakeConfig>,
+    target: &TargetArgs,
+) -> Result<PluginClientBuilder<HandshakeConfig>, CliError> {
     builder = builder.multiplex(target.multiplex);
     if target.plaintext {
         builder = builder.plaintext();
     }
-    builder
-        .start()
-        .await
-        .map_err(|e| CliError::Start(Box::new(e)))
+    if let Some(dir) = &target.work_dir {
+        let dir = std::path::absolute(dir).map_err(CliError::CurrentDir)?;
+        builder = builder.current_dir(dir);
+    }
+    Ok(builder)
 }
 
 #[cfg(test)]

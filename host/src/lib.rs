@@ -84,24 +84,33 @@
 //!   [`multiplex`](PluginClientBuilder::multiplex) asks for go-plugin's multiplexed broker.
 //! - stdin from `/dev/null`; stdout, stderr and the `plugin.GRPCStdio` stream are read
 //!   continuously (logged with `tracing`, see below) so the plugin never blocks on them.
-//! - The host's working directory unless [`current_dir`](PluginClientBuilder::current_dir)
-//!   says otherwise (a [`Supervisor`] gives each plugin `state/<name>`).
+//! - As working directory its private directory, unless
+//!   [`current_dir`](PluginClientBuilder::current_dir) grants it another (a [`Supervisor`]
+//!   gives each plugin `state/<name>`); never the host's working directory.
 //! - Its granted secrets and config files (see [`Delivery`]) as `0400` files in a `0700`
 //!   directory on tmpfs, announced in `TETHER_SECRETS_DIR` / `TETHER_CONFIG_DIR`, removed as
 //!   soon as it exits.
 //!
 //! # Confinement
 //! Applied between fork and exec, so it works for plugins in any language
-//! ([`PluginClientBuilder::sandbox`], default [`SandboxMode::Enforce`]): descriptors above
+//! ([`PluginClientBuilder::sandbox`], default [`SandboxMode::Enforce`]): a session of its own
+//! without a controlling terminal; descriptors above
 //! stderr closed at exec; an empty capability bounding set; `no_new_privs`; a Landlock domain
 //! allowing only [`SYSTEM_EXEC_PATHS`](crate::confine::SYSTEM_EXEC_PATHS), [`SYSTEM_READ_PATHS`](crate::confine::SYSTEM_READ_PATHS), [`DEVICE_RW_PATHS`](crate::confine::DEVICE_RW_PATHS), the
 //! binary's directory (read/execute), its secrets/config (read), its private and working
-//! directories (read/write); [`Limits`] as rlimits and core dumps off; `PR_SET_PDEATHSIG` and
+//! directories (read/write; the working directory only when one was set); [`Limits`] as rlimits and core dumps off; `PR_SET_PDEATHSIG` and
 //! one janitor process per host (a `sh` started on the first launch, watching a lifeline
 //! socket) that, if the host dies, even by `SIGKILL`, kills the process group and removes the
 //! directories of every plugin the host had not yet ended. With
 //! [`sha256`](PluginClientBuilder::sha256) the binary is verified through an open descriptor
 //! and that same file executed ([`IntegrityError`](crate::confine::IntegrityError)).
+//!
+//! Independent of the sandbox mode: a seccomp filter
+//! ([`PluginClientBuilder::seccomp`], default [`SeccompMode::Default`](crate::confine::SeccompMode::Default),
+//! the profile and how it differs from Docker's in [`confine::seccomp`]); no network
+//! ([`PluginClientBuilder::network`], default [`NetworkMode::None`](crate::confine::NetworkMode::None):
+//! an empty network namespace or a filter on socket families, see [`confine::network`]); and,
+//! on a root host, another user ([`PluginClientBuilder::run_as`]).
 //!
 //! Caveat: `PR_SET_PDEATHSIG` fires when the *thread* that started the plugin exits, not only
 //! the host process: start plugins from long-lived threads (tokio's worker threads and the
@@ -191,7 +200,9 @@
 //! Reattached plugins always use the default mode.
 //!
 //! # Not yet
-//! Landlock network rules.
+//! Port-level network rules (Landlock ABI ≥ 4 could allow chosen TCP ports); blocking pathname
+//! unix sockets outside the plugin's directories (see
+//! [`pathname_sockets_blocked`](crate::confine::pathname_sockets_blocked)).
 
 pub mod callbacks;
 pub mod catalog;

@@ -7,14 +7,18 @@
 //! - [`cgroups`]: whether plugins must get pids cgroups here, and reading one.
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
+//! - [`typescript`]: check for Node and build the TypeScript interop peer (`sdk-typescript/`).
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
+//! - [`escape`]: escape attempts the probe plugin makes from inside its confinement.
 
 pub mod bins;
 pub mod cgroups;
+pub mod escape;
 pub mod example_host;
 pub mod misbehave;
 pub mod peers;
 pub mod procs;
 pub mod python;
+pub mod typescript;
 pub mod world;

@@ -291,9 +291,9 @@ fn check_lists_every_problem_of_a_catalog_and_fails() {
         "{text}"
     );
     assert!(
-        problems
-            .iter()
-            .any(|p| p.contains("no-such-plugin is missing")),
+        problems.iter().any(|p| p
+            .contains("plugin `gone`: its program is in none of the places searched: ")
+            && p.contains("/bin/no-such-plugin (the catalog's bin/)")),
         "{text}"
     );
     assert!(text.contains("ok       notifier"), "{text}");

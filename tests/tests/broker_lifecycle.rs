@@ -413,3 +413,152 @@ fn after_the_host_is_killed_no_go_plugin_socket_or_secret_remains() {
         host_sigkill_leaves_nothing(&go.probe, 1);
     }
 }
+
+/// Issue 11, hole 4: `broker-host --put setsid:` starts plugin `a`, whose grandchild calls
+/// `setsid()` (a session and process group of its own, out of reach of any group kill). Returns
+/// the world, the host, the plugin's cgroup and the grandchild's pid.
+fn host_with_a_setsid_grandchild() -> (World, std::process::Child, std::path::PathBuf, u32) {
+    let world = World::new();
+    world.add_plugin(&PluginSpec::new("a", PROBE));
+    let dirs = [
+        world.catalog(),
+        world.state(),
+        world.secrets(),
+        world.delivery(),
+        world.run(),
+    ];
+    let mut host = Command::new(BROKER_HOST)
+        .args(["--put", "setsid:"])
+        .args(dirs.iter().map(|d| d.as_os_str()))
+        .arg("a")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut plugin, mut cgroup) = (None, None);
+    for line in BufReader::new(host.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line == "ready" {
+            break;
+        }
+        if let Some(rest) = line.strip_prefix("cgroup a ") {
+            cgroup = Some(std::path::PathBuf::from(rest));
+        } else if let Some(rest) = line.strip_prefix("pid a ") {
+            plugin = Some(rest.parse::<u32>().unwrap());
+        }
+    }
+    let (plugin, cgroup) = (
+        plugin.unwrap(),
+        cgroup.expect("the plugin has a pids cgroup"),
+    );
+    let others: Vec<u32> = tether_tests::cgroups::procs(&cgroup)
+        .into_iter()
+        .filter(|&p| p != plugin)
+        .collect();
+    assert_eq!(
+        others.len(),
+        1,
+        "one grandchild besides the plugin: {others:?}"
+    );
+    let grandchild = others[0];
+    // It really left the plugin's session and process group.
+    let stat = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    assert_eq!(fields[3], grandchild.to_string(), "its own session: {stat}");
+    assert_ne!(
+        fields[2],
+        plugin.to_string(),
+        "not in the plugin's group: {stat}"
+    );
+    (world, host, cgroup, grandchild)
+}
+
+/// Waits (poll on its pidfd, no sleeping) until the process behind `fd` exits.
+fn exits_within(fd: &OwnedFd, limit: Duration) -> bool {
+    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+    let timeout = rustix::event::Timespec::try_from(limit).unwrap();
+    rustix::event::poll(&mut fds, Some(&timeout)).unwrap() == 1
+}
+
+#[test]
+fn after_the_host_is_killed_a_grandchild_that_called_setsid_ends_with_the_plugins_cgroup() {
+    if !tether_tests::cgroups::pids_controller_expected() {
+        eprintln!("skipped: no writable pids controller here, so no plugin cgroup to kill");
+        return;
+    }
+    let (_world, mut host, cgroup, grandchild) = host_with_a_setsid_grandchild();
+    let fd = pidfd(grandchild);
+    host.kill().unwrap(); // SIGKILL
+    host.wait().unwrap();
+    let killed = Instant::now();
+    let gone = exits_within(&fd, PROCESSES_GONE_AFTER_HOST_DEATH);
+    if !gone {
+        // Do not leave it running on the shared machine.
+        let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
+    }
+    assert!(
+        gone,
+        "the setsid grandchild outlived its killed host by more than {PROCESSES_GONE_AFTER_HOST_DEATH:?}"
+    );
+    eprintln!(
+        "setsid grandchild gone {:?} after the host's SIGKILL",
+        killed.elapsed()
+    );
+    // The janitor removes the emptied group too (it may take a moment after the kill).
+    let start = Instant::now();
+    while cgroup.exists() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{} left behind",
+            cgroup.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test]
+async fn a_stale_cgroup_of_a_dead_host_with_a_live_process_is_killed_at_the_next_launch() {
+    if !tether_tests::cgroups::pids_controller_expected() {
+        eprintln!("skipped: no writable pids controller here");
+        return;
+    }
+    let (world, mut host, cgroup, grandchild) = host_with_a_setsid_grandchild();
+    let fd = pidfd(grandchild);
+    // The janitor dies with its host (both SIGKILLed): nothing cleans up but the next launch.
+    let janitors: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let ppid = stat
+                .rfind(')')
+                .and_then(|at| stat[at + 2..].split(' ').nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            ppid == Some(host.id()) && String::from_utf8_lossy(&cmdline).contains("tether-janitor")
+        })
+        .collect();
+    assert_eq!(janitors.len(), 1, "the host's janitor: {janitors:?}");
+    let janitor = pidfd(janitors[0]);
+    rustix::process::pidfd_send_signal(&janitor, rustix::process::Signal::KILL).unwrap();
+    assert!(exits_within(&janitor, DEADLINE));
+    host.kill().unwrap();
+    host.wait().unwrap();
+    assert!(
+        !exits_within(&fd, Duration::from_millis(200)),
+        "without a janitor, nothing should have ended the grandchild yet"
+    );
+    assert!(cgroup.exists());
+
+    let broker = broker(&world, Grants::new()).build();
+    drop(broker.acquire("a").await.unwrap());
+    broker.shutdown().await;
+    let gone = exits_within(&fd, PROCESSES_GONE_AFTER_HOST_DEATH);
+    if !gone {
+        let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
+    }
+    assert!(
+        gone,
+        "the next launch left the stale group's live process running"
+    );
+    assert!(!cgroup.exists(), "{} left behind", cgroup.display());
+}

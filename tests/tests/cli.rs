@@ -42,7 +42,17 @@ fn kv_proto() -> String {
 fn put_then_get(plugin: &Path, extra: &[&str]) {
     let work = tempfile::tempdir().unwrap();
     let cmd = plugin.to_str().unwrap();
-    let base = ["call", "--cmd", cmd, "--cookie", "BASIC_PLUGIN=hello"];
+    // The KV plugins keep `kv_<key>` in their working directory: granted explicitly.
+    let work_dir = work.path().to_str().unwrap();
+    let base = [
+        "call",
+        "--cmd",
+        cmd,
+        "--cookie",
+        "BASIC_PLUGIN=hello",
+        "--work-dir",
+        work_dir,
+    ];
     let put: Vec<&str> = base
         .iter()
         .chain(extra)
@@ -159,7 +169,7 @@ fn a_missing_plugin_is_a_start_error() {
     let err = stderr(&out);
     assert!(
         err.starts_with(
-            "tether: error: the plugin did not start\n  caused by: cannot start plugin"
+            "tether: error: plugin `plugin`: its program is in none of the places searched: /nonexistent/plugin (--cmd)"
         ),
         "{err}"
     );
@@ -217,4 +227,37 @@ fn inspect_with_multiplex_reports_the_multiplexed_broker_of_a_go_plugin_v1_8() {
     assert!(text.contains("broker: multiplexed\n"), "{text}");
     assert!(text.contains("health: Serving\n"), "{text}");
     assert!(text.contains("shutdown: exited gracefully"), "{text}");
+}
+
+/// Issue 11 ("also found") / issue 16 item 3: a plugin that dies in the middle of a call is
+/// reported as the plugin ending badly, with what the operator needs to see why.
+#[test]
+fn a_plugin_that_crashes_during_a_call_exits_3_with_its_name_exit_status_and_stderr_tail() {
+    let work = tempfile::tempdir().unwrap();
+    let out = tether(
+        work.path(),
+        &[
+            "call",
+            "--proto",
+            &kv_proto(),
+            "--cmd",
+            env!("CARGO_BIN_EXE_probe-plugin"),
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+            "proto.KV/Put",
+            r#"{"key":"crash:"}"#,
+        ],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(EXIT_START), "{err}");
+    assert!(err.contains("`probe-plugin`"), "names the plugin: {err}");
+    assert!(
+        err.contains("exit status: 3"),
+        "gives its exit status: {err}"
+    );
+    assert!(
+        err.contains("crashing on purpose"),
+        "shows its stderr tail: {err}"
+    );
+    assert!(procs::in_dir(work.path()).is_empty());
 }

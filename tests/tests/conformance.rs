@@ -2,8 +2,7 @@
 //! go-plugin versions' peers conform (checks a peer cannot do are `n/a` with the reason), and
 //! each deliberately broken plugin fails the check it should, with its remedy.
 //!
-//! Adding an SDK's examples (the TypeScript SDK's, when that branch lands) is one more entry
-//! in [`conforming_plugins`].
+//! An SDK's examples are one more entry in [`conforming_plugins`].
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
@@ -12,6 +11,7 @@ use std::process::Command;
 use tether_tests::bins::{COUNTER_PLUGIN, KV_PLUGIN, TETHER};
 use tether_tests::peers::{GoPlugin, go_or_skip};
 use tether_tests::python::python_or_skip;
+use tether_tests::typescript::node_or_skip;
 
 /// What `tether conformance` printed and its exit status.
 struct Run {
@@ -71,6 +71,14 @@ fn conforming_plugins() -> Vec<(String, String, NotApplicable)> {
                 shell_words::join([python.as_str(), &script.to_string_lossy()]),
                 vec![("callback, multiplexed", "declined")],
             ));
+        }
+    }
+    if let Some(node) = node_or_skip("typescript_sdk_examples_conform") {
+        for (example, na) in [
+            ("kv", vec![("callback, default mode", "proto.Counter")]),
+            ("counter", vec![]),
+        ] {
+            plugins.push((format!("TypeScript {example}"), node.command(example), na));
         }
     }
     for (variant, na) in [

@@ -7,7 +7,7 @@ mod runner;
 mod service;
 mod workflow;
 
-pub use latencies::Latencies;
+pub use latencies::{Latencies, MAX_RECORDED_LATENCY, SIGNIFICANT_DIGITS};
 pub use observer::{Observer, ProgressEvent, Silent};
 pub use runner::{Outcome, RunError, run, serve_host};
 pub use service::{

@@ -27,6 +27,18 @@ pub enum RunError {
         #[source]
         source: Box<UseError>,
     },
+    /// The step's plugin answered `Execute` with `Unimplemented`: it does not serve
+    /// `tether.agent.v1.Executor` (a plugin of another protocol in the catalog, or a step
+    /// naming the wrong plugin).
+    #[error(
+        "step `{step}`: plugin `{plugin}` does not implement tether.agent.v1.Executor (it answered Execute with Unimplemented); a step's plugin must serve tether.agent.v1.Executor/Execute (examples/proto/agent.proto; in Rust `tether_agent::plugin::serve_step`, in Python an `ExecutorServicer` as in sdk-python/examples/agent_executor.py), or name another plugin in the workflow"
+    )]
+    NotAnExecutor {
+        /// The step.
+        step: String,
+        /// Its plugin.
+        plugin: String,
+    },
     /// A step ran and reported failure ([`Phase::Failed`]).
     #[error("step `{step}` (plugin `{plugin}`) failed: {message}")]
     StepFailed {
@@ -85,9 +97,17 @@ pub async fn run(
         input = "{}".to_owned();
         for step in &workflow.steps {
             let began = Instant::now();
-            let unusable = |source| RunError::Step {
-                step: step.name.clone(),
-                source: Box::new(source),
+            let unusable = |source| match source {
+                UseError::Call { status, .. } if status.code() == tonic::Code::Unimplemented => {
+                    RunError::NotAnExecutor {
+                        step: step.name.clone(),
+                        plugin: step.plugin.clone(),
+                    }
+                }
+                source => RunError::Step {
+                    step: step.name.clone(),
+                    source: Box::new(source),
+                },
             };
             let lease = broker.acquire(&step.plugin).await.map_err(unusable)?;
             let request = ExecuteRequest {

@@ -3,15 +3,15 @@
 
 use std::time::{Duration, Instant};
 
-use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
-use tether_examples::counter::counter_client::CounterClient;
-use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
 use tether_host::callbacks::BrokerMode;
 use tether_host::{PluginClient, ShutdownOutcome};
 use tether_proto::plugin::grpc_broker_client::GrpcBrokerClient;
 use tether_proto::plugin::grpc_stdio_client::GrpcStdioClient;
 use tonic::{Request, Response, Status};
 
+use super::counter::add_helper_server::{AddHelper, AddHelperServer};
+use super::counter::counter_client::CounterClient;
+use super::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
 use super::report::{CheckResult, Level, fail, not_applicable, pass};
 use super::subject::Subject;
 use crate::descriptors;

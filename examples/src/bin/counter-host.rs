@@ -105,8 +105,11 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli, program: String, args: Vec<String>) -> Result<(), BoxError> {
+    // go-plugin's example plugins keep their `kv_<KEY>` files in their working directory:
+    // this host grants them its own, explicitly (tether never does so by default).
     let mut builder = PluginClient::builder(program)
         .args(args)
+        .current_dir(std::env::current_dir()?)
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
         .multiplex(cli.multiplex);
     if cli.plaintext {

@@ -6,8 +6,9 @@
 //! ```
 //!
 //! Each command launches the plugin (split like a shell would), makes one call and stops it.
-//! The plugin runs in the current directory (the KV plugins store `kv_<KEY>` files there) and
-//! is confined by tether's default sandbox; a plugin run by an interpreter outside the system
+//! The plugin runs in the current directory, which this host grants it explicitly with
+//! `current_dir` (the KV plugins store `kv_<KEY>` files there; tether's default is the
+//! plugin's private directory), and is confined by tether's default sandbox; a plugin run by an interpreter outside the system
 //! paths needs `--allow-exec DIR` (and `--allow-read DIR` for its sources). Handshake: app
 //! version 1, cookie `BASIC_PLUGIN=hello`; AutoMTLS unless `--plaintext`; `--multiplex` offers
 //! go-plugin's multiplexed broker. Any go-plugin KV plugin works.
@@ -95,8 +96,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Launches the plugin, makes the call, stops the plugin, then prints what `get` got.
 async fn run(cli: Cli, program: String, args: Vec<String>) -> Result<(), BoxError> {
+    // go-plugin's example plugins keep their `kv_<KEY>` files in their working directory:
+    // this host grants them its own, explicitly (tether never does so by default).
     let mut builder = PluginClient::builder(program)
         .args(args)
+        .current_dir(std::env::current_dir()?)
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
         .multiplex(cli.multiplex);
     if cli.plaintext {

@@ -4,10 +4,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Deserialize;
+use toml::Spanned;
 
 use tether_proto::ValueKind;
 
-use crate::catalog::manifest::{Manifest, ManifestError};
+use crate::catalog::manifest::{FileKind, Manifest, ManifestError};
 use crate::catalog::text::check_name;
 
 /// Which plugin may receive which secrets and config files. Nothing is granted by default.
@@ -31,20 +32,40 @@ pub struct Grants {
     plugins: BTreeMap<String, Grant>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Grant {
-    #[serde(default)]
     secrets: BTreeSet<String>,
-    #[serde(default)]
     config: BTreeSet<String>,
 }
 
+/// `name` as a TOML key: bare when it can be, else quoted.
+fn toml_key(name: &str) -> String {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+    {
+        name.to_owned()
+    } else {
+        format!("{name:?}")
+    }
+}
+
+/// The grants file as written, with the place of every name, so that errors point at it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GrantsFile {
     #[serde(default)]
-    plugins: BTreeMap<String, Grant>,
+    plugins: BTreeMap<Spanned<String>, RawGrant>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrant {
+    #[serde(default)]
+    secrets: Vec<Spanned<String>>,
+    #[serde(default)]
+    config: Vec<Spanned<String>>,
 }
 
 /// A secret or config file a plugin asks for but is not granted.
@@ -140,27 +161,38 @@ impl Grants {
     /// Parses a grants file's `text` (`file` names it in errors).
     ///
     /// # Errors
-    /// A [`ManifestError`] naming file, line and key for unknown keys, bad types or invalid
-    /// names.
+    /// A [`ManifestError`] (with [`FileKind::Grants`]) naming file, line, column and key for
+    /// unknown keys, bad types or invalid names.
     pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
+        let error = |offset, key: Option<String>, message: String| {
+            let mut e = ManifestError::at(file, text, offset, key, message);
+            e.file_kind = FileKind::Grants;
+            e
+        };
         let parsed: GrantsFile = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
-            ManifestError::located(file, text, offset, e.message().trim().to_owned())
+            error(offset, None, e.message().trim().to_owned())
         })?;
-        for (plugin, grant) in &parsed.plugins {
-            for name in std::iter::once(plugin)
-                .chain(&grant.secrets)
-                .chain(&grant.config)
-            {
-                check_name(name).map_err(|why| {
-                    let offset = text.find(name.as_str()).unwrap_or(0);
-                    ManifestError::located(file, text, offset, why)
-                })?;
+        let mut plugins = BTreeMap::new();
+        for (plugin, raw) in parsed.plugins {
+            let table = format!("plugins.{}", toml_key(plugin.get_ref()));
+            check_name(plugin.get_ref())
+                .map_err(|why| error(plugin.span().start, Some(table.clone()), why))?;
+            let mut grant = Grant::default();
+            for (key, names, into) in [
+                ("secrets", &raw.secrets, &mut grant.secrets),
+                ("config", &raw.config, &mut grant.config),
+            ] {
+                for name in names {
+                    check_name(name.get_ref()).map_err(|why| {
+                        error(name.span().start, Some(format!("{table}.{key}")), why)
+                    })?;
+                    into.insert(name.get_ref().clone());
+                }
             }
+            plugins.insert(plugin.into_inner(), grant);
         }
-        Ok(Self {
-            plugins: parsed.plugins,
-        })
+        Ok(Self { plugins })
     }
 
     /// Reads and parses the grants file at `path`.
@@ -168,8 +200,11 @@ impl Grants {
     /// # Errors
     /// As [`parse`](Self::parse), or when the file cannot be read.
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ManifestError::whole_file(path, format!("cannot read: {e}")))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let mut error = ManifestError::whole_file(path, format!("cannot read: {e}"));
+            error.file_kind = FileKind::Grants;
+            error
+        })?;
         Self::parse(&text, path)
     }
 }
@@ -218,5 +253,37 @@ mod tests {
             Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", Path::new("g.toml")).unwrap_err();
         assert_eq!(err.line, 2, "{err}");
         assert!(err.message.contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_name_in_the_grants_file_is_located_at_its_own_entry_and_asks_to_fix_the_grants_file() {
+        let text = "# grants for `k v` and others\n[plugins.kv]\nsecrets = [\"ok\"]\n\n[plugins.b]\nsecrets = [\"x\", \"k v\"]\nconfig = [\"\"]\n";
+        let file = Path::new("/etc/tether/grants.toml");
+        let err = Grants::parse(text, file).unwrap_err();
+        assert_eq!(
+            (err.line, err.column, err.key.as_deref()),
+            (6, 17, Some("plugins.b.secrets")),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("/etc/tether/grants.toml:6:17: key `plugins.b.secrets`: "),
+            "{err}"
+        );
+        assert!(err.to_string().ends_with("; fix the grants file"), "{err}");
+        let err = Grants::parse(&text.replace("\"k v\"", "\"y\""), file).unwrap_err();
+        assert_eq!(
+            (err.line, err.column, err.key.as_deref()),
+            (7, 11, Some("plugins.b.config")),
+            "an empty name is located too: {err}"
+        );
+        let err = Grants::parse("[plugins.\"k v\"]\nsecrets = []\n", file).unwrap_err();
+        assert_eq!(
+            (err.line, err.key.as_deref()),
+            (1, Some("plugins.\"k v\"")),
+            "{err}"
+        );
+        let err = Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", file).unwrap_err();
+        assert!(err.to_string().ends_with("; fix the grants file"), "{err}");
     }
 }

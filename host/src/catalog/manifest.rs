@@ -95,6 +95,8 @@ pub struct Manifest {
     pub idle_timeout: Duration,
     /// What happens when it crashes.
     pub restart: RestartPolicy,
+    /// Where the `name` value is in [`file`](Self::file): 1-based line and column.
+    pub(crate) name_at: (usize, usize),
 }
 
 /// When and how fast a crashed plugin is started again.
@@ -133,9 +135,28 @@ impl RestartPolicy {
     }
 }
 
-/// A manifest that cannot be used: which file, where, which key and why.
+/// Which kind of catalog file a [`ManifestError`] is about, and so who fixes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileKind {
+    /// A plugin manifest (written by the plugin's author).
+    Manifest,
+    /// The operator's grants file ([`Grants`](crate::Grants)).
+    Grants,
+}
+
+impl fmt::Display for FileKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Manifest => "manifest",
+            Self::Grants => "grants file",
+        })
+    }
+}
+
+/// A manifest or grants file that cannot be used: which file, where, which key and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}:{line}:{column}: {}{message}; fix the manifest", file.display(), key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+#[error("{}:{line}:{column}: {}{message}; fix the {file_kind}", file.display(), key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
 #[non_exhaustive]
 pub struct ManifestError {
     /// The manifest file.
@@ -148,6 +169,8 @@ pub struct ManifestError {
     pub key: Option<String>,
     /// What is wrong.
     pub message: String,
+    /// Whether [`file`](Self::file) is a manifest or the grants file.
+    pub file_kind: FileKind,
 }
 
 impl ManifestError {
@@ -158,19 +181,17 @@ impl ManifestError {
             column: 1,
             key: None,
             message: message.to_string(),
+            file_kind: FileKind::Manifest,
         }
     }
 
-    pub(crate) fn located(
+    pub(crate) fn at(
         file: &Path,
         text: &str,
         offset: usize,
-        message: impl fmt::Display,
+        key: Option<String>,
+        message: String,
     ) -> Self {
-        Self::at(file, text, offset, None, message.to_string())
-    }
-
-    fn at(file: &Path, text: &str, offset: usize, key: Option<String>, message: String) -> Self {
         let (line, column) = line_column(text, offset);
         let key = key.or_else(|| key_at(text, offset));
         Self {
@@ -179,6 +200,7 @@ impl ManifestError {
             column,
             key,
             message,
+            file_kind: FileKind::Manifest,
         }
     }
 }
@@ -321,7 +343,9 @@ impl Manifest {
                 defaults.window,
             )?,
         };
+        let name_at = line_column(text, raw.name.span().start);
         Ok(Self {
+            name_at,
             name: raw.name.into_inner(),
             file: file.to_owned(),
             command: dir.join(command),

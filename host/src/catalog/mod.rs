@@ -12,7 +12,7 @@ pub use grants::{Grants, NotGranted};
 pub use launch::launch;
 pub use manifest::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
-    DEFAULT_RESTART_WINDOW, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
+    DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
 };
 pub use secrecy::SecretSlice;
 pub use secrets::{
@@ -20,7 +20,7 @@ pub use secrets::{
 };
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The manifests found in a catalog directory. A bad manifest does not stop the others from
 /// loading: it is reported in [`errors`](Self::errors).
@@ -33,10 +33,54 @@ use std::path::Path;
 /// println!("{} plugins", catalog.len());
 /// # Ok::<(), std::io::Error>(())
 /// ```
+///
+/// A plugin name claimed by two (or more) files is an error for each of them, and none of them
+/// loads: which file is the operator's cannot be told from the files, and the first in
+/// file-name order must not win (a `0-addon.toml` would take over another plugin's name and
+/// secrets).
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     plugins: BTreeMap<String, Manifest>,
+    /// Names claimed by more than one file: every claimant's file and `name` location.
+    contested: BTreeMap<String, Vec<Claim>>,
     errors: Vec<ManifestError>,
+}
+
+/// One file's claim on a plugin name: the file and where its `name` value is.
+#[derive(Debug, Clone)]
+struct Claim {
+    file: PathBuf,
+    line: usize,
+    column: usize,
+}
+
+impl Claim {
+    fn of(manifest: &Manifest) -> Self {
+        Self {
+            file: manifest.file.clone(),
+            line: manifest.name_at.0,
+            column: manifest.name_at.1,
+        }
+    }
+
+    /// The error of this claim on `name`, also claimed by `others`.
+    fn error(&self, name: &str, others: &[&Claim]) -> ManifestError {
+        let others: Vec<String> = others
+            .iter()
+            .map(|c| format!("{}:{}:{}", c.file.display(), c.line, c.column))
+            .collect();
+        ManifestError {
+            file: self.file.clone(),
+            line: self.line,
+            column: self.column,
+            key: Some("name".to_owned()),
+            message: format!(
+                "plugin name `{name}` is also claimed by {}; none of them starts until all but one are renamed or removed",
+                others.join(", ")
+            ),
+            file_kind: manifest::FileKind::Manifest,
+        }
+    }
 }
 
 impl Catalog {
@@ -67,22 +111,28 @@ impl Catalog {
         Ok(catalog)
     }
 
-    /// Adds a manifest; a second plugin of the same name is refused and reported.
+    /// Adds a manifest. A name that another file already claims is an error for both (and
+    /// for any further claimant): none of them stays in the catalog.
     pub fn add(&mut self, manifest: Manifest) {
-        if let Some(first) = self.plugins.get(&manifest.name) {
-            let error = ManifestError::whole_file(
-                &manifest.file,
-                format!(
-                    "plugin name `{}` is already used by {}; rename one of them",
-                    manifest.name,
-                    first.file.display()
-                ),
-            );
+        let claim = Claim::of(&manifest);
+        let name = manifest.name.clone();
+        if let Some(claims) = self.contested.get_mut(&name) {
+            let error = claim.error(&name, &claims.iter().collect::<Vec<_>>());
             tracing::warn!(error = %error, "skipping a bad plugin manifest");
             self.errors.push(error);
+            claims.push(claim);
             return;
         }
-        self.plugins.insert(manifest.name.clone(), manifest);
+        let Some(first) = self.plugins.remove(&name) else {
+            self.plugins.insert(name, manifest);
+            return;
+        };
+        let first = Claim::of(&first);
+        for error in [first.error(&name, &[&claim]), claim.error(&name, &[&first])] {
+            tracing::warn!(error = %error, "skipping a bad plugin manifest");
+            self.errors.push(error);
+        }
+        self.contested.insert(name, vec![first, claim]);
     }
 
     /// The manifest of plugin `name`.
@@ -139,8 +189,8 @@ mod tests {
         std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
         let catalog = Catalog::load_dir(dir.path()).unwrap();
         let names: Vec<_> = catalog.manifests().map(|m| m.name.as_str()).collect();
-        assert_eq!(names, ["a", "c"]);
-        assert_eq!(catalog.errors().len(), 2);
+        assert_eq!(names, ["a"]);
+        assert_eq!(catalog.errors().len(), 3);
         let bad = &catalog.errors()[0];
         assert!(bad.file.ends_with("b.toml"));
         assert_eq!(
@@ -148,6 +198,51 @@ mod tests {
             (6, Some("handshake.colour")),
             "{bad}"
         );
-        assert!(catalog.errors()[1].message.contains("already used"));
+        assert!(catalog.errors()[1].message.contains("also claimed"));
+        assert!(catalog.errors()[2].message.contains("also claimed"));
+    }
+
+    #[test]
+    fn a_name_claimed_by_two_files_is_an_error_for_both_located_at_each_name_key() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("probe-a.toml"), manifest("probe-a")).unwrap();
+        std::fs::write(
+            dir.path().join("0-addon.toml"),
+            format!(
+                "# an add-on\n\n{}",
+                manifest("probe-a").replace("name =", "name  =")
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("b.toml"), manifest("b")).unwrap();
+        let catalog = Catalog::load_dir(dir.path()).unwrap();
+        assert!(catalog.get("probe-a").is_none(), "neither claimant starts");
+        assert!(catalog.get("b").is_some());
+        let mut errors: Vec<_> = catalog
+            .errors()
+            .iter()
+            .map(|e| {
+                let file = e.file.file_name().unwrap().to_string_lossy().into_owned();
+                (file, e.line, e.column, e.key.clone())
+            })
+            .collect();
+        errors.sort();
+        assert_eq!(
+            errors,
+            [
+                ("0-addon.toml".to_owned(), 3, 9, Some("name".to_owned())),
+                ("probe-a.toml".to_owned(), 1, 8, Some("name".to_owned())),
+            ],
+            "{:?}",
+            catalog.errors()
+        );
+        for e in catalog.errors() {
+            let other = if e.file.ends_with("probe-a.toml") {
+                "0-addon.toml"
+            } else {
+                "probe-a.toml"
+            };
+            assert!(e.message.contains(other), "{e}");
+        }
     }
 }

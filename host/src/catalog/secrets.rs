@@ -28,8 +28,16 @@ pub trait SecretSource: Send + Sync + fmt::Debug {
     fn describe(&self) -> String;
 }
 
-/// One file per value in a directory, like mounted Kubernetes secrets (symbolic links inside
-/// the directory are followed, as Kubernetes uses them).
+/// One file per value in a directory, like mounted Kubernetes secrets.
+///
+/// A value is only ever read from a regular file **inside** the directory: the name is opened
+/// relative to the opened directory with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`,
+/// so symbolic links are followed only while they stay inside it — a Kubernetes secret
+/// volume's `key -> ..data/key` and `..data -> ..<timestamp>/` work — and the kernel refuses,
+/// without a race, any link (or `..`) that leads out of it. Such a value is an error naming
+/// the link and its target, not a missing value. On kernels without `openat2` (before 5.6)
+/// the file's canonical path is checked to lie below the directory's before it is opened,
+/// which a concurrent swap of a link could defeat.
 #[derive(Debug, Clone)]
 pub struct DirSecretSource {
     dir: PathBuf,
@@ -47,15 +55,68 @@ impl DirSecretSource {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// Opens `name` for reading, resolved strictly inside the directory.
+    fn open_beneath(&self, name: &str) -> io::Result<std::fs::File> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        let dir = rustix::fs::open(
+            &self.dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // Non-blocking, so that a FIFO planted in the directory cannot hang the host.
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        match rustix::fs::openat2(&dir, name, flags, Mode::empty(), resolve) {
+            Ok(fd) => Ok(std::fs::File::from(fd)),
+            // EXDEV: the path left the directory; ELOOP here: a /proc magic link.
+            Err(rustix::io::Errno::XDEV | rustix::io::Errno::LOOP) => Err(self.outside(name)),
+            Err(rustix::io::Errno::NOSYS) => self.open_checked(name),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Without `openat2`: the canonical path must lie below the directory's.
+    fn open_checked(&self, name: &str) -> io::Result<std::fs::File> {
+        let resolved = self.dir.join(name).canonicalize()?;
+        if !resolved.starts_with(self.dir.canonicalize()?) {
+            return Err(self.outside(name));
+        }
+        std::fs::File::open(resolved)
+    }
+
+    /// The error for value `name`, whose path leads out of the directory.
+    fn outside(&self, name: &str) -> io::Error {
+        let path = self.dir.join(name);
+        let target =
+            std::fs::read_link(&path).map_or_else(|_| "?".to_owned(), |t| t.display().to_string());
+        let resolved = path
+            .canonicalize()
+            .map_or_else(|_| "?".to_owned(), |r| r.display().to_string());
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is a symbolic link to {target} (resolving to {resolved}), outside the directory {}: refused. A value must be a file inside its source directory; links within it (a Kubernetes secret volume's `..data`) are followed",
+                path.display(),
+                self.dir.display()
+            ),
+        )
+    }
 }
 
 impl SecretSource for DirSecretSource {
     fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>> {
-        let file = match std::fs::File::open(self.dir.join(name)) {
+        let file = match self.open_beneath(name) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not a regular file", self.dir.join(name).display()),
+            ));
+        }
         let mut bytes = Vec::new();
         file.take(MAX_VALUE_LEN + 1).read_to_end(&mut bytes)?;
         let value = SecretSlice::from(bytes);
@@ -182,5 +243,64 @@ mod tests {
             "APP_SECRET_DB_PASSWORD_V2"
         );
         assert!(source.fetch("surely-not-set-anywhere").unwrap().is_none());
+    }
+
+    /// A Kubernetes secret volume as the kubelet writes it: the values in a timestamped
+    /// directory, `..data` pointing at it, and each key a link through `..data`.
+    fn kubernetes_volume(dir: &Path) {
+        let stamp = dir.join("..2026_12_01_10_00_00.123456789");
+        std::fs::create_dir(&stamp).unwrap();
+        std::fs::write(stamp.join("db-password"), b"hunter2").unwrap();
+        std::os::unix::fs::symlink("..2026_12_01_10_00_00.123456789", dir.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/db-password", dir.join("db-password")).unwrap();
+    }
+
+    #[test]
+    fn a_kubernetes_secret_volume_layout_is_read_through_its_links() {
+        let dir = tempfile::tempdir().unwrap();
+        kubernetes_volume(dir.path());
+        let source = DirSecretSource::new(dir.path());
+        let value = source.fetch("db-password").unwrap().unwrap();
+        assert_eq!(value.expose_secret(), b"hunter2");
+    }
+
+    #[test]
+    fn a_link_out_of_the_directory_is_refused_naming_the_link_and_its_target() {
+        let outside = tempfile::tempdir().unwrap();
+        let host_file = outside.path().join("shadow");
+        std::fs::write(&host_file, b"root:$6$...").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(&host_file, dir.path().join("absolute")).unwrap();
+        std::os::unix::fs::symlink(
+            Path::new("..")
+                .join(outside.path().file_name().unwrap())
+                .join("shadow"),
+            dir.path().join("relative"),
+        )
+        .unwrap();
+        let source = DirSecretSource::new(dir.path());
+        for name in ["absolute", "relative"] {
+            let err = source.fetch(name).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains(&dir.path().join(name).display().to_string())
+                    && text.contains("shadow")
+                    && text.contains("outside"),
+                "{name}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_kubernetes_layout_whose_data_link_leaves_the_directory_is_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("db-password"), b"not yours").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/db-password", dir.path().join("db-password")).unwrap();
+        let err = DirSecretSource::new(dir.path())
+            .fetch("db-password")
+            .unwrap_err();
+        assert!(err.to_string().contains("outside"), "{err}");
     }
 }

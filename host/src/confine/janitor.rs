@@ -4,17 +4,27 @@
 //! It is `/bin/sh` running [`SCRIPT`], started on the first launch and kept for the host's
 //! lifetime. Its standard input is one end of a socket pair (the *lifeline*) whose other end
 //! only the host holds (close-on-exec, so plugins never inherit it). Each launch registers its
-//! plugin's process group and directories right after the spawn; each plugin ended by the host
-//! is unregistered, so a process group id that the system later reuses is never signalled. When
-//! the lifeline reaches end-of-file — the host has exited or was killed — the janitor sends
-//! `SIGKILL` to every still-registered process group and then removes every still-registered
-//! directory with `rm -rf`, which removes symbolic links rather than following them.
+//! plugin's process group, its pids cgroup (when it has one) and its directories right after
+//! the spawn; each plugin ended by the host is unregistered, so a process group id that the
+//! system later reuses is never signalled. When the lifeline reaches end-of-file — the host
+//! has exited or was killed — the janitor sends `SIGKILL` to every still-registered process
+//! group, then kills **every process in** each still-registered cgroup and removes the group,
+//! then removes every still-registered directory with `rm -rf`, which removes symbolic links
+//! rather than following them.
+//!
+//! The cgroup kill is what reaches a process that left the plugin's process group or session
+//! (`setsid`), which no group kill does: on cgroup v2 by writing `1` to `cgroup.kill` (the
+//! kernel kills the whole group, racing no fork); on a v1 hierarchy by rounds of "`SIGKILL`
+//! every pid in `cgroup.procs`" until the group is empty (at most [`CGROUP_KILL_ROUNDS`]; a
+//! process killed cannot fork again, and the group's `pids.max` bounds how many can appear
+//! between two rounds), then `rmdir`.
 //!
 //! # Protocol
-//! One line per message, all ASCII: `r ID PGID DIR…` registers, `u ID` unregisters, `k ID PGID
-//! DIR…` cleans up at once (kills the group, removes the directories). `ID` is the host's
-//! registration number, `PGID` a process group id above 1, and each `DIR` an absolute path
-//! without `..` in which every byte outside `[A-Za-z0-9/._-]` is written as a three-digit
+//! One line per message, all ASCII: `r ID PGID CGROUP DIR…` registers, `u ID` unregisters,
+//! `k ID PGID CGROUP DIR…` cleans up at once (kills the group and the cgroup, removes the
+//! directories). `ID` is the host's registration number, `PGID` a process group id above 1,
+//! `CGROUP` the plugin's cgroup directory or `-` for none, and it and each `DIR` an absolute
+//! path without `..` in which every byte outside `[A-Za-z0-9/._-]` is written as a three-digit
 //! octal escape `\ooo` (so spaces, newlines, `%`, `\` and non-UTF-8 bytes are all safe; the
 //! shell decodes them with `printf`). A line cut short by the host's death has no newline and
 //! is ignored.
@@ -57,14 +67,24 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 /// below the system's limit: 64 paths of at most 4 KiB each).
 pub(crate) const RM_BATCH: usize = 64;
 
+/// How many rounds of "`SIGKILL` every process listed in the cgroup" the janitor tries on a
+/// cgroup v1 plugin group (v2 groups are killed at once with `cgroup.kill`) before it leaves
+/// the group to the next launch's stale-group cleanup. Each round that finds the group empty
+/// also tries to remove it (which fails while killed processes are still exiting).
+pub(crate) const CGROUP_KILL_ROUNDS: u32 = 10_000;
+
 /// The shell that runs [`SCRIPT`].
 const SHELL: &str = "/bin/sh";
 
-/// The janitor's program (`sh -c`, POSIX shell, `$1` = [`RM_BATCH`]). Registrations live in the
-/// variables `p_ID` (process group) and `d_ID` (encoded directories); `ids` lists the live ones
-/// as ` ID ID … `. Pathname expansion is off, so encoded directories are only split at spaces.
+/// The janitor's program (`sh -c`, POSIX shell, `$1` = [`RM_BATCH`], `$2` =
+/// [`CGROUP_KILL_ROUNDS`]). Registrations live in the variables `p_ID` (process group), `c_ID`
+/// (encoded cgroup or `-`) and `d_ID` (encoded directories); `ids` lists the live ones as
+/// ` ID ID … `. Pathname expansion is off, so encoded directories are only split at spaces.
+/// Only shell built-ins read and signal (`read`, `kill`); `rm` and `rmdir` are the only
+/// programs run.
 const SCRIPT: &str = r#"set -f
 batch=$1
+rounds=$2
 ids=' '
 gone() {
   case $1 in ''|*[!0-9]*) return;; esac
@@ -76,16 +96,34 @@ decode() {
     *) d=$1;;
   esac
 }
-while read -r op id pgid dirs; do
+cgkill() {
+  [ "$1" = - ] && return
+  decode "$1"
+  [ -d "$d" ] || return
+  [ -f "$d/cgroup.kill" ] && echo 1 > "$d/cgroup.kill" 2>/dev/null
+  n=0
+  while [ "$n" -lt "$rounds" ]; do
+    [ -f "$d/cgroup.procs" ] || return
+    left=
+    while read -r pid; do
+      case $pid in ''|*[!0-9]*) continue;; esac
+      left=1; kill -s KILL "$pid" 2>/dev/null
+    done < "$d/cgroup.procs"
+    [ -z "$left" ] && rmdir -- "$d" 2>/dev/null && return
+    n=$((n + 1))
+  done
+}
+while read -r op id pgid cg dirs; do
   case $id in ''|*[!0-9]*) continue;; esac
   case $op in
-    r) eval "p_$id=\$pgid d_$id=\$dirs"; ids="$ids$id ";;
-    u) unset "p_$id" "d_$id"
+    r) eval "p_$id=\$pgid c_$id=\$cg d_$id=\$dirs"; ids="$ids$id ";;
+    u) unset "p_$id" "c_$id" "d_$id"
        case $ids in *" $id "*) ids="${ids%% $id *} ${ids#* $id }";; esac;;
-    k) gone "$pgid"; for e in $dirs; do decode "$e"; rm -rf -- "$d"; done;;
+    k) gone "$pgid"; cgkill "$cg"; for e in $dirs; do decode "$e"; rm -rf -- "$d"; done;;
   esac
 done
 for id in $ids; do eval "gone \"\$p_$id\""; done
+for id in $ids; do eval "cgkill \"\$c_$id\""; done
 set --
 for id in $ids; do
   eval "x=\$d_$id"
@@ -108,9 +146,9 @@ pub(crate) struct Janitor {
 #[derive(Debug)]
 struct State {
     running: Option<Running>,
-    /// Every live registration by id: `(process group, encoded directories)`, kept to re-send
-    /// to a replacement janitor.
-    registered: BTreeMap<u64, (u32, String)>,
+    /// Every live registration by id: `(process group, encoded cgroup or "-", encoded
+    /// directories)`, kept to re-send to a replacement janitor.
+    registered: BTreeMap<u64, (u32, String, String)>,
     next_id: u64,
 }
 
@@ -147,14 +185,21 @@ impl Janitor {
         &SHARED
     }
 
-    /// Registers the plugin process group `pgid` and its directories `dirs`: if the host dies
-    /// before the returned registration is unregistered, the group is killed and the
-    /// directories removed. Starts the janitor process if none runs (or it died).
+    /// Registers the plugin process group `pgid`, its pids cgroup `cgroup` (if it has one) and
+    /// its directories `dirs`: if the host dies before the returned registration is
+    /// unregistered, the group is killed, every process in the cgroup is killed and the
+    /// cgroup removed, and the directories are removed. Starts the janitor process if none
+    /// runs (or it died).
     ///
     /// # Errors
     /// `pgid` is not above 1 or not a valid id, a directory is not absolute or contains `..`,
     /// or the janitor cannot be started or written to.
-    pub(crate) fn register(&'static self, pgid: u32, dirs: &[&Path]) -> io::Result<Registration> {
+    pub(crate) fn register(
+        &'static self,
+        pgid: u32,
+        cgroup: Option<&Path>,
+        dirs: &[&Path],
+    ) -> io::Result<Registration> {
         if pgid <= 1 || i32::try_from(pgid).is_err() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -169,11 +214,19 @@ impl Janitor {
             }
             encode(&dir, &mut encoded);
         }
+        let cgroup = match cgroup {
+            Some(dir) => {
+                let mut out = String::new();
+                encode(&checked(dir)?, &mut out);
+                out
+            }
+            None => "-".to_owned(),
+        };
         let mut state = self.lock();
         let id = state.next_id;
         state.next_id += 1;
-        state.send(&register_line(id, pgid, &encoded))?;
-        state.registered.insert(id, (pgid, encoded));
+        state.send(&register_line(id, pgid, &cgroup, &encoded))?;
+        state.registered.insert(id, (pgid, cgroup, encoded));
         Ok(Registration {
             janitor: self,
             id,
@@ -189,11 +242,11 @@ impl Janitor {
     /// its directories first.
     fn release(&self, id: u64, clean_now: bool) {
         let mut state = self.lock();
-        let Some((pgid, dirs)) = state.registered.remove(&id) else {
+        let Some((pgid, cgroup, dirs)) = state.registered.remove(&id) else {
             return;
         };
         let message = if clean_now {
-            format!("u {id}\nk {id} {pgid} {dirs}\n")
+            format!("u {id}\nk {id} {pgid} {cgroup} {dirs}\n")
         } else if state.running.is_some() {
             format!("u {id}\n")
         } else {
@@ -250,8 +303,8 @@ impl State {
         }
         if self.running.is_none() {
             let mut running = Running::spawn()?;
-            for (id, (pgid, dirs)) in &self.registered {
-                if let Err(e) = running.write(&register_line(*id, *pgid, dirs)) {
+            for (id, (pgid, cgroup, dirs)) in &self.registered {
+                if let Err(e) = running.write(&register_line(*id, *pgid, cgroup, dirs)) {
                     running.abandon();
                     return Err(e);
                 }
@@ -284,7 +337,13 @@ impl Running {
         lifeline.set_write_timeout(Some(WRITE_TIMEOUT))?;
         let mut command = Command::new(SHELL);
         command
-            .args(["-c", SCRIPT, "tether-janitor", &RM_BATCH.to_string()])
+            .args([
+                "-c",
+                SCRIPT,
+                "tether-janitor",
+                &RM_BATCH.to_string(),
+                &CGROUP_KILL_ROUNDS.to_string(),
+            ])
             .env_clear()
             // Holds no directory of the host's busy.
             .current_dir("/")
@@ -381,13 +440,13 @@ fn checked(dir: &Path) -> io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Appends `path` with every byte outside `[A-Za-z0-9/._-]` as an octal escape `\ooo`.
-/// The protocol line registering plugin `id`: process group `pgid` and its `dirs` (encoded,
-/// space-separated), as `SCRIPT` parses it.
-fn register_line(id: u64, pgid: u32, dirs: &str) -> String {
-    format!("r {id} {pgid} {dirs}\n")
+/// The protocol line registering plugin `id`: process group `pgid`, its `cgroup` (encoded, or
+/// `-`) and its `dirs` (encoded, space-separated), as `SCRIPT` parses it.
+fn register_line(id: u64, pgid: u32, cgroup: &str, dirs: &str) -> String {
+    format!("r {id} {pgid} {cgroup} {dirs}\n")
 }
 
+/// Appends `path` with every byte outside `[A-Za-z0-9/._-]` as an octal escape `\ooo`.
 fn encode(path: &Path, out: &mut String) {
     for &b in path.as_os_str().as_bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-') {
@@ -457,8 +516,8 @@ mod tests {
         assert!(checked(Path::new("/tmp/../etc")).is_err());
         assert!(checked(Path::new("relative")).unwrap().is_absolute());
         let j = janitor();
-        assert!(j.register(1, &[]).is_err());
-        assert!(j.register(0, &[]).is_err());
+        assert!(j.register(1, None, &[]).is_err());
+        assert!(j.register(0, None, &[]).is_err());
         assert!(j.pid().is_none(), "no janitor for refused registrations");
     }
 
@@ -472,11 +531,11 @@ mod tests {
             dir(base.path(), "b"),
             dir(base.path(), "c"),
         );
-        let ra = j.register(a.id(), &[&da]).unwrap();
+        let ra = j.register(a.id(), None, &[&da]).unwrap();
         let rb = j
-            .register(b.id(), &[&db, base.path().join("b2").as_path()])
+            .register(b.id(), None, &[&db, base.path().join("b2").as_path()])
             .unwrap();
-        let rc = j.register(c.id(), &[&dc]).unwrap();
+        let rc = j.register(c.id(), None, &[&dc]).unwrap();
         rc.unregister();
         std::mem::forget((ra, rb)); // The host dies holding them.
         let janitor = j.cut_lifeline().unwrap();
@@ -500,7 +559,7 @@ mod tests {
         let j = janitor();
         let mut p = plugin();
         let d = dir(base.path(), "d");
-        j.register(p.id(), &[&d]).unwrap().unregister();
+        j.register(p.id(), None, &[&d]).unwrap().unregister();
         assert!(waited(j.cut_lifeline().unwrap()).success());
         assert!(p.try_wait().unwrap().is_none());
         assert!(d.join("secret").exists());
@@ -514,8 +573,8 @@ mod tests {
         let j = janitor();
         let (p, q) = (plugin(), plugin());
         let (dp, dq) = (dir(base.path(), "p"), dir(base.path(), "q"));
-        let rp = j.register(p.id(), &[&dp]).unwrap();
-        let rq = j.register(q.id(), &[&dq]).unwrap();
+        let rp = j.register(p.id(), None, &[&dp]).unwrap();
+        let rq = j.register(q.id(), None, &[&dq]).unwrap();
         let pid = j.pid();
         drop(rp);
         assert!(killed(waited(p)));
@@ -538,7 +597,7 @@ mod tests {
         let j = janitor();
         let (a, b) = (plugin(), plugin());
         let (da, db) = (dir(base.path(), "a"), dir(base.path(), "b"));
-        let ra = j.register(a.id(), &[&da]).unwrap();
+        let ra = j.register(a.id(), None, &[&da]).unwrap();
         let first = j.pid().unwrap();
         // SAFETY: the janitor is our unreaped child, so the pid is its.
         assert_eq!(unsafe { libc::kill(first.cast_signed(), libc::SIGKILL) }, 0);
@@ -554,7 +613,7 @@ mod tests {
             )
         };
         assert_eq!(dead, 0);
-        let rb = j.register(b.id(), &[&db]).unwrap();
+        let rb = j.register(b.id(), None, &[&db]).unwrap();
         let second = j.pid().unwrap();
         assert_ne!(first, second, "a new janitor");
         std::mem::forget((ra, rb));
@@ -580,7 +639,7 @@ mod tests {
         let sibling = dir(base.path(), "we");
         let j = janitor();
         let p = plugin();
-        std::mem::forget(j.register(p.id(), &[&odd]).unwrap());
+        std::mem::forget(j.register(p.id(), None, &[&odd]).unwrap());
         assert!(waited(j.cut_lifeline().unwrap()).success());
         assert!(killed(waited(p)));
         assert!(!odd.exists());
@@ -592,7 +651,7 @@ mod tests {
     fn the_janitor_runs_confined() {
         let j = janitor();
         let mut p = plugin();
-        let r = j.register(p.id(), &[]).unwrap();
+        let r = j.register(p.id(), None, &[]).unwrap();
         let pid = j.pid().unwrap();
         let proc = PathBuf::from(format!("/proc/{pid}"));
         assert!(std::fs::read(proc.join("environ")).unwrap().is_empty());

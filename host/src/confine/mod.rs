@@ -1,17 +1,25 @@
 //! Confinement of a plugin process, in any language: the sandbox applied between fork and
 //! exec, the pids cgroup, the janitor that outlives the host, binary integrity, and the
-//! process group.
+//! process group, the system-call filter and the network policy.
 
+pub(crate) mod caps;
 pub(crate) mod cgroup_text;
 pub(crate) mod integrity;
 pub(crate) mod janitor;
+pub mod network;
 pub(crate) mod pids;
 pub(crate) mod process;
 pub(crate) mod sandbox;
+pub mod seccomp;
+pub(crate) mod user;
 
 pub use integrity::{IntegrityError, sha256_file};
+pub use network::{
+    NetworkMechanism, NetworkMode, network_namespaces_available, pathname_sockets_blocked,
+};
 pub use pids::{DEFAULT_MAX_PROCESSES, MAX_KILL_ROUNDS, ProcessLimit};
 pub use sandbox::{
     DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError, SandboxMode,
     TARGET_LANDLOCK_ABI, kernel_landlock_abi,
 };
+pub use seccomp::{SeccompError, SeccompMode};

@@ -11,9 +11,10 @@
 //! Best effort: without a writable pids controller (a non-root host without delegation) the
 //! plugin gets `RLIMIT_NPROC` as before, which binds non-root users only.
 //!
-//! A host killed with `SIGKILL` leaves its groups behind (empty, once its plugins died of
-//! the parent-death signal); the next launch of any tether host in the same pid namespace
-//! removes the empty groups of hosts that no longer exist.
+//! A host killed with `SIGKILL` has its janitor kill every process in its plugins' groups and
+//! remove them ([`janitor`](crate::confine::janitor)); should the janitor have died too, the
+//! next launch of any tether host in the same pid namespace kills whatever is left in the
+//! groups of hosts that no longer exist and removes them.
 
 use std::fs;
 use std::io::{self, Write as _};
@@ -107,7 +108,7 @@ impl PidsGroup {
     fn create_in(base: &Base, max: u64) -> io::Result<Self> {
         static LAUNCHES: AtomicU64 = AtomicU64::new(0);
         let pid_namespace = base.pid_namespace;
-        remove_stale(&base.dir, pid_namespace);
+        remove_stale(&base.dir, pid_namespace, base.version);
         let name = GroupName {
             pid_namespace,
             host: std::process::id(),
@@ -138,6 +139,11 @@ impl PidsGroup {
     /// The plugin has been spawned (in the group): the descriptor is no longer needed.
     pub(crate) fn spawned(&mut self) {
         self.procs = None;
+    }
+
+    /// The group's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// What it means for the plugin.
@@ -201,10 +207,12 @@ fn end_group(dir: &Path, version: Version) -> io::Result<()> {
     )))
 }
 
-/// Removes the empty groups that hosts of this pid namespace which no longer run left below
-/// `base` (killed with `SIGKILL`, they could not remove them). Groups with processes are left
-/// alone: what is in them is not known to be a plugin of a dead host.
-fn remove_stale(base: &Path, pid_namespace: u64) {
+/// Ends the groups that hosts of this pid namespace which no longer run left below `base`
+/// (killed with `SIGKILL` while their janitor could not clean up either): every process still
+/// in such a group is killed — it can only be a plugin of that host, or something a plugin
+/// started, such as a grandchild that left its process group with `setsid` — and the group is
+/// removed. A group whose host's pid is alive again (reused) is left alone.
+fn remove_stale(base: &Path, pid_namespace: u64, version: Version) {
     let Ok(entries) = fs::read_dir(base) else {
         return;
     };
@@ -216,9 +224,23 @@ fn remove_stale(base: &Path, pid_namespace: u64) {
             continue;
         }
         let dir = entry.path();
-        let empty = fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
-        if empty && fs::remove_dir(&dir).is_ok() {
-            tracing::debug!(dir = %dir.display(), "removed the pids cgroup of a host that is gone");
+        let live = fs::read_to_string(dir.join("cgroup.procs"))
+            .map(|p| p.lines().filter(|l| !l.trim().is_empty()).count())
+            .unwrap_or(0);
+        match end_group(&dir, version) {
+            Ok(()) if live > 0 => tracing::warn!(
+                dir = %dir.display(),
+                killed = live,
+                "killed the processes left in the pids cgroup of a host that is gone, and removed it"
+            ),
+            Ok(()) => {
+                tracing::debug!(dir = %dir.display(), "removed the pids cgroup of a host that is gone");
+            }
+            Err(e) => tracing::warn!(
+                dir = %dir.display(),
+                error = %e,
+                "cannot end the pids cgroup of a host that is gone"
+            ),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The plugin's process group: signalling it, noticing the plugin's exit, reaping it.
 //!
-//! The plugin runs as the leader of its own process group (pgid = its pid). A group id stays
+//! The plugin runs as the leader of its own session and process group (pgid = its pid). A group id stays
 //! reserved while its leader is unreaped, so the leader is reaped only under a lock after
 //! checking, and signals go to the group only under the same lock while the leader is known to
 //! be unreaped: a signal can never reach an unrelated process that reused the id. When the

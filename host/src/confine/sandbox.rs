@@ -1,22 +1,28 @@
 //! Confinement applied by the broker between fork and exec, so it works for plugins in any
-//! language: parent-death signal, resource limits, no core dumps, every inherited descriptor
+//! language: a session of its own (no controlling terminal), parent-death signal, resource limits, no core dumps, every inherited descriptor
 //! above 2 closed at exec, an empty capability bounding set (so a plugin of a root host has no
 //! capabilities), `no_new_privs` and a Landlock file-system domain.
 //!
 //! When the host made the plugin a pids cgroup (`crate::confine::pids`), the child enters it first.
+//! Last, the system-call filter (`crate::confine::seccomp`) is loaded.
 //!
-//! The Landlock ruleset is built in the parent ([`Prepared::new`]); the child only makes raw,
-//! async-signal-safe system calls ([`Prepared::pre_exec`]).
+//! The Landlock ruleset and the seccomp programs are built in the parent ([`Prepared::new`]);
+//! the child only makes raw, async-signal-safe system calls ([`Prepared::pre_exec`]).
 
 use std::io;
 use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
 };
 use serde::Deserialize;
+
+use crate::confine::caps::{CAP_SYS_ADMIN, has_capability};
+use crate::confine::network::NetworkMechanism;
+use crate::confine::seccomp::{self, Filters, SeccompError, SeccompMode};
 
 /// The newest Landlock ABI whose access rights tether has vetted; rights of newer ABIs are not
 /// requested (the kernel's own ABI may be newer).
@@ -61,8 +67,10 @@ pub const SYSTEM_READ_PATHS: &[&str] = &[
     "/dev/zero",
 ];
 
-/// Device files a confined plugin may read and write.
-pub const DEVICE_RW_PATHS: &[&str] = &["/dev/null", "/dev/full", "/dev/tty"];
+/// Device files a confined plugin may read and write. Not `/dev/tty`: a plugin runs in a
+/// session of its own, without a controlling terminal, so that it cannot read the operator's
+/// terminal or push keystrokes into it.
+pub const DEVICE_RW_PATHS: &[&str] = &["/dev/null", "/dev/full"];
 
 /// Highest capability number tried when dropping the capability bounding set (the kernel
 /// answers `EINVAL` past its last one; Linux 6.x has 41).
@@ -200,6 +208,9 @@ pub enum SandboxError {
     /// Building the Landlock ruleset failed.
     #[error("building the Landlock ruleset failed: {0}")]
     Ruleset(#[from] landlock::RulesetError),
+    /// The system-call filter cannot be built.
+    #[error(transparent)]
+    Seccomp(#[from] SeccompError),
     /// A path the plugin must reach cannot be opened.
     #[error("cannot open {} for the Landlock ruleset: {source}", path.display())]
     Path {
@@ -215,7 +226,16 @@ pub enum SandboxError {
 #[derive(Debug)]
 pub(crate) struct Prepared {
     ruleset: Option<OwnedFd>,
+    /// Drop the capability bounding set and the ambient capabilities (sandbox not off).
+    drop_capabilities: bool,
+    /// Set `no_new_privs`: sandbox not off, or a filter to load without `CAP_SYS_ADMIN`.
     no_new_privs: bool,
+    /// The system-call filter, loaded last.
+    filters: Option<Arc<Filters>>,
+    /// The uid and gid to switch to, after everything that needs root.
+    run_as: Option<(u32, u32)>,
+    /// Move into a new, empty network namespace.
+    network_namespace: bool,
     rlimits: [(libc::__rlimit_resource_t, Option<u64>); 5],
     parent: libc::pid_t,
     /// A pids cgroup's `cgroup.procs`, open for writing: the child enters the group.
@@ -225,15 +245,27 @@ pub(crate) struct Prepared {
     pub(crate) landlock_abi: Option<u32>,
 }
 
+/// The layers of one launch besides the sandbox mode and limits.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Layers {
+    /// The system-call filter.
+    pub(crate) seccomp: SeccompMode,
+    /// The uid and gid to switch to (root hosts).
+    pub(crate) run_as: Option<(u32, u32)>,
+    /// How `NetworkMode::None` is enforced; `None`: the host's network.
+    pub(crate) network: Option<NetworkMechanism>,
+}
+
 impl Prepared {
-    /// Prepares confinement in `mode` with `limits`, allowing `paths`.
+    /// Prepares confinement in `mode` with `limits`, allowing `paths`, with `layers`.
     pub(crate) fn new(
         mode: SandboxMode,
         limits: &Limits,
         paths: &Paths,
+        layers: Layers,
         plugin: &str,
     ) -> Result<Self, SandboxError> {
-        Self::with_kernel_abi(kernel_landlock_abi(), mode, limits, paths, plugin)
+        Self::with_kernel_abi(kernel_landlock_abi(), mode, limits, paths, layers, plugin)
     }
 
     /// [`Self::new`] for a kernel whose Landlock ABI is `kernel` (0: none).
@@ -242,6 +274,7 @@ impl Prepared {
         mode: SandboxMode,
         limits: &Limits,
         paths: &Paths,
+        layers: Layers,
         plugin: &str,
     ) -> Result<Self, SandboxError> {
         let use_landlock = match mode {
@@ -258,13 +291,26 @@ impl Prepared {
         };
         let (ruleset, landlock_abi) = if use_landlock {
             let abi = kernel.min(TARGET_LANDLOCK_ABI);
-            (build_ruleset(paths)?, Some(abi))
+            (build_ruleset(paths, layers.network.is_some())?, Some(abi))
         } else {
             (None, None)
         };
+        let filters = Filters::new(seccomp::Policy {
+            mode: layers.seccomp,
+            inet: layers.network == Some(NetworkMechanism::Seccomp),
+        })?;
+        let confined = mode != SandboxMode::Off;
+        // The kernel loads a filter only under no_new_privs or with CAP_SYS_ADMIN, which a
+        // plugin with the sandbox off keeps on a root host (unless it runs as another user).
+        let filter_needs_nnp =
+            filters.is_some() && (layers.run_as.is_some() || !has_capability(CAP_SYS_ADMIN));
         Ok(Self {
             ruleset,
-            no_new_privs: mode != SandboxMode::Off,
+            drop_capabilities: confined,
+            no_new_privs: confined || filter_needs_nnp,
+            filters,
+            run_as: layers.run_as,
+            network_namespace: layers.network == Some(NetworkMechanism::Namespace),
             rlimits: limits.rlimits(),
             // SAFETY: getpid has no preconditions.
             parent: unsafe { libc::getpid() },
@@ -283,13 +329,24 @@ impl Prepared {
     /// on values captured by copy (no allocation, no locks): it is async-signal-safe.
     pub(crate) fn pre_exec(&self) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
         let ruleset = self.ruleset.as_ref().map(|fd| fd.as_raw_fd());
+        let drop_capabilities = self.drop_capabilities;
         let no_new_privs = self.no_new_privs;
+        let filters = self.filters.clone();
+        let run_as = self.run_as;
+        let network_namespace = self.network_namespace;
         let rlimits = self.rlimits;
         let parent = self.parent;
         let cgroup_procs = self.cgroup_procs;
         move || {
             // SAFETY (whole block): raw system calls with valid arguments; nothing allocates.
             unsafe {
+                // A session of its own, without a controlling terminal: the operator's
+                // terminal cannot be opened as /dev/tty, read, or fed keystrokes (TIOCSTI).
+                // The plugin leads its own process group too (pgid = pid), which the host and
+                // the janitor signal as a whole.
+                if libc::setsid() == -1 {
+                    return Err(io::Error::last_os_error());
+                }
                 // Die with the host. The signal fires when the spawning *thread* exits, so the
                 // janitor's lifeline covers the rest. If the host died before prctl, getppid
                 // has changed: give up.
@@ -318,7 +375,12 @@ impl Prepared {
                 // Every descriptor above stderr closes at exec (the ruleset's is used below,
                 // before exec). CLOSE_RANGE_CLOEXEC = 1 << 2.
                 check_long(libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 4_u32))?;
-                if no_new_privs {
+                // No network: a namespace of its own with only a loopback that is down
+                // (needs CAP_SYS_ADMIN, so before the capabilities and the user go).
+                if network_namespace {
+                    check(libc::unshare(libc::CLONE_NEWNET))?;
+                }
+                if drop_capabilities {
                     // No capabilities after exec, even for a root host: a root plugin keeps
                     // uid 0 but loses CAP_SYS_PTRACE, CAP_DAC_OVERRIDE & co., which would
                     // otherwise let it read other processes' /proc files. Without
@@ -340,11 +402,37 @@ impl Prepared {
                         0,
                         0,
                     );
+                }
+                if let Some((uid, gid)) = run_as {
+                    // Another user, with no supplementary groups: after everything that needs
+                    // root above, before no_new_privs and Landlock. The raw calls change this
+                    // (only) thread, the child's only one.
+                    check_long(libc::syscall(
+                        libc::SYS_setgroups,
+                        0_usize,
+                        std::ptr::null::<libc::gid_t>(),
+                    ))?;
+                    check_long(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+                    check_long(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
+                    // A change of credentials clears the parent-death signal: set it again.
+                    check(libc::prctl(
+                        libc::PR_SET_PDEATHSIG,
+                        libc::SIGKILL as libc::c_ulong,
+                    ))?;
+                    if libc::getppid() != parent {
+                        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                    }
+                }
+                if no_new_privs {
                     check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
                 }
                 if let Some(fd) = ruleset {
                     check_long(libc::syscall(libc::SYS_landlock_restrict_self, fd, 0_u32))?;
                 }
+            }
+            // Last, so that the calls above are not filtered; exec is allowed.
+            if let Some(filters) = &filters {
+                filters.install()?;
             }
             Ok(())
         }
@@ -367,7 +455,9 @@ fn check_long(ret: libc::c_long) -> io::Result<()> {
     }
 }
 
-fn build_ruleset(paths: &Paths) -> Result<Option<OwnedFd>, SandboxError> {
+/// The Landlock ruleset allowing `paths` and the system paths; with `no_tcp`, every TCP
+/// `bind` and `connect` is refused too (ABI ≥ 4; older kernels skip it).
+fn build_ruleset(paths: &Paths, no_tcp: bool) -> Result<Option<OwnedFd>, SandboxError> {
     let abi = ABI::V6;
     let all = AccessFs::from_all(abi);
     let read: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::ReadDir;
@@ -393,10 +483,12 @@ fn build_ruleset(paths: &Paths) -> Result<Option<OwnedFd>, SandboxError> {
         rules.push((p.clone(), all, true));
     }
 
-    let mut ruleset = Ruleset::default()
-        .handle_access(all)?
-        .scope(Scope::from_all(abi))?
-        .create()?;
+    let mut ruleset = Ruleset::default().handle_access(all)?;
+    if no_tcp {
+        // Handled, and no rule allows any port.
+        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
+    }
+    let mut ruleset = ruleset.scope(Scope::from_all(abi))?.create()?;
     for (path, access, required) in rules {
         let fd = match PathFd::new(&path) {
             Ok(fd) => fd,
@@ -423,26 +515,73 @@ mod tests {
     #[test]
     fn enforce_refuses_a_kernel_without_landlock_and_best_effort_goes_on_without() {
         let (limits, paths) = (Limits::default(), Paths::default());
-        let err =
-            Prepared::with_kernel_abi(0, SandboxMode::Enforce, &limits, &paths, "p").unwrap_err();
+        let layers = Layers::default();
+        let err = Prepared::with_kernel_abi(0, SandboxMode::Enforce, &limits, &paths, layers, "p")
+            .unwrap_err();
         assert!(matches!(err, SandboxError::Unsupported), "{err}");
         assert!(err.to_string().contains("best-effort"), "{err}");
         let prepared =
-            Prepared::with_kernel_abi(0, SandboxMode::BestEffort, &limits, &paths, "p").unwrap();
+            Prepared::with_kernel_abi(0, SandboxMode::BestEffort, &limits, &paths, layers, "p")
+                .unwrap();
         assert_eq!(prepared.landlock_abi, None);
         assert!(prepared.no_new_privs);
-        let off = Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, &paths, "p").unwrap();
+        let off = Layers {
+            seccomp: SeccompMode::Off,
+            run_as: None,
+            network: None,
+        };
+        let off =
+            Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, &paths, off, "p").unwrap();
         assert_eq!(off.landlock_abi, None);
-        assert!(!off.no_new_privs);
+        assert!(!off.no_new_privs && !off.drop_capabilities);
+        assert!(off.filters.is_none());
     }
 
     #[test]
     fn the_enforced_abi_is_the_kernels_capped_at_the_vetted_one() {
         let (limits, paths) = (Limits::default(), Paths::default());
         let abi = kernel_landlock_abi();
-        let prepared = Prepared::new(SandboxMode::Enforce, &limits, &paths, "p").unwrap();
+        let prepared = Prepared::new(
+            SandboxMode::Enforce,
+            &limits,
+            &paths,
+            Layers::default(),
+            "p",
+        )
+        .unwrap();
         assert_eq!(prepared.landlock_abi, Some(abi.min(TARGET_LANDLOCK_ABI)));
         assert!(prepared.ruleset.is_some());
+    }
+
+    #[test]
+    fn a_filter_is_loaded_by_default_and_under_no_new_privs_unless_the_plugin_keeps_cap_sys_admin()
+    {
+        let (limits, paths) = (Limits::default(), Paths::default());
+        let on = Prepared::new(
+            SandboxMode::Enforce,
+            &limits,
+            &paths,
+            Layers::default(),
+            "p",
+        )
+        .unwrap();
+        assert!(on.filters.is_some() && on.no_new_privs);
+        let off_but_filtered =
+            Prepared::new(SandboxMode::Off, &limits, &paths, Layers::default(), "p").unwrap();
+        assert!(off_but_filtered.filters.is_some() && !off_but_filtered.drop_capabilities);
+        assert_eq!(
+            off_but_filtered.no_new_privs,
+            !has_capability(CAP_SYS_ADMIN)
+        );
+        let as_nobody = Layers {
+            run_as: Some((65534, 65534)),
+            ..Layers::default()
+        };
+        let as_nobody = Prepared::new(SandboxMode::Off, &limits, &paths, as_nobody, "p").unwrap();
+        assert!(
+            as_nobody.no_new_privs,
+            "nobody has no CAP_SYS_ADMIN to load the filter"
+        );
     }
 
     #[test]

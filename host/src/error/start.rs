@@ -158,6 +158,12 @@ pub enum AddressProblem {
     /// A TCP address that is not a loopback address.
     #[error("it is not a loopback address; a plugin must listen on 127.0.0.1 or ::1")]
     NotLoopback,
+    /// A TCP address from a plugin whose network is [`NetworkMode::None`](crate::confine::NetworkMode::None):
+    /// it cannot serve over TCP.
+    #[error(
+        "it is a TCP address, but the plugin has no network (`network = \"none\"`, the default); a plugin that serves over TCP needs `network = \"host\"` (builder: `.network(NetworkMode::Host)`), or let it serve on a unix socket in PLUGIN_UNIX_SOCKET_DIR"
+    )]
+    TcpWithoutNetwork,
 }
 
 /// Why [`PluginClientBuilder::start`](crate::PluginClientBuilder::start) failed: which plugin,
@@ -185,6 +191,16 @@ pub enum StartErrorKind {
         what: &'static str,
         /// Why it failed.
         source: BoxError,
+    },
+    /// [`run_as`](crate::PluginClientBuilder::run_as) on a host that is not root: only root
+    /// can start a process as another user.
+    RunAsNeedsRoot {
+        /// The uid asked for.
+        uid: u32,
+        /// The gid asked for.
+        gid: u32,
+        /// The host's effective uid.
+        host_uid: u32,
     },
     /// The plugin binary failed its integrity check (`sha256`).
     Integrity(Box<crate::confine::integrity::IntegrityError>),
@@ -282,7 +298,10 @@ impl StartErrorKind {
     /// phase is `during` (where the plugin was when it exited).
     pub(crate) fn phase(&self, during: Phase) -> Phase {
         match self {
-            Self::Prepare { .. } | Self::Integrity(_) | Self::Sandbox { .. } => Phase::Prepare,
+            Self::Prepare { .. }
+            | Self::RunAsNeedsRoot { .. }
+            | Self::Integrity(_)
+            | Self::Sandbox { .. } => Phase::Prepare,
             Self::Spawn { .. } => Phase::Spawn,
             Self::Exited { .. } => during,
             Self::Timeout { .. }
@@ -378,6 +397,10 @@ impl fmt::Display for StartError {
                 f,
                 "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the runtime directory exists, is writable and is short"
             ),
+            K::RunAsNeedsRoot { uid, gid, host_uid } => write!(
+                f,
+                "plugin `{plugin}` is to run as uid {uid}, gid {gid}, but the host runs as uid {host_uid} and only root can start a process as another user; run the host as root, or drop `run_as` (the plugin then runs as the host's user)"
+            ),
             K::Integrity(source) => {
                 write!(f, "plugin `{plugin}` is refused before start: {source}")
             }
@@ -472,6 +495,7 @@ impl std::error::Error for StartError {
             | K::TooMuchOutput { .. }
             | K::Incompatible { .. }
             | K::NoAutoMtls
+            | K::RunAsNeedsRoot { .. }
             | K::ConnectTimeout { .. }
             | K::Unhealthy { .. }
             | K::HealthTimeout { .. } => None,
@@ -513,6 +537,23 @@ mod tests {
         let text = err.to_string();
         assert!(text.starts_with("plugin `kv` does not support AutoMTLS"));
         assert!(text.contains(".plaintext()"));
+    }
+
+    #[test]
+    fn run_as_on_a_host_that_is_not_root_fails_before_anything_is_made_and_says_what_to_do() {
+        let kind = StartErrorKind::RunAsNeedsRoot {
+            uid: 65534,
+            gid: 65534,
+            host_uid: 1000,
+        };
+        let err = StartError::new("kv", Failure::new(kind), None);
+        assert_eq!(err.phase(), Phase::Prepare);
+        let text = err.to_string();
+        assert!(
+            text.starts_with("plugin `kv` is to run as uid 65534"),
+            "{text}"
+        );
+        assert!(text.contains("host runs as uid 1000") && text.contains("drop `run_as`"));
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::catalog::delivery::Delivery;
+use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
+use crate::confine::seccomp::SeccompMode;
 use crate::launch::client::PluginClient;
 use crate::launch::connect::DEFAULT_CONNECT_TIMEOUT;
 use crate::launch::handshake::{
@@ -72,6 +74,11 @@ impl PluginClientBuilder<NoHandshake> {
                 max_stray_bytes: DEFAULT_MAX_STRAY_BYTES,
                 stderr_tail_len: DEFAULT_STDERR_TAIL_LEN,
                 sandbox: SandboxMode::Enforce,
+                seccomp: SeccompMode::Default,
+                network: NetworkMode::None,
+                network_namespace: true,
+                run_as: None,
+                working_dir_is_hosts: false,
                 sandbox_exec: Vec::new(),
                 sandbox_read: Vec::new(),
                 limits: Limits::default(),
@@ -128,8 +135,19 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
-    /// The plugin's working directory (default: the host's current directory, as go-plugin
-    /// does).
+    /// The plugin's working directory, **granted to it read-write** by the sandbox.
+    ///
+    /// Without one, the plugin starts in its private per-launch directory (its socket and
+    /// `TMPDIR`, removed when it ends); the host's own working directory is never granted
+    /// (unlike go-plugin, which runs plugins in it). Setting a directory is an explicit
+    /// grant: pass a directory of the plugin's own (the [`Supervisor`](crate::Supervisor)
+    /// gives each plugin `state/<name>`), not one that holds anything else — the host's
+    /// current directory may hold secrets, manifests or the operator's files. A relative
+    /// program path is resolved against the host's working directory either way.
+    ///
+    /// ```
+    /// let b = tether_host::PluginClient::builder("/bin/plugin").current_dir("/var/lib/kv");
+    /// ```
     pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.settings.current_dir = Some(dir.into());
         self
@@ -299,9 +317,9 @@ impl<H> PluginClientBuilder<H> {
     /// it read and execute its binary's directory and the system paths
     /// ([`SYSTEM_EXEC_PATHS`](crate::confine::SYSTEM_EXEC_PATHS),
     /// [`SYSTEM_READ_PATHS`](crate::confine::SYSTEM_READ_PATHS)), read its delivered secrets and config,
-    /// and read and write its private directory and its
-    /// [working directory](Self::current_dir) (the host's when none is set: set one to keep
-    /// the plugin out of the host's) — nothing else.
+    /// and read and write its private directory and, when one is set, its
+    /// [working directory](Self::current_dir) — nothing else (never the host's working
+    /// directory).
     ///
     /// ```
     /// use tether_host::{PluginClient, SandboxMode};
@@ -309,6 +327,77 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn sandbox(mut self, mode: SandboxMode) -> Self {
         self.settings.sandbox = mode;
+        self
+    }
+
+    /// The plugin's system-call filter (default [`SeccompMode::Default`]), independent of
+    /// [`sandbox`](Self::sandbox): [`SeccompMode::Off`] loads no filter.
+    ///
+    /// ```
+    /// use tether_host::PluginClient;
+    /// use tether_host::confine::SeccompMode;
+    /// let b = PluginClient::builder("/bin/plugin").seccomp(SeccompMode::Off);
+    /// ```
+    pub fn seccomp(mut self, mode: SeccompMode) -> Self {
+        self.settings.seccomp = mode;
+        self
+    }
+
+    /// The plugin's network (default [`NetworkMode::None`]: unix sockets only), independent
+    /// of [`sandbox`](Self::sandbox). A plugin that serves over TCP, or calls services on the
+    /// network, needs [`NetworkMode::Host`].
+    ///
+    /// ```
+    /// use tether_host::PluginClient;
+    /// use tether_host::confine::NetworkMode;
+    /// let b = PluginClient::builder("/bin/plugin").network(NetworkMode::Host);
+    /// ```
+    pub fn network(mut self, mode: NetworkMode) -> Self {
+        self.settings.network = mode;
+        self
+    }
+
+    /// Whether [`NetworkMode::None`] may be enforced with a network namespace of the plugin's
+    /// own where the host can make one (default `true`); `false` always uses the seccomp
+    /// filter on socket families instead (see [`NetworkMechanism`](crate::confine::NetworkMechanism)),
+    /// e.g. on a host whose policy forbids namespaces, or to test that mechanism.
+    ///
+    /// ```
+    /// use tether_host::PluginClient;
+    /// let b = PluginClient::builder("/bin/plugin").network_namespace(false);
+    /// ```
+    pub fn network_namespace(mut self, allow: bool) -> Self {
+        self.settings.network_namespace = allow;
+        self
+    }
+
+    /// Runs the plugin as user `uid` and group `gid` (no supplementary groups) instead of the
+    /// host's user: another uid cannot signal, `prlimit`, renice, trace or read the memory of
+    /// the host, whatever the other layers. Only for a host running as root (others cannot
+    /// change user): elsewhere start fails in [`Phase::Prepare`](crate::error::Phase::Prepare)
+    /// with [`StartErrorKind::RunAsNeedsRoot`](crate::error::StartErrorKind::RunAsNeedsRoot).
+    ///
+    /// What the host makes for the launch is given to that user: the private directory, the
+    /// delivered secrets and config, and a [`Supervisor`](crate::Supervisor)'s state
+    /// directory. What the operator points at must already be reachable by it: the binary and
+    /// the directories leading to it, a [`current_dir`](Self::current_dir), a
+    /// [`runtime_dir`](Self::runtime_dir) or [`delivery_dir`](Self::delivery_dir) (the
+    /// defaults, `/tmp` and `/dev/shm`, are).
+    ///
+    /// ```
+    /// use tether_host::PluginClient;
+    /// let b = PluginClient::builder("/usr/libexec/kv-plugin").run_as(65534, 65534); // nobody
+    /// ```
+    pub fn run_as(mut self, uid: u32, gid: u32) -> Self {
+        self.settings.run_as = Some((uid, gid));
+        self
+    }
+
+    /// Marks the [working directory](Self::current_dir) as made by the host for this plugin
+    /// (a supervisor's state directory), so that [`run_as`](Self::run_as) gives it to the
+    /// plugin's user.
+    pub(crate) fn working_dir_is_hosts(mut self) -> Self {
+        self.settings.working_dir_is_hosts = true;
         self
     }
 

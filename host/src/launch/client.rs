@@ -9,12 +9,25 @@ use tether_proto::handshake::Address;
 use tether_transport::{BrokerMode, GrpcBroker, Mux};
 use tonic::transport::Channel;
 
+use crate::confine::network::{NetworkMechanism, NetworkMode};
 use crate::confine::pids::ProcessLimit;
+use crate::confine::seccomp::SeccompMode;
 use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::connect::Connected;
 use crate::launch::output::{self, SharedTail};
 use crate::launch::settings::Settings;
 use crate::launch::shutdown::{Graceful, Launched};
+
+/// What confines a launched plugin, as known once it is spawned.
+#[derive(Debug)]
+pub(crate) struct InForce {
+    /// The Landlock ABI enforced; `None` without Landlock.
+    pub(crate) landlock_abi: Option<u32>,
+    /// What limits its processes.
+    pub(crate) process_limit: ProcessLimit,
+    /// How `NetworkMode::None` is enforced; `None` with `NetworkMode::Host`.
+    pub(crate) network_mechanism: Option<NetworkMechanism>,
+}
 
 /// A running plugin, connected and healthy.
 ///
@@ -27,7 +40,7 @@ use crate::launch::shutdown::{Graceful, Launched};
 /// grace, `SIGKILL` and reaping — to a small detached thread, so it never waits for the plugin
 /// and never blocks the async runtime. Caveat: if the host process exits right after the drop,
 /// that thread dies with it; the plugin got `SIGTERM`, but one that ignores it keeps running.
-/// The same happens when a [`start`](PluginClientBuilder::start) future is dropped part-way.
+/// The same happens when a [`start`](crate::PluginClientBuilder::start) future is dropped part-way.
 /// Call [`shutdown`](Self::shutdown) for a graceful, complete ending.
 ///
 /// # Exit of the plugin
@@ -48,6 +61,10 @@ pub struct PluginClient {
     stderr_done: tokio::sync::watch::Receiver<bool>,
     landlock_abi: Option<u32>,
     process_limit: ProcessLimit,
+    network_mechanism: Option<NetworkMechanism>,
+    seccomp: SeccompMode,
+    network: NetworkMode,
+    run_as: Option<(u32, u32)>,
     shutdown_rpc_timeout: Duration,
     shutdown_grace: Duration,
 }
@@ -59,8 +76,7 @@ impl PluginClient {
         connected: Connected,
         stderr_tail: SharedTail,
         stderr_done: tokio::sync::watch::Receiver<bool>,
-        landlock_abi: Option<u32>,
-        process_limit: ProcessLimit,
+        in_force: InForce,
         settings: &Settings,
     ) -> Self {
         Self {
@@ -73,8 +89,12 @@ impl PluginClient {
             peer_fingerprint: connected.peer_fingerprint,
             stderr_tail,
             stderr_done,
-            landlock_abi,
-            process_limit,
+            landlock_abi: in_force.landlock_abi,
+            process_limit: in_force.process_limit,
+            network_mechanism: in_force.network_mechanism,
+            seccomp: settings.seccomp,
+            network: settings.network,
+            run_as: settings.run_as,
             shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
             shutdown_grace: settings.shutdown_grace,
         }
@@ -128,14 +148,14 @@ impl PluginClient {
     }
 
     /// The broker mode negotiated at start: [`BrokerMode::Multiplexed`] when the host offered
-    /// it ([`PluginClientBuilder::multiplex`]) and the plugin accepted, else
+    /// it ([`PluginClientBuilder::multiplex`](crate::PluginClientBuilder::multiplex)) and the plugin accepted, else
     /// [`BrokerMode::Default`].
     #[must_use]
     pub fn broker_mode(&self) -> BrokerMode {
         self.broker.mode()
     }
 
-    /// Whether the connection is AutoMTLS (rather than [plaintext](PluginClientBuilder::plaintext)).
+    /// Whether the connection is AutoMTLS (rather than [plaintext](crate::PluginClientBuilder::plaintext)).
     #[must_use]
     pub fn is_tls(&self) -> bool {
         self.peer_fingerprint.is_some()
@@ -174,6 +194,32 @@ impl PluginClient {
     #[must_use]
     pub fn process_limit(&self) -> &ProcessLimit {
         &self.process_limit
+    }
+
+    /// The system-call filter in force for the plugin.
+    #[must_use]
+    pub fn seccomp(&self) -> SeccompMode {
+        self.seccomp
+    }
+
+    /// The uid and gid the plugin runs as, when not the host's
+    /// ([`run_as`](crate::PluginClientBuilder::run_as)).
+    #[must_use]
+    pub fn run_as(&self) -> Option<(u32, u32)> {
+        self.run_as
+    }
+
+    /// The network policy in force for the plugin.
+    #[must_use]
+    pub fn network(&self) -> NetworkMode {
+        self.network
+    }
+
+    /// How [`NetworkMode::None`] is enforced for this plugin: a network namespace of its own,
+    /// or the seccomp filter on socket families; `None` with [`NetworkMode::Host`].
+    #[must_use]
+    pub fn network_mechanism(&self) -> Option<NetworkMechanism> {
+        self.network_mechanism
     }
 
     /// The last bytes the plugin wrote to stderr (see
@@ -223,8 +269,9 @@ impl Drop for PluginClient {
 
 impl PluginClient {
     /// The tail of its stderr once the plugin's stderr has closed (after an exit), waiting at
-    /// most `timeout` for the last bytes.
-    pub(crate) async fn final_stderr_tail(&self, timeout: Duration) -> String {
+    /// most `timeout` for the last bytes; what [`stderr_tail`](Self::stderr_tail) holds by
+    /// then otherwise. Use it to report why a plugin that has exited ended.
+    pub async fn final_stderr_tail(&self, timeout: Duration) -> String {
         let mut done = self.stderr_done.clone();
         let _ = tokio::time::timeout(timeout, done.wait_for(|done| *done)).await;
         self.stderr_tail()

@@ -12,7 +12,8 @@ use tether_proto::tls::{self, Identity};
 use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Mux, Target};
 use tonic::transport::Channel;
 
-use crate::error::{Failure, Phase, StartErrorKind};
+use crate::confine::network::NetworkMode;
+use crate::error::{AddressProblem, Failure, Phase, StartErrorKind};
 use crate::launch::address;
 use crate::launch::handshake::{Accepted, EXIT_SETTLE_TIMEOUT};
 use crate::launch::health::{self, HealthFailure};
@@ -57,6 +58,10 @@ pub(crate) async fn stage(
         problem,
     };
     let target = address::check_address(&hs.address, private_dir).map_err(address_error)?;
+    // A loopback TCP address from a plugin without network: it cannot be serving there.
+    if settings.network == NetworkMode::None && matches!(target, Target::Tcp(_)) {
+        return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
+    }
     address::check_socket_file(&target, private_dir).map_err(address_error)?;
     let address = target.to_string();
     let tls_error = |e| StartErrorKind::Tls {

@@ -26,7 +26,7 @@ pub use handshake::{
 };
 pub use health::DEFAULT_HEALTH_TIMEOUT;
 pub use output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
-pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN};
+pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN, PLUGIN_LOG_TARGET};
 pub use private_dir::{MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE};
 pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,

@@ -3,6 +3,12 @@
 //! directories and the TLS identity it computes the plugin's environment, its sandbox rules,
 //! what the janitor must clean up and its working directory. Pure: unit-tested without
 //! processes; the stages in [`start`](super::start) do the IO.
+//!
+//! The working directory is always one the host chose for the plugin: the configured
+//! [`current_dir`](crate::PluginClientBuilder::current_dir) (an explicit grant), else the
+//! private directory. The host's own working directory is never granted: it is used only to
+//! resolve a relative program path, which would otherwise be looked up in the plugin's
+//! directory.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -25,7 +31,8 @@ pub(crate) struct PlanInputs<'a> {
     pub(crate) delivered: Option<Delivered<'a>>,
     /// The host's certificate for AutoMTLS; `None` in plaintext.
     pub(crate) client_cert: Option<CertificateDer<'static>>,
-    /// The host's working directory, when it has one.
+    /// The host's working directory, when it has one: a relative program path is resolved
+    /// against it (never granted to the plugin).
     pub(crate) host_cwd: Option<PathBuf>,
 }
 
@@ -51,8 +58,12 @@ pub(crate) struct LaunchPlan {
     pub(crate) paths: Paths,
     /// The directories the janitor removes if the host dies.
     pub(crate) janitor_dirs: Vec<PathBuf>,
-    /// The directory the plugin starts in; `None`: the host's (inherited).
-    pub(crate) working_dir: Option<PathBuf>,
+    /// The directory the plugin starts in: the configured one, else the private directory.
+    pub(crate) working_dir: PathBuf,
+    /// The program to execute: the configured one, made absolute against the host's working
+    /// directory when it is a relative path (the plugin starts in another directory); a bare
+    /// name is left for the `PATH` lookup (done by the start stage, which may look at files).
+    pub(crate) program: PathBuf,
 }
 
 impl LaunchPlan {
@@ -94,15 +105,29 @@ impl LaunchPlan {
             janitor_dirs.push(d.dir.to_owned());
         }
         paths.read_write.push(inputs.private_dir.to_owned());
-        // Its working directory: the configured one, else the host's (which it inherits).
-        if let Some(cwd) = settings.current_dir.clone().or(inputs.host_cwd) {
-            paths.read_write.push(cwd);
-        }
+        // Its working directory: the configured one (an explicit grant), else the private
+        // directory. Never the host's.
+        let working_dir = match &settings.current_dir {
+            Some(dir) => {
+                paths.read_write.push(dir.clone());
+                dir.clone()
+            }
+            None => inputs.private_dir.to_owned(),
+        };
+        let program = match &inputs.host_cwd {
+            Some(cwd)
+                if settings.program.is_relative() && settings.program.components().count() > 1 =>
+            {
+                cwd.join(&settings.program)
+            }
+            _ => settings.program.clone(),
+        };
         Self {
             env,
             paths,
             janitor_dirs,
-            working_dir: settings.current_dir.clone(),
+            working_dir,
+            program,
         }
     }
 
@@ -213,10 +238,7 @@ mod tests {
             &HandshakeConfig::new("K", "V"),
             inputs(Path::new("/tmp/tether-x"), None),
         );
-        assert_eq!(
-            plan.working_dir.as_deref(),
-            Some(Path::new("/var/lib/tether/state/kv"))
-        );
+        assert_eq!(plan.working_dir, Path::new("/var/lib/tether/state/kv"));
         assert!(
             plan.paths
                 .read_write
@@ -228,6 +250,52 @@ mod tests {
                 .read_write
                 .contains(&PathBuf::from("/home/operator"))
         );
+    }
+
+    #[test]
+    fn without_a_configured_working_directory_the_plugin_starts_in_its_private_one_and_never_gets_the_hosts()
+     {
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("p")),
+            &HandshakeConfig::new("K", "V"),
+            inputs(Path::new("/tmp/tether-x"), None),
+        );
+        assert_eq!(plan.working_dir, Path::new("/tmp/tether-x"));
+        assert_eq!(plan.paths.read_write, [PathBuf::from("/tmp/tether-x")]);
+        let granted = plan
+            .paths
+            .read
+            .iter()
+            .chain(&plan.paths.exec)
+            .chain(&plan.paths.read_write);
+        for path in granted {
+            assert!(
+                !Path::new("/home/operator").starts_with(path),
+                "{} grants the host's working directory",
+                path.display()
+            );
+        }
+    }
+
+    #[test]
+    fn a_relative_program_path_is_resolved_against_the_hosts_directory_and_a_bare_name_is_not() {
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("target/debug/kv-plugin")),
+            &HandshakeConfig::new("K", "V"),
+            inputs(Path::new("/tmp/tether-x"), None),
+        );
+        assert_eq!(
+            plan.program,
+            Path::new("/home/operator/target/debug/kv-plugin")
+        );
+        for program in ["kv-plugin", "/opt/p/kv-plugin"] {
+            let plan = LaunchPlan::new(
+                &settings(PluginClientBuilder::new(program)),
+                &HandshakeConfig::new("K", "V"),
+                inputs(Path::new("/tmp/tether-x"), None),
+            );
+            assert_eq!(plan.program, Path::new(program));
+        }
     }
 
     #[test]

@@ -10,7 +10,9 @@ use std::time::Duration;
 use tether_proto::env::MagicCookie;
 
 use crate::catalog::delivery::Delivery;
+use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
+use crate::confine::seccomp::SeccompMode;
 
 /// The launch half of the handshake: the magic cookie and the app protocol versions the host
 /// speaks.
@@ -78,6 +80,15 @@ pub(crate) struct Settings {
     pub(crate) max_stray_bytes: usize,
     pub(crate) stderr_tail_len: usize,
     pub(crate) sandbox: SandboxMode,
+    pub(crate) seccomp: SeccompMode,
+    pub(crate) network: NetworkMode,
+    /// Whether `NetworkMode::None` may use a network namespace (else the seccomp fallback).
+    pub(crate) network_namespace: bool,
+    /// The uid and gid the plugin runs as (root hosts only).
+    pub(crate) run_as: Option<(u32, u32)>,
+    /// Whether the working directory was made by the host for this plugin (a supervisor's
+    /// state directory): then it is given to [`Self::run_as`]'s user.
+    pub(crate) working_dir_is_hosts: bool,
     pub(crate) sandbox_exec: Vec<PathBuf>,
     pub(crate) sandbox_read: Vec<PathBuf>,
     pub(crate) limits: Limits,

@@ -29,7 +29,8 @@ pub(crate) fn resolve_program(program: &Path, path: Option<&OsString>) -> PathBu
         .unwrap_or_else(|| program.to_owned())
 }
 
-/// Spawns the plugin in a new process group with exactly the plan's environment, in its working
+/// Spawns the plugin in a session and process group of its own (`pre_exec` calls `setsid`)
+/// with exactly the plan's environment, in its working
 /// directory, stdin from `/dev/null` and
 /// stdout and stderr piped, running `pre_exec` (the confinement) between fork and exec.
 /// `exec` is the file to execute (the verified binary's `/proc/self/fd/N`, or the program);
@@ -48,13 +49,12 @@ pub(crate) fn spawn(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own group, so that signals reach the plugin's children too.
-        .process_group(0)
+        // No `process_group(0)`: the confinement's `setsid()` makes the plugin the leader of
+        // a session and a process group of its own (pgid = pid), so that signals reach its
+        // children too.
         // Ending the plugin is the client's job (it signals the whole group).
         .kill_on_drop(false);
-    if let Some(dir) = &plan.working_dir {
-        cmd.current_dir(dir);
-    }
+    cmd.current_dir(&plan.working_dir);
     // SAFETY: `pre_exec` only makes raw, async-signal-safe system calls on copied values
     // (see `sandbox::Prepared::pre_exec`).
     unsafe {

@@ -13,12 +13,14 @@ use tokio::process::{ChildStderr, ChildStdout};
 use crate::catalog::delivery::{DeliveredDir, delivery_base};
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::janitor::Janitor;
+use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::confine::sandbox;
+use crate::confine::user;
 use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
 use crate::launch::builder::PluginClientBuilder;
-use crate::launch::client::PluginClient;
+use crate::launch::client::{InForce, PluginClient};
 use crate::launch::connect;
 use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::output::{self, SharedTail, StderrTail};
@@ -51,8 +53,7 @@ pub(crate) async fn start(
         stdout,
         stderr,
         identity,
-        landlock_abi,
-        process_limit,
+        in_force,
     } = spawned;
     let pid = launched.group.pid();
     tracing::debug!(plugin, pid, "plugin spawned");
@@ -81,8 +82,12 @@ pub(crate) async fn start(
                 tls = connected.peer_fingerprint.is_some(),
                 broker = %connected.broker.mode(),
                 sandbox = %settings.sandbox,
-                landlock_abi,
-                process_limit = ?process_limit,
+                landlock_abi = in_force.landlock_abi,
+                process_limit = ?in_force.process_limit,
+                seccomp = %settings.seccomp,
+                network = %settings.network,
+                network_mechanism = in_force.network_mechanism.map(|m| m.to_string()),
+                run_as = ?settings.run_as,
                 elapsed = ?started.elapsed(),
                 "plugin started"
             );
@@ -91,8 +96,7 @@ pub(crate) async fn start(
                 connected,
                 tail,
                 stderr_done,
-                landlock_abi,
-                process_limit,
+                in_force,
                 &settings,
             ))
         }
@@ -125,6 +129,12 @@ struct Resources {
 /// private directory, the delivered files and the TLS identity.
 fn prepare(settings: &Settings) -> Result<Resources, Failure> {
     let prepare_error = |what, source| StartErrorKind::Prepare { what, source };
+    let host_uid = rustix::process::geteuid().as_raw();
+    if let Some((uid, gid)) = settings.run_as
+        && !user::may_run_as(host_uid)
+    {
+        return Err(StartErrorKind::RunAsNeedsRoot { uid, gid, host_uid }.into());
+    }
     let verified = match &settings.sha256 {
         Some(expected) => Some(
             VerifiedBinary::open(&settings.program, expected)
@@ -144,6 +154,14 @@ fn prepare(settings: &Settings) -> Result<Resources, Failure> {
         }
         _ => None,
     };
+    if let Some(run_as) = settings.run_as {
+        give_to_plugin_user(settings, &dir, delivered.as_ref(), run_as).map_err(|e| {
+            prepare_error(
+                "giving the launch's directories to the plugin's user",
+                e.into(),
+            )
+        })?;
+    }
     let identity = if settings.plaintext {
         tracing::warn!(
             plugin = settings.display_name(),
@@ -162,6 +180,29 @@ fn prepare(settings: &Settings) -> Result<Resources, Failure> {
         delivered,
         identity,
     })
+}
+
+/// What the host made for this launch becomes `run_as`'s: the private directory, the delivered
+/// files, and the working directory when the host made it (a supervisor's state directory;
+/// the directory only, not what earlier launches left in it).
+fn give_to_plugin_user(
+    settings: &Settings,
+    dir: &PrivateDir,
+    delivered: Option<&DeliveredDir>,
+    run_as: (u32, u32),
+) -> std::io::Result<()> {
+    user::give(dir.path(), run_as, false)?;
+    if let Some(delivered) = delivered {
+        user::give(delivered.path(), run_as, true)?;
+    }
+    if let Some(working_dir) = settings
+        .current_dir
+        .as_deref()
+        .filter(|_| settings.working_dir_is_hosts)
+    {
+        user::give(working_dir, run_as, false)?;
+    }
+    Ok(())
 }
 
 /// Stage 2: the pure plan, then the one lookup it needs (where the binary is).
@@ -183,8 +224,9 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         },
     );
     // The binary's directory (a bare name is looked up in the plugin's PATH, as exec does).
-    let program = spawn::resolve_program(&settings.program, plan.path_var());
-    if let Some(bin_dir) = program
+    plan.program = spawn::resolve_program(&plan.program, plan.path_var());
+    if let Some(bin_dir) = plan
+        .program
         .canonicalize()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -206,6 +248,7 @@ struct Confined {
     sandbox: sandbox::Prepared,
     pids_group: Option<PidsGroup>,
     process_limit: ProcessLimit,
+    network_mechanism: Option<NetworkMechanism>,
 }
 
 /// Stage 3: processes are limited by a pids cgroup of the plugin's own when the host can make
@@ -226,11 +269,20 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
             max: limits.processes,
         },
     };
-    let mut sandbox = sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, plugin)
-        .map_err(|e| StartErrorKind::Sandbox {
-            mode: settings.sandbox,
-            source: Box::new(e),
-        })?;
+    let network_mechanism =
+        NetworkMechanism::for_mode(settings.network, settings.network_namespace);
+    let layers = sandbox::Layers {
+        seccomp: settings.seccomp,
+        run_as: settings.run_as,
+        network: network_mechanism,
+    };
+    let mut sandbox =
+        sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, layers, plugin).map_err(
+            |e| StartErrorKind::Sandbox {
+                mode: settings.sandbox,
+                source: Box::new(e),
+            },
+        )?;
     if let Some(fd) = pids_group.as_ref().and_then(PidsGroup::procs_fd) {
         sandbox.enter_cgroup(fd);
     }
@@ -238,6 +290,7 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
         sandbox,
         pids_group,
         process_limit,
+        network_mechanism,
     })
 }
 
@@ -247,8 +300,7 @@ struct Spawned {
     stdout: ChildStdout,
     stderr: ChildStderr,
     identity: Option<Identity>,
-    landlock_abi: Option<u32>,
-    process_limit: ProcessLimit,
+    in_force: InForce,
 }
 
 /// Stage 4: the process, in its own group, registered with the janitor; its pids cgroup and
@@ -275,14 +327,18 @@ fn spawn(
         sandbox,
         pids_group,
         process_limit,
+        network_mechanism,
     } = confined;
     let exec = verified
         .as_ref()
-        .map_or_else(|| settings.program.clone(), VerifiedBinary::exec_path);
+        .map_or_else(|| plan.program.clone(), VerifiedBinary::exec_path);
     let mut child = spawn::spawn(settings, plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
     drop(verified);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
+    // The janitor kills every process of this cgroup if the host dies: a process that left
+    // the plugin's process group or session is still in it.
+    let cgroup_dir = pids_group.as_ref().map(|g| g.dir().to_owned());
     if let Some(mut pids_group) = pids_group {
         // Once the plugin has exited, whatever is left in the group is killed and the group
         // removed.
@@ -290,7 +346,11 @@ fn spawn(
         group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
     }
     let janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
-    let janitor = match Janitor::shared().register(group.pid(), &janitor_dirs) {
+    let janitor = match Janitor::shared().register(
+        group.pid(),
+        cgroup_dir.as_deref(),
+        &janitor_dirs,
+    ) {
         Ok(registration) => Some(registration),
         Err(e) => {
             tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
@@ -317,8 +377,11 @@ fn spawn(
         stdout,
         stderr,
         identity,
-        landlock_abi: sandbox.landlock_abi,
-        process_limit,
+        in_force: InForce {
+            landlock_abi: sandbox.landlock_abi,
+            process_limit,
+            network_mechanism,
+        },
     })
 }
 

@@ -29,7 +29,7 @@ impl crate::supervisor::Supervisor {
                     source,
                 })?;
         }
-        builder = builder.current_dir(&state_dir);
+        builder = builder.current_dir(&state_dir).working_dir_is_hosts();
         if let Some(customize) = &inner.options.customize {
             builder = customize(builder);
         }

@@ -8,6 +8,7 @@
 //! - `no-newline`: 1 MiB of `1|1|…` without a newline;
 //! - `stray-flood`: more stray lines than a host skips;
 //! - `binary`: non-UTF-8 garbage that starts like a handshake;
+//! - `tcp`: a plaintext handshake announcing a loopback TCP address (nothing listens there);
 //! - `padded-cert`: a certificate field in base64 *with* `=` padding (Go hosts cannot decode it);
 //! - `seventh-field`: go-plugin's multiplexing field although the host did not offer it.
 
@@ -22,6 +23,7 @@ fn main() {
         "app-version" => print_line("1|99|unix|/nonexistent/plugin.sock|grpc|"),
         "core-version" => print_line("2|1|unix|/nonexistent/plugin.sock|grpc|"),
         "netrpc" => print_line("1|1|unix|/nonexistent/plugin.sock|netrpc|"),
+        "tcp" => print_line("1|1|tcp|127.0.0.1:1|grpc|"),
         "no-newline" => {
             let mut out = std::io::stdout().lock();
             let mut chunk = b"1|1|unix|".to_vec();

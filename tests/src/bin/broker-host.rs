@@ -1,9 +1,11 @@
 //! A host that runs a catalog through a `tether_host::Supervisor`, for the host-death tests.
 //!
-//! `broker-host CATALOG STATE SECRETS DELIVERY RUN NAME...` grants every plugin what its
-//! manifest requests (secrets from the directory SECRETS), starts the named plugins, asks each
-//! to start a grandchild (the Rust probe plugin does; the Go one answers `InvalidArgument`),
-//! prints `pid NAME PID` per plugin and then `ready`, and waits to be killed.
+//! `broker-host [--put KEY] CATALOG STATE SECRETS DELIVERY RUN NAME...` grants every plugin
+//! what its manifest requests (secrets from the directory SECRETS), starts the named plugins,
+//! asks each to start a grandchild with `Put KEY` (default `child:`; the Rust probe plugin
+//! does, e.g. `setsid:` for one that leaves the plugin's session; the Go one answers
+//! `InvalidArgument`), prints `cgroup NAME DIR` (with a pids cgroup) and `pid NAME PID` per
+//! plugin and then `ready`, and waits to be killed.
 
 use std::path::PathBuf;
 
@@ -13,9 +15,14 @@ use tether_host::{Catalog, DirSecretSource, Grants, Supervisor};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let put_key = if args.first().map(String::as_str) == Some("--put") && args.len() > 1 {
+        args.drain(..2).nth(1).unwrap_or_default()
+    } else {
+        "child:".to_owned()
+    };
     let [catalog, state, secrets, delivery, run, names @ ..] = args.as_slice() else {
-        eprintln!("usage: broker-host CATALOG STATE SECRETS DELIVERY RUN NAME...");
+        eprintln!("usage: broker-host [--put KEY] CATALOG STATE SECRETS DELIVERY RUN NAME...");
         std::process::exit(2);
     };
     let catalog = Catalog::load_dir(catalog.as_ref()).expect("catalog");
@@ -36,7 +43,7 @@ async fn main() {
         let lease = broker.acquire(name).await.expect("plugin starts");
         let child = KvClient::new(lease.channel())
             .put(PutRequest {
-                key: "child:".into(),
+                key: put_key.clone(),
                 value: Vec::new(),
             })
             .await;

@@ -8,14 +8,33 @@
 //! - `Get "envall:"`: every `NAME=VALUE`, one per line;
 //! - `Get "secret:NAME"` / `Get "config:NAME"`: read with `tether_sdk::secrets` / `config`;
 //! - `Get "pid:"`: its process id;
+//! - `Get "ids:"`: its real user and group ids, `UID GID`;
+//! - `Get "attack:NAME"`: an attack on the host (its parent), `ok` or the errno's name (see
+//!   `tether_tests::escape::host_attack`);
+//! - `Get "syscall:NAME"`: a system call a plugin should not have, tried harmlessly, `ok` or
+//!   the errno's name (`tether_tests::escape::syscall`);
+//! - `Get "tcp-connect:HOST:PORT"`, `Get "tcp-listen:HOST:PORT"`, `Get "unix-connect:PATH"`:
+//!   `ok` or the errno's name;
+//! - `Put "udp-send:HOST:PORT"`: sends the value as one datagram (`ok` or the errno's name,
+//!   as an `Internal` status);
+//! - `Put "tiocsti:"`: pushes the value into the controlling terminal's input, byte by byte,
+//!   with `TIOCSTI` (a `PermissionDenied` status names the step and errno that stopped it);
+//! - `Get "cwd:"`: its working directory;
 //! - `Put "write:PATH"`: writes the value to `PATH`;
 //! - `Put "balloon:"`: allocates and touches the value (decimal) MiB of memory;
+//! - `Put "say:TEXT"`: prints `TEXT` to stderr as a plain line (no log level);
 //! - `Put "crash:"`: exits with status 3 after printing `crashing on purpose` to stderr;
 //! - `Put "child:"`: starts a `sleep` grandchild in its process group;
 //! - `Put "escape:"`: starts a `sleep` grandchild in a process group of its own (which the
 //!   plugin's group kill does not reach);
+//! - `Put "setsid:"`: starts a `sleep` grandchild that calls `setsid()` before exec: a session
+//!   and process group of its own, which no process-group kill reaches;
 //! - `Put "forkbomb:"`: starts a fork bomb bounded at the value (decimal) levels of doubling —
 //!   about `2^(levels+2)` processes in its process group, each sleeping — and returns.
+//!
+//! Started as `probe-plugin --on-start KEY=VALUE…`, it first performs each `Put`-style probe
+//! (`write:PATH=TEXT`, `copy:FROM=TO`) before serving, as a plugin that misbehaves without
+//! being called would (`tether inspect` makes no call); each outcome goes to stderr.
 
 use std::io;
 use std::process::ExitCode;
@@ -23,15 +42,36 @@ use std::process::ExitCode;
 use secrecy::ExposeSecret as _;
 use tether_examples::kv::kv_server::{Kv, KvServer};
 use tether_examples::kv::{Empty, GetRequest, GetResponse, PutRequest};
+use tether_tests::escape;
 use tonic::{Request, Response, Status};
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--on-start") {
+        args[1..].iter().for_each(|probe| on_start(probe));
+    }
     tether_sdk::Plugin::new(tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1))
         .add_service(KvServer::new(Probe))
         .run()
 }
 
 struct Probe;
+
+/// One `--on-start` probe: `write:PATH=TEXT` or `copy:FROM=TO`.
+fn on_start(probe: &str) {
+    let outcome = match probe.split_once(':') {
+        Some(("write", rest)) => {
+            let (path, text) = rest.split_once('=').unwrap_or((rest, ""));
+            std::fs::write(path, text)
+        }
+        Some(("copy", rest)) => {
+            let (from, to) = rest.split_once('=').unwrap_or((rest, ""));
+            std::fs::read(from).and_then(|bytes| std::fs::write(to, bytes))
+        }
+        _ => Err(io::Error::other("unknown on-start probe")),
+    };
+    eprintln!("on-start {probe}: {outcome:?}");
+}
 
 fn fs_error(op: &str, path: &str, e: &io::Error) -> Status {
     let message = format!("{op} {path}: {e}");
@@ -82,6 +122,19 @@ impl Kv for Probe {
                 Err(e) => Err(Status::failed_precondition(e.to_string())),
             },
             "pid" => ok(std::process::id().to_string()),
+            // SAFETY: getuid and getgid have no preconditions.
+            "ids" => ok(format!("{} {}", unsafe { libc::getuid() }, unsafe {
+                libc::getgid()
+            })),
+            "attack" => ok(escape::host_attack(arg)),
+            "syscall" => ok(escape::syscall(arg)),
+            "tcp-connect" => ok(escape::tcp_connect(arg)),
+            "tcp-listen" => ok(escape::tcp_listen(arg)),
+            "unix-connect" => ok(escape::unix_connect(arg)),
+            "cwd" => std::env::current_dir().map_or_else(
+                |e| Err(fs_error("cwd", "", &e)),
+                |d| ok(d.into_os_string().into_encoded_bytes()),
+            ),
             _ => Err(Status::invalid_argument(format!("unknown probe {key:?}"))),
         }
     }
@@ -102,6 +155,12 @@ impl Kv for Probe {
                 }
                 std::hint::black_box(&chunks);
             }
+            "say" => eprintln!("{arg}"),
+            "udp-send" => match escape::udp_send(arg, &value).as_str() {
+                "ok" => {}
+                failed => return Err(Status::internal(failed.to_owned())),
+            },
+            "tiocsti" => escape::inject_into_terminal(&value).map_err(Status::permission_denied)?,
             "crash" => {
                 eprintln!("crashing on purpose");
                 std::process::exit(3);
@@ -119,6 +178,27 @@ impl Kv for Probe {
                     .stdout(std::process::Stdio::null())
                     .spawn()
                     .map_err(|e| Status::internal(format!("escape: {e}")))?;
+                std::mem::forget(child);
+            }
+            "setsid" => {
+                use std::os::unix::process::CommandExt as _;
+                let mut command = std::process::Command::new("sleep");
+                command
+                    .arg("3600")
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null());
+                // SAFETY: setsid is async-signal-safe and touches no memory.
+                unsafe {
+                    command.pre_exec(|| {
+                        if libc::setsid() < 0 {
+                            return Err(io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+                let child = command
+                    .spawn()
+                    .map_err(|e| Status::internal(format!("setsid: {e}")))?;
                 std::mem::forget(child);
             }
             "forkbomb" => {

@@ -85,6 +85,8 @@ pub(crate) struct Launcher {
     pub(crate) allow_exec: Vec<std::path::PathBuf>,
     pub(crate) allow_read: Vec<std::path::PathBuf>,
     pub(crate) sandbox: tether_host::SandboxMode,
+    pub(crate) seccomp: tether_host::confine::SeccompMode,
+    pub(crate) network: tether_host::confine::NetworkMode,
 }
 
 impl Launcher {
@@ -93,7 +95,9 @@ impl Launcher {
             .args(&self.args)
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
             .multiplex(self.multiplex)
-            .sandbox(self.sandbox);
+            .sandbox(self.sandbox)
+            .seccomp(self.seccomp)
+            .network(self.network);
         if self.plaintext {
             builder = builder.plaintext();
         }

@@ -6,7 +6,8 @@
 //! KV_PLUGIN="<command> [args]" kv-bench [OPTIONS] summary --calls N --launches L [--concurrency C]
 //! ```
 //!
-//! Options: `--plaintext`, `--multiplex`, `--sandbox enforce|best-effort|off` (default
+//! Options: `--plaintext`, `--multiplex`, `--seccomp default|off`, `--network none|host`,
+//! `--sandbox enforce|best-effort|off` (default
 //! `enforce`; `off` measures what confinement costs at launch), `--allow-exec DIR`,
 //! `--allow-read DIR`. The plugin is launched as the `kv-host` example does (same handshake,
 //! confinement and message limits); the example itself only does `put` and `get`.
@@ -55,8 +56,51 @@ struct Cli {
     /// opt-out, e.g. to measure what confinement costs at launch).
     #[arg(long, value_enum, default_value_t = Confinement::Enforce, global = true)]
     sandbox: Confinement,
+    /// The plugin's system-call filter: `default` (tether's default) or `off`, e.g. to measure
+    /// what the filter costs at launch.
+    #[arg(long, value_enum, default_value_t = Filter::Default, global = true)]
+    seccomp: Filter,
+    /// The plugin's network: `none` (tether's default) or `host`.
+    #[arg(long, value_enum, default_value_t = Network::None, global = true)]
+    network: Network,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--seccomp`: tether's [`SeccompMode`](tether_host::confine::SeccompMode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Filter {
+    /// The default profile.
+    Default,
+    /// No filter.
+    Off,
+}
+
+impl From<Filter> for tether_host::confine::SeccompMode {
+    fn from(f: Filter) -> Self {
+        match f {
+            Filter::Default => Self::Default,
+            Filter::Off => Self::Off,
+        }
+    }
+}
+
+/// `--network`: tether's [`NetworkMode`](tether_host::confine::NetworkMode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Network {
+    /// No network (unix sockets only).
+    None,
+    /// The host's network.
+    Host,
+}
+
+impl From<Network> for tether_host::confine::NetworkMode {
+    fn from(n: Network) -> Self {
+        match n {
+            Network::None => Self::None,
+            Network::Host => Self::Host,
+        }
+    }
 }
 
 /// `--sandbox`: tether's [`SandboxMode`](tether_host::SandboxMode) on the command line.
@@ -140,6 +184,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         allow_exec: cli.allow_exec,
         allow_read: cli.allow_read,
         sandbox: cli.sandbox.into(),
+        seccomp: cli.seccomp.into(),
+        network: cli.network.into(),
     };
     match cli.command {
         Command::Summary {

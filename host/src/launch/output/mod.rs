@@ -26,9 +26,10 @@ pub const DEFAULT_STDERR_TAIL_LEN: usize = 4 * 1024;
 /// without bound.
 pub const MAX_LOG_LINE_LEN: usize = 64 * 1024;
 
-/// The `tracing` target of plugin log lines, so hosts can filter them
+/// The `tracing` target of a plugin's output lines (stderr, stdout after the handshake,
+/// GRPCStdio), so hosts can filter them
 /// (`RUST_LOG=tether_host::plugin=warn`).
-pub(crate) const PLUGIN_LOG_TARGET: &str = "tether_host::plugin";
+pub const PLUGIN_LOG_TARGET: &str = "tether_host::plugin";
 
 /// Emits a plugin's parsed log line as a `tracing` event at its level, with fields `plugin`,
 /// `pid`, `module`, `timestamp` (the plugin's), `fields` (its other key/value pairs) and

@@ -1,0 +1,55 @@
+//! Running a plugin as another user ([`run_as`](crate::PluginClientBuilder::run_as), root
+//! hosts only): who may, and giving that user what the host made for the launch. The switch
+//! itself (`setgroups`, `setresgid`, `setresuid`) happens between fork and exec, in
+//! `crate::confine::sandbox`.
+
+use std::io;
+use std::path::Path;
+
+/// Whether a host whose effective uid is `host_uid` may start a plugin as another user.
+pub(crate) fn may_run_as(host_uid: u32) -> bool {
+    host_uid == 0
+}
+
+/// Gives `path` (not following a symbolic link) and, when `recursive`, everything below it to
+/// `uid`:`gid`. Only for what the host itself made for this launch.
+pub(crate) fn give(path: &Path, (uid, gid): (u32, u32), recursive: bool) -> io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    if recursive && std::fs::symlink_metadata(path)?.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            give(&entry?.path(), (uid, gid), true)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt as _;
+
+    use super::*;
+
+    #[test]
+    fn only_root_may_start_a_plugin_as_another_user() {
+        assert!(may_run_as(0));
+        assert!(!may_run_as(1000));
+    }
+
+    #[test]
+    fn a_tree_is_given_whole_without_following_links() {
+        if !rustix::process::geteuid().is_root() {
+            return; // Only root can give files away.
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        std::fs::create_dir(dir.path().join("secrets")).unwrap();
+        std::fs::write(dir.path().join("secrets/a"), b"x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        give(dir.path(), (65534, 65534), true).unwrap();
+        for p in ["", "secrets", "secrets/a"] {
+            let meta = std::fs::metadata(dir.path().join(p)).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{p}");
+        }
+        assert_eq!(std::fs::metadata(outside.path()).unwrap().uid(), 0);
+    }
+}

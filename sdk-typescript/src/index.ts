@@ -1,0 +1,52 @@
+/**
+ * tether-plugin: write HashiCorp go-plugin / tether plugins in TypeScript on Node.
+ *
+ * ```ts
+ * import { Plugin, loadProto } from "tether-plugin";
+ *
+ * const kv = loadProto("kv.proto") as any;
+ * const plugin = new Plugin({ cookieKey: "BASIC_PLUGIN", cookieValue: "hello", appVersions: [1] });
+ * plugin.addService(kv.proto.KV, {
+ *   Put: (call, done) => { store.set(call.request.key, call.request.value); done(null, {}); },
+ *   Get: (call, done) => done(null, { value: store.get(call.request.key) }),
+ * });
+ * await plugin.serve();
+ * ```
+ *
+ * @module
+ */
+
+export { Plugin, StopReason, HEALTH_SERVICE, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE_MS, HOST_WATCH_INTERVAL_MS, BUILT_IN_SERVICES } from "./plugin.js";
+export type { PluginOptions } from "./plugin.js";
+export {
+  GRPCBroker,
+  Served,
+  HOST_SERVICES_ID,
+  DEFAULT_DIAL_TIMEOUT_MS,
+  DEFAULT_UNCLAIMED_TTL_MS,
+  MAX_UNCLAIMED,
+  KNOCK_RETRY_INTERVAL_MS,
+} from "./broker.js";
+export type { GrpcBrokerOptions, ConnInfo, Knock, ClientConstructor } from "./broker.js";
+export type { ServiceEntry } from "./endpoint.js";
+export { loadProto, serviceClient, PROTO_LOADER_OPTIONS, SDK_PROTO_DIR } from "./protos.js";
+export { secrets, config, GrantedFiles } from "./files.js";
+export { readLaunchEnv, chooseVersion, parseVersionList, parseGoBool } from "./env.js";
+export type { LaunchEnv, MagicCookie, PortRange, Lookup } from "./env.js";
+export { handshakeLine, encodeCert } from "./handshake.js";
+export type { Handshake } from "./handshake.js";
+export { generateIdentity, parseCertPem, derToPem, fingerprint, Identity, SERVER_NAME } from "./identity.js";
+export { log, setLogLevel } from "./log.js";
+export type { Level } from "./log.js";
+export { STDIO_BUFFER_LIMIT } from "./stdio.js";
+export {
+  PluginError,
+  ConfigurationError,
+  NotLaunchedByHostError,
+  LaunchError,
+  ListenError,
+  GrpcBrokerError,
+  NotGrantedError,
+  InvalidNameError,
+  NOT_LAUNCHED_BY_HOST_MESSAGE,
+} from "./errors.js";

@@ -1,0 +1,190 @@
+//! The TypeScript interop peer: Node (≥ 20) running plugins written with `sdk-typescript/`
+//! (grpc-js), compiled once per test process with the package's own `npm run build`.
+//!
+//! When Node, npm or the package's dependencies are missing, tests print why and skip —
+//! unless `TETHER_REQUIRE_PEERS=1` (CI sets it), in which case they fail. Install the
+//! dependencies with `npm ci` in `sdk-typescript/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::peers::{REQUIRE_PEERS_ENV, peers_required, repo_root};
+
+/// The interpreter the tests run (found on `PATH`).
+pub const NODE: &str = "node";
+
+/// Oldest Node major version the SDK supports (`engines` in its `package.json`).
+pub const MIN_NODE_MAJOR: u32 = 20;
+
+/// Where Node's OpenSSL reads its configuration at start-up (`openssl.cnf`); a confined Node
+/// that cannot read it exits with status 13 ("OpenSSL configuration error").
+pub const OPENSSL_CONFIG_DIR: &str = "/etc/ssl";
+
+/// A usable Node with the SDK built.
+#[derive(Debug, Clone)]
+pub struct NodePeer {
+    /// The real `node` executable (symlinks resolved).
+    pub node: PathBuf,
+    /// Node's installation prefix (the executable's `bin/`'s parent).
+    pub prefix: PathBuf,
+    /// `sdk-typescript/`: the compiled examples, the SDK and its `node_modules`.
+    pub sdk: PathBuf,
+}
+
+impl NodePeer {
+    /// `sdk-typescript/dist/examples/<name>.js`.
+    #[must_use]
+    pub fn example(&self, name: &str) -> PathBuf {
+        self.sdk.join("dist/examples").join(format!("{name}.js"))
+    }
+
+    /// An example plugin as a command line for `KV_PLUGIN` / `COUNTER_PLUGIN`
+    /// (`/usr/bin/node /…/dist/examples/kv.js`).
+    #[must_use]
+    pub fn command(&self, example: &str) -> String {
+        shell_words::join([
+            self.node.to_string_lossy(),
+            self.example(example).to_string_lossy(),
+        ])
+    }
+
+    /// The same, started through `env` with `TMPDIR` set: go-plugin hosts pass their own
+    /// environment on, so this is how a test gives the plugin a temporary directory it can
+    /// check is empty afterwards.
+    #[must_use]
+    pub fn command_with_tmpdir(&self, example: &str, tmpdir: &Path) -> String {
+        shell_words::join([
+            "env".into(),
+            format!("TMPDIR={}", tmpdir.display()).into(),
+            self.node.to_string_lossy(),
+            self.example(example).to_string_lossy(),
+        ])
+    }
+
+    /// Paths a confined Node plugin needs beyond the default sandbox, as `(exec, read)`.
+    ///
+    /// Until tether hosts know a `node` runtime, these are passed with `--allow-exec` /
+    /// `--allow-read` (the library's `sandbox_allow_exec` / `sandbox_allow_read`).
+    #[must_use]
+    pub fn sandbox_paths(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        (
+            vec![self.prefix.clone()],
+            vec![self.sdk.clone(), PathBuf::from(OPENSSL_CONFIG_DIR)],
+        )
+    }
+
+    /// `kv-host` / `counter-host` options that let the confined plugin run Node and the SDK.
+    #[must_use]
+    pub fn host_sandbox_args(&self) -> Vec<String> {
+        let (exec, read) = self.sandbox_paths();
+        let mut args = Vec::new();
+        for path in exec {
+            args.push("--allow-exec".to_owned());
+            args.push(path.to_string_lossy().into_owned());
+        }
+        for path in read {
+            args.push("--allow-read".to_owned());
+            args.push(path.to_string_lossy().into_owned());
+        }
+        args
+    }
+
+    /// The same allowances for a host built with the library.
+    pub fn allow<H>(
+        &self,
+        mut builder: tether_host::PluginClientBuilder<H>,
+    ) -> tether_host::PluginClientBuilder<H> {
+        let (exec, read) = self.sandbox_paths();
+        for path in exec {
+            builder = builder.sandbox_allow_exec(path);
+        }
+        for path in read {
+            builder = builder.sandbox_allow_read(path);
+        }
+        builder
+    }
+}
+
+/// Checks Node and builds the SDK (once per process).
+///
+/// # Errors
+/// What is missing or what failed, to print when skipping.
+pub fn node() -> Result<NodePeer, String> {
+    static PEER: OnceLock<Result<NodePeer, String>> = OnceLock::new();
+    PEER.get_or_init(check).clone()
+}
+
+/// Like [`node`], but when the peer is unusable: panics if [`peers_required`], else prints why
+/// and returns `None` (the caller returns early, skipping the test).
+#[must_use]
+pub fn node_or_skip(test: &str) -> Option<NodePeer> {
+    match node() {
+        Ok(peer) => Some(peer),
+        Err(why) if peers_required() => {
+            panic!("{test}: the TypeScript peer is unavailable and {REQUIRE_PEERS_ENV}=1: {why}")
+        }
+        Err(why) => {
+            eprintln!("SKIPPED {test}: the TypeScript peer is unavailable: {why}");
+            None
+        }
+    }
+}
+
+fn check() -> Result<NodePeer, String> {
+    let output = Command::new(NODE)
+        .args(["-p", "process.versions.node + '\\n' + process.execPath"])
+        .output()
+        .map_err(|e| format!("cannot run {NODE}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!("{NODE} -p failed: {}", output.status));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut lines = stdout.lines();
+    let version = lines.next().unwrap_or_default().to_owned();
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| format!("{NODE} printed no version ({stdout:?})"))?;
+    if major < MIN_NODE_MAJOR {
+        return Err(format!(
+            "{NODE} is {version}; the SDK needs Node {MIN_NODE_MAJOR} or newer"
+        ));
+    }
+    let exec_path = PathBuf::from(lines.next().unwrap_or_default());
+    let node = exec_path
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", exec_path.display()))?;
+    let prefix = node
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("{} has no installation prefix", node.display()))?
+        .to_owned();
+
+    let sdk = repo_root().join("sdk-typescript");
+    let sdk = sdk
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", sdk.display()))?;
+    if !sdk.join("node_modules/@grpc/grpc-js").is_dir() {
+        return Err(format!(
+            "the SDK's dependencies are not installed; run: (cd {} && npm ci)",
+            sdk.display()
+        ));
+    }
+    // Compiles the SDK and its examples, so the tests never run stale JavaScript.
+    let build = Command::new("npm")
+        .args(["run", "--silent", "build"])
+        .current_dir(&sdk)
+        .output()
+        .map_err(|e| format!("cannot run npm: {e}"))?;
+    if !build.status.success() {
+        return Err(format!(
+            "npm run build failed in {}: {}{}",
+            sdk.display(),
+            String::from_utf8_lossy(&build.stdout),
+            String::from_utf8_lossy(&build.stderr)
+        ));
+    }
+    Ok(NodePeer { node, prefix, sdk })
+}
