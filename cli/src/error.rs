@@ -38,6 +38,9 @@ pub(crate) enum CliError {
     /// `--cmd` is empty or not shell-splittable.
     #[error("--cmd {cmd:?} is not a command line: {reason}")]
     BadCommand { cmd: String, reason: String },
+    /// `conformance`: required checks failed (the table says which and what to change).
+    #[error("the plugin does not conform: {failed} required check(s) failed (see the table above)")]
+    NotConforming { failed: usize },
     /// `--cookie` is not KEY=VALUE.
     #[error("--cookie {0:?} is not of the form KEY=VALUE (e.g. BASIC_PLUGIN=hello)")]
     BadCookie(String),
@@ -199,7 +202,9 @@ impl CliError {
     /// The process exit status for this error.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
-            Self::Call { .. } | Self::Run(RunError::StepFailed { .. }) => EXIT_CALL,
+            Self::Call { .. }
+            | Self::Run(RunError::StepFailed { .. })
+            | Self::NotConforming { .. } => EXIT_CALL,
             Self::Output(_) => EXIT_BROKEN_PIPE,
             Self::Start(_)
             | Self::MissingBinary { .. }
