@@ -51,6 +51,9 @@ pub(crate) enum Command {
     /// Launch a plugin and print what it negotiated: version, transport, certificate, health,
     /// services.
     Inspect(InspectArgs),
+    /// Check a plugin, in any language, against the protocol (docs/PROTOCOL.md): a table of
+    /// checks, what to change for each failure; non-zero exit status on a required failure.
+    Conformance(ConformanceArgs),
     /// Serve one of the agent demo's Rust plugins (what the demo catalog's manifests run).
     #[command(hide = true)]
     DemoPlugin {
@@ -206,4 +209,39 @@ pub(crate) struct CallArgs {
 pub(crate) struct InspectArgs {
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+}
+
+/// `tether conformance`: which plugin to check (see `conformance`), and the checks' timeouts.
+#[derive(Debug, Args)]
+pub(crate) struct ConformanceArgs {
+    /// The plugin's command line, split like a shell would (e.g. "python3 kv_plugin.py").
+    #[arg(
+        long,
+        value_name = "COMMAND",
+        required_unless_present = "catalog",
+        requires = "cookie"
+    )]
+    pub(crate) cmd: Option<String>,
+    /// The handshake's magic cookie, KEY=VALUE (e.g. BASIC_PLUGIN=hello).
+    #[arg(long, value_name = "KEY=VALUE", requires = "cmd")]
+    pub(crate) cookie: Option<String>,
+    /// Check plugin PLUGIN of the catalog DIR as its manifest says, instead of --cmd/--cookie.
+    #[arg(long, num_args = 2, value_names = ["DIR", "PLUGIN"], conflicts_with_all = ["cmd", "cookie"])]
+    pub(crate) catalog: Option<Vec<String>>,
+    #[command(flatten)]
+    pub(crate) install: InstallArgs,
+    /// App protocol versions the plugin supports (repeatable; with --catalog the manifest's).
+    #[arg(long = "app-version", value_name = "N", default_value = "1")]
+    pub(crate) app_versions: Vec<u32>,
+    /// How long the plugin may take to print its handshake line (Python plugins take ~0.5 s
+    /// on a loaded machine).
+    #[arg(long, value_name = "DURATION", default_value = "20s")]
+    pub(crate) start_timeout: humantime::Duration,
+    /// How long after `GRPCController.Shutdown` the plugin may take to exit (go-plugin: 2s).
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub(crate) grace: humantime::Duration,
+    /// How long after its host dies the plugin may take to exit (a pidfd watch takes
+    /// milliseconds).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub(crate) host_death_timeout: humantime::Duration,
 }

@@ -1,6 +1,7 @@
 //! `tether check`: every problem of a catalog, listed.
 
 use std::os::unix::fs::PermissionsExt as _;
+use tether_host::launch::{RUNSC_INSTALL_HINT, Runner};
 
 use tether_host::{Manifest, PluginClient, SecretSource as _, confine::sha256_file};
 use tether_proto::ValueKind;
@@ -38,9 +39,9 @@ pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
             )),
         }
         if found.is_empty() {
-            outln!("ok       {}", manifest.name)?;
+            outln!("ok       {} (runner {})", manifest.name, manifest.runner)?;
         } else {
-            outln!("problem  {}", manifest.name)?;
+            outln!("problem  {} (runner {})", manifest.name, manifest.runner)?;
         }
         outln!("         {}", privileges::line(&facts))?;
         problems.extend(found);
@@ -122,6 +123,15 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
                 ));
             }
         }
+    }
+    if let Runner::Gvisor(options) = &m.runner
+        && options.installed_runsc().is_none()
+    {
+        problems.push(format!(
+            "{file}: plugin `{}` runs under the gvisor runner, but {} is not installed: {RUNSC_INSTALL_HINT}",
+            m.name,
+            options.runsc_program().display()
+        ));
     }
     match std::fs::metadata(&m.command) {
         Err(e) => problems.push(match install.check_binary(&m.name) {

@@ -18,14 +18,18 @@ pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
 /// The end of `tether --help`: how to see a plugin's output, and each exit status once (the
 /// constants above; README's table says the same).
 pub(crate) const AFTER_HELP: &str = "\
-Plugin output: a plugin's stderr, stdout and GRPCStdio lines are logged on stderr: its warnings and errors always, everything it prints with -v.
+Plugin output: a plugin's stderr, stdout and GRPCStdio lines are logged on stderr: its
+warnings and errors always, everything it prints with -v.
 
 Exit status:
   0    success
   1    the plugin answered the call with a gRPC error; a workflow step failed (run)
   2    usage error (bad flags or arguments)
-  3    the plugin (or a step's plugin) could not be started, is not where it was looked for, is not an executor (run), or ended badly
-  4    bad input: unknown service or method, JSON that does not fit the message, unreadable .proto, unknown plugin, bad workflow, no catalog found, a catalog with problems
+  3    the plugin (or a step's plugin) could not be started, is not where it was
+       looked for, is not an executor (run), or ended badly
+  4    bad input: unknown service or method, JSON that does not fit the message,
+       unreadable .proto, unknown plugin, bad workflow, no catalog found, a catalog
+       with problems
   141  stdout was closed before everything was written (e.g. | head -1); nothing is printed";
 
 /// Everything that can go wrong, one variant per cause the user can act on.
@@ -34,6 +38,9 @@ pub(crate) enum CliError {
     /// `--cmd` is empty or not shell-splittable.
     #[error("--cmd {cmd:?} is not a command line: {reason}")]
     BadCommand { cmd: String, reason: String },
+    /// `conformance`: required checks failed (the table says which and what to change).
+    #[error("the plugin does not conform: {failed} required check(s) failed (see the table above)")]
+    NotConforming { failed: usize },
     /// `--cookie` is not KEY=VALUE.
     #[error("--cookie {0:?} is not of the form KEY=VALUE (e.g. BASIC_PLUGIN=hello)")]
     BadCookie(String),
@@ -196,7 +203,9 @@ impl CliError {
     /// The process exit status for this error.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
-            Self::Call { .. } | Self::Run(RunError::StepFailed { .. }) => EXIT_CALL,
+            Self::Call { .. }
+            | Self::Run(RunError::StepFailed { .. })
+            | Self::NotConforming { .. } => EXIT_CALL,
             Self::Output(_) => EXIT_BROKEN_PIPE,
             Self::Start(_)
             | Self::MissingBinary { .. }

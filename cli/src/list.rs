@@ -17,6 +17,7 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
             line.push(' ');
             line.push_str(arg);
         }
+        line.push_str(&format!("  runner: {}", m.runner));
         outln!("{line}")?;
         let facts = privileges::facts(m, &install.grants);
         outln!("{:<16} {}", "", privileges::line(&facts))?;

@@ -8,6 +8,7 @@
 //! tether inspect --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
 //! tether run                       # the catalog's workflow: DIR/../{workflow.toml,artifacts}
 //! tether run --repeat 100          # ≥ 1,000 steps, with steps/s
+//! tether conformance --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
 //! tether list; tether check        # --catalog DIR, else $TETHER_CATALOG, else ./catalog
 //! tether call --catalog examples/agent/catalog word-count \
 //!     tether.agent.v1.Executor/Execute '{"step":"x","paramsJson":"{\"text\":\"a b\"}"}'
@@ -26,7 +27,7 @@
 //! | status | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | the plugin answered the call with a gRPC error; a workflow step failed (`run`) |
+//! | 1 | the plugin answered the call with a gRPC error; a workflow step failed (`run`); a required conformance check failed (`conformance`) |
 //! | 2 | usage error (bad flags or arguments) |
 //! | 3 | the plugin (or a step's plugin) could not be started, is not where it was looked for, is not an executor (`run`), or ended badly |
 //! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, no catalog found, a catalog with problems (`list`, `check`) |
@@ -41,6 +42,7 @@ mod binary;
 mod call;
 mod catalog_origin;
 mod check;
+mod conformance;
 mod describe;
 mod descriptors;
 mod error;
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
             Command::Check(args) => check::run(&args).await,
             Command::Call(args) => call::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
+            Command::Conformance(args) => conformance::run(args).await,
             Command::DemoPlugin { .. } => unreachable!("handled before the runtime starts"),
         }
     });

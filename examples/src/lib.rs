@@ -29,6 +29,7 @@ pub mod streams_proto {
     pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/streams.bin");
 }
 
+pub mod counter_service;
 pub mod streams;
 
 /// The file a KV or counter example plugin keeps `key` in: `kv_<key>` in its working

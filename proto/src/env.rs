@@ -63,6 +63,18 @@ pub const SECRETS_DIR: &str = "TETHER_SECRETS_DIR";
 /// tether: absolute path of the plugin's private directory of granted config files.
 pub const CONFIG_DIR: &str = "TETHER_CONFIG_DIR";
 
+/// tether: whether the host serves *host services* (services every plugin reaches on the
+/// well-known broker id, without being sent one): [`HOST_SERVICES_SERVED`] or
+/// [`HOST_SERVICES_NONE`]. tether hosts always set it; go-plugin hosts never do, and then a
+/// plugin cannot know before it dials (see [`LaunchEnv::host_services`]).
+pub const HOST_SERVICES: &str = "TETHER_HOST_SERVICES";
+
+/// [`HOST_SERVICES`]' value when the host serves host services.
+pub const HOST_SERVICES_SERVED: &str = "served";
+
+/// [`HOST_SERVICES`]' value when the host serves none: dialling them fails at once.
+pub const HOST_SERVICES_NONE: &str = "none";
+
 /// Default lowest TCP port (go-plugin's default).
 pub const DEFAULT_MIN_PORT: u16 = 10_000;
 
@@ -82,6 +94,7 @@ pub const ALL: &[&str] = &[
     TMPDIR,
     SECRETS_DIR,
     CONFIG_DIR,
+    HOST_SERVICES,
 ];
 
 /// What a go-plugin plugin prints when it was started without its host's cookie (go-plugin's
@@ -166,6 +179,11 @@ pub struct LaunchEnv {
     pub secrets_dir: Option<PathBuf>,
     /// [`CONFIG_DIR`]: the plugin's private directory of granted config files.
     pub config_dir: Option<PathBuf>,
+    /// [`HOST_SERVICES`]: `Some(true)` when the host serves host services, `Some(false)` when
+    /// it serves none, `None` when it did not say (go-plugin hosts, older tether hosts) or
+    /// said something this version does not know (read as "not said", so that a newer host's
+    /// value never stops a plugin from starting).
+    pub host_services: Option<bool>,
 }
 
 /// Why [`LaunchEnv::from_lookup`] refused the environment.
@@ -245,11 +263,13 @@ impl LaunchEnv {
             multiplex: None,
             secrets_dir: None,
             config_dir: None,
+            host_services: None,
         }
     }
 
     /// The variables a host sets, in a fixed order: cookie, versions, ports, socket directory
-    /// and group, `TMPDIR`, certificate, multiplexing, secrets and config directories. Unset
+    /// and group, `TMPDIR`, certificate, multiplexing, secrets and config directories, host
+    /// services. Unset
     /// fields are left out; the versions and ports are always written.
     #[must_use]
     pub fn to_vars(&self) -> Vec<(OsString, OsString)> {
@@ -286,6 +306,17 @@ impl LaunchEnv {
         );
         push(SECRETS_DIR, self.secrets_dir.clone().map(Into::into));
         push(CONFIG_DIR, self.config_dir.clone().map(Into::into));
+        push(
+            HOST_SERVICES,
+            self.host_services.map(|served| {
+                if served {
+                    HOST_SERVICES_SERVED
+                } else {
+                    HOST_SERVICES_NONE
+                }
+                .into()
+            }),
+        );
         vars
     }
 
@@ -369,6 +400,11 @@ impl LaunchEnv {
             multiplex: os(MULTIPLEX_GRPC).map(|value| parse_go_bool(&value)),
             secrets_dir: os(SECRETS_DIR).map(PathBuf::from),
             config_dir: os(CONFIG_DIR).map(PathBuf::from),
+            host_services: match os(HOST_SERVICES).as_deref().and_then(OsStr::to_str) {
+                Some(HOST_SERVICES_SERVED) => Some(true),
+                Some(HOST_SERVICES_NONE) => Some(false),
+                _ => None,
+            },
         })
     }
 }
@@ -603,6 +639,18 @@ mod tests {
     }
 
     #[test]
+    fn host_services_are_announced_as_served_or_none_and_unknown_values_mean_not_said() {
+        let said = |value| read(&[("BASIC_PLUGIN", "hello"), (HOST_SERVICES, value)]);
+        assert_eq!(said("served").unwrap().host_services, Some(true));
+        assert_eq!(said("none").unwrap().host_services, Some(false));
+        assert_eq!(said("some-future-value").unwrap().host_services, None);
+        assert_eq!(
+            read(&[("BASIC_PLUGIN", "hello")]).unwrap().host_services,
+            None
+        );
+    }
+
+    #[test]
     fn a_host_writes_the_variables_in_a_fixed_order_leaving_unset_ones_out() {
         let mut env = LaunchEnv::new(cookie());
         env.app_versions = vec![1, 3];
@@ -655,6 +703,7 @@ mod tests {
         env.multiplex = Some(false);
         env.secrets_dir = Some("/s".into());
         env.config_dir = Some("/c".into());
+        env.host_services = Some(false);
         let names: Vec<OsString> = env.to_vars().into_iter().map(|(k, _)| k).collect();
         assert_eq!(names.len(), ALL.len() + 1);
         assert_eq!(names[0], "BASIC_PLUGIN");
@@ -675,9 +724,10 @@ mod tests {
             proptest::option::of("[a-z_][a-z0-9_-]{0,15}"),
             proptest::option::of(any::<bool>()),
             (non_empty_path(), non_empty_path()),
+            proptest::option::of(any::<bool>()),
         )
             .prop_map(
-                |(versions, a, b, cert, (socket_dir, tmp_dir), group, multiplex, (s, c))| {
+                |(versions, a, b, cert, (socket_dir, tmp_dir), group, multiplex, (s, c), h)| {
                     let mut env = LaunchEnv::new(cookie());
                     env.app_versions = versions;
                     env.ports = PortRange {
@@ -691,6 +741,7 @@ mod tests {
                     env.multiplex = multiplex;
                     env.secrets_dir = s;
                     env.config_dir = c;
+                    env.host_services = h;
                     env
                 },
             )
@@ -704,11 +755,11 @@ mod tests {
 
         #[test]
         fn any_values_are_read_without_panicking(
-            values in proptest::collection::vec(proptest::option::of(".{0,40}"), 11)
+            values in proptest::collection::vec(proptest::option::of(".{0,40}"), 12)
         ) {
             let names = [
                 "BASIC_PLUGIN", PROTOCOL_VERSIONS, MIN_PORT, MAX_PORT, CLIENT_CERT, MULTIPLEX_GRPC,
-                UNIX_SOCKET_DIR, UNIX_SOCKET_GROUP, TMPDIR, SECRETS_DIR, CONFIG_DIR,
+                UNIX_SOCKET_DIR, UNIX_SOCKET_GROUP, TMPDIR, SECRETS_DIR, CONFIG_DIR, HOST_SERVICES,
             ];
             let vars: HashMap<&str, OsString> = names
                 .iter()

@@ -12,6 +12,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tether_plugin import Identity, generate_identity
 
+# The SDK's own test kit, as plugin authors get it (installed, it registers itself).
+pytest_plugins = ["tether_plugin.pytest_plugin"]
+
 
 def make_cert(curve: ec.EllipticCurve, *, ca: bool, issuer: Identity | None = None) -> Identity:
     """A certificate for ``localhost`` with EKU serverAuth+clientAuth: self-signed, or signed by

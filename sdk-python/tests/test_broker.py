@@ -16,7 +16,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from tether_plugin import HOST_SERVICES_ID, GrpcBrokerError, GRPCBroker, _terminator, _tls, generate_identity
+from tether_plugin import HOST_SERVICES_ID, GRPCBroker, GrpcBrokerError, _terminator, _tls, generate_identity
 from tether_plugin._broker import _Setup, _Tls
 from tether_plugin._proto.plugin import grpc_broker_pb2, grpc_broker_pb2_grpc
 
@@ -163,6 +163,19 @@ def test_host_services_without_a_tether_host_say_so(plaintext):
     plaintext.broker.dial_timeout = 0.2
     with pytest.raises(GrpcBrokerError, match="serves no host services"):
         plaintext.broker.host_services()
+
+
+def test_host_services_fail_at_once_when_the_host_said_it_serves_none(sockets):
+    broker = GRPCBroker(dial_timeout=30.0)
+    host = StandInHost(broker, sockets, None, None)
+    broker._connect_setup(_Setup(tls=None, socket_dir=sockets, host_services=False))
+    try:
+        began = time.monotonic()
+        with pytest.raises(GrpcBrokerError, match="serves no host services.*TETHER_HOST_SERVICES=none"):
+            broker.host_services()
+        assert time.monotonic() - began < 1.0, "no wait for an announcement that will not come"
+    finally:
+        host.close()
 
 
 def test_host_services_are_dialled_once_and_shared(plaintext):

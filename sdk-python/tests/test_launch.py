@@ -99,3 +99,11 @@ def test_bad_port_ranges_are_rejected_naming_the_variable(low, high, message):
         env["PLUGIN_MAX_PORT"] = high
     with pytest.raises(LaunchError, match=message):
         read(env, tcp=True)
+
+
+def test_the_host_says_whether_it_serves_host_services_and_unknown_values_mean_not_said():
+    base = {"BASIC_PLUGIN": "hello"}
+    assert read({**base, "TETHER_HOST_SERVICES": "served"}).host_services is True
+    assert read({**base, "TETHER_HOST_SERVICES": "none"}).host_services is False
+    assert read({**base, "TETHER_HOST_SERVICES": "later"}).host_services is None
+    assert read(base).host_services is None

@@ -5,9 +5,8 @@
 //! # Ok::<(), tether_sdk::DeliveredError>(())
 //! ```
 
-use tether_proto::ValueKind;
-
-use crate::delivered::{self, DeliveredError};
+use crate::delivered::DeliveredError;
+use crate::granted::Granted;
 
 /// The config file `name`'s bytes.
 ///
@@ -15,7 +14,7 @@ use crate::delivered::{self, DeliveredError};
 /// [`DeliveredError`] saying what to do when the file was not requested, not granted or
 /// cannot be read.
 pub fn read(name: &str) -> Result<Vec<u8>, DeliveredError> {
-    delivered::read(ValueKind::Config, |var| std::env::var_os(var), name)
+    Granted::from_env().config(name)
 }
 
 /// The config file `name` as UTF-8 text.
@@ -23,13 +22,5 @@ pub fn read(name: &str) -> Result<Vec<u8>, DeliveredError> {
 /// # Errors
 /// As [`read`]; invalid UTF-8 is reported as [`DeliveredError::Io`].
 pub fn read_string(name: &str) -> Result<String, DeliveredError> {
-    let bytes = read(name)?;
-    String::from_utf8(bytes).map_err(|e| DeliveredError::Io {
-        kind: ValueKind::Config,
-        name: name.to_owned(),
-        dir: std::env::var_os(ValueKind::Config.dir_var())
-            .map(Into::into)
-            .unwrap_or_default(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-    })
+    Granted::from_env().config_string(name)
 }

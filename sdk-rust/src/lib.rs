@@ -17,7 +17,9 @@
 //! use kv::{Empty, GetRequest, GetResponse, PutRequest};
 //! use tonic::{Request, Response, Status};
 //!
-//! // The code tonic-prost-build generates from go-plugin's `kv.proto` (package `proto`).
+//! // The code generated from go-plugin's `kv.proto` (package `proto`) by the plugin's
+//! // `build.rs`, `tether_build::compile_protos(&["proto/kv.proto"], &["proto"])`:
+//! // mod kv { tonic::include_proto!("proto"); }
 //! # mod kv { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/src/generated/kv.rs")); }
 //!
 //! #[derive(Default)]
@@ -46,9 +48,12 @@
 //!     let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1);
 //!     tether_sdk::Plugin::new(options)
 //!         .add_service(KvServer::new(MemoryKv::default()))
-//!         .run()
+//!         .run() // on failure prints `[ERROR] plugin failed: <what, because of what>`, exits 1
 //! }
 //! ```
+//!
+//! README "Writing a plugin in Rust" is the same as a whole crate — `Cargo.toml`, `build.rs`,
+//! `.proto`, service, `main` and tests — built and tested by CI.
 //!
 //! [`Plugin::run`] blocks, builds its own runtime, prints errors to stderr and returns the exit
 //! status. [`Plugin::try_run`] returns a typed [`Error`] instead, and [`Plugin::run_async`]
@@ -122,6 +127,7 @@
 //! `counter` stands for the generated code):
 //!
 //! ```no_run
+//! // mod counter { tonic::include_proto!("proto"); } // from counter.proto, by build.rs
 //! # mod counter { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/src/generated/counter.rs")); }
 //! use counter::add_helper_client::AddHelperClient;
 //! use counter::counter_server::{Counter, CounterServer};
@@ -182,8 +188,10 @@
 //! # Secrets and config files
 //!
 //! What the host granted this plugin arrives as files, never in environment variables:
-//! [`secrets::read`] (a `secrecy` value, wiped when dropped) and [`config::read`] /
-//! [`config::read_string`]. A name that was not requested, not granted or not delivered gives
+//! [`Plugin::granted`] gives a [`Granted`] to hand to services ([`Granted::secret`] is a
+//! `secrecy` value, wiped when dropped, read with [`ExposeSecret`]; tests point it at their
+//! own directory), and [`secrets::read`], [`config::read`] / [`config::read_string`] read the
+//! same files directly. A name that was not requested, not granted or not delivered gives
 //! a [`DeliveredError`] that says so and what to do.
 //!
 //! # Not yet
@@ -193,6 +201,7 @@
 mod delivered;
 mod env;
 mod error;
+mod granted;
 mod host;
 mod listen;
 mod log;
@@ -206,12 +215,16 @@ pub mod secrets;
 
 pub use delivered::DeliveredError;
 pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};
+pub use granted::Granted;
 pub use log::HclogJson;
 pub use options::{
     DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_TLS_HANDSHAKE_TIMEOUT, RuntimeFlavor, ServeOptions, Transport,
 };
 pub use plugin::Plugin;
+/// What reading a secret needs: [`ExposeSecret::expose_secret`] shows the value, the types
+/// wrap it (wiped when dropped). Re-exported so that a plugin need not depend on `secrecy`.
+pub use secrecy::{ExposeSecret, SecretSlice, SecretString};
 pub use stdio::{DEFAULT_STDIO_DRAIN_TIMEOUT, STDIO_CHUNK_LEN, STDIO_OPEN_WAIT, STDIO_QUEUE_LEN};
 pub use tether_transport::{
     BrokerMode, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE,

@@ -13,6 +13,7 @@ use tonic::service::RoutesBuilder;
 
 use crate::env::Launch;
 use crate::error::{Error, StopReason};
+use crate::granted::Granted;
 use crate::host::Parent;
 use crate::options::{RuntimeFlavor, ServeOptions};
 use crate::serve::Ready;
@@ -112,6 +113,14 @@ impl Plugin {
     #[must_use]
     pub fn broker(&self) -> GrpcBroker {
         self.broker.clone()
+    }
+
+    /// The secrets and config files the host granted ([`Granted::from_env`]): hand a clone to
+    /// the services that read them, so that tests can give them a directory of their own
+    /// ([`Granted::from_dirs`], `tether-sdk-test`).
+    #[must_use]
+    pub fn granted(&self) -> Granted {
+        Granted::from_env()
     }
 
     /// Serves `service` whichever app protocol version is negotiated.

@@ -63,6 +63,9 @@ impl Ready {
             );
         }
 
+        if launch.env.host_services == Some(false) {
+            broker.set_no_host_services();
+        }
         let bound = listen::bind(options.transport, &launch)?;
         // go-plugin's multiplexed broker when the host asks for it: the host's one connection
         // carries yamux; the main server gets the streams opened without a knock.

@@ -43,6 +43,9 @@ import type { YamuxStream } from "./yamux.js";
  * side's counter reaches).
  */
 export const HOST_SERVICES_ID = 0xffff_ffff;
+
+/** Set by tether hosts to `served` or `none`: whether they serve host services (go-plugin hosts never set it). */
+export const HOST_SERVICES_VAR = "TETHER_HOST_SERVICES";
 /** Milliseconds {@link GRPCBroker.dial} waits for the host's announcement or knock answer (go-plugin's 5 s). */
 export const DEFAULT_DIAL_TIMEOUT_MS = 5_000;
 /** Milliseconds an announced id nobody dialled is kept (go-plugin's 5 s); host services never expire. */
@@ -195,6 +198,10 @@ export class GRPCBroker {
     Client: ClientConstructor<C> | grpc.ServiceClientConstructor,
     options: { timeoutMs?: number } = {},
   ): Promise<C> {
+    // tether hosts say at launch whether they serve host services (docs/PROTOCOL.md §10.1).
+    if (process.env[HOST_SERVICES_VAR] === "none") {
+      throw new GrpcBrokerError(noHostServices(`the host said so at launch, ${HOST_SERVICES_VAR}=none`));
+    }
     if (this.hostChannel === undefined) {
       const dialing = this.dialChannel(HOST_SERVICES_ID, options.timeoutMs);
       this.hostChannel = dialing;

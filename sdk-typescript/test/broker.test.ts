@@ -32,6 +32,21 @@ test("host services fail at once when the host announced it serves none", async 
   rmSync(dir, { recursive: true, force: true });
 });
 
+test("host services fail at once when the host said at launch that it serves none", async () => {
+  const broker = new GRPCBroker({ dialTimeoutMs: 10_000 });
+  const dir = connected(broker);
+  process.env.TETHER_HOST_SERVICES = "none";
+  const started = Date.now();
+  try {
+    await assert.rejects(broker.hostServices(internalProtos().health), /serves no host services \(the host said so at launch, TETHER_HOST_SERVICES=none\)/);
+  } finally {
+    delete process.env.TETHER_HOST_SERVICES;
+  }
+  assert.ok(Date.now() - started < 1000, "failed fast");
+  await broker.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
 test("a dial names the id and the broker stream's state when nothing is announced in time", async () => {
   const broker = new GRPCBroker();
   const dir = connected(broker);

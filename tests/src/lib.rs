@@ -6,6 +6,7 @@
 //! - [`procs`]: find processes a test left behind.
 //! - [`cgroups`]: whether plugins must get pids cgroups here, and reading one.
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
+//! - [`gvisor`]: check for `runsc` (the gVisor runner's tests), list a state root's containers.
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
 //! - [`typescript`]: check for Node and build the TypeScript interop peer (`sdk-typescript/`).
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
@@ -16,6 +17,7 @@ pub mod bins;
 pub mod cgroups;
 pub mod escape;
 pub mod example_host;
+pub mod gvisor;
 pub mod misbehave;
 pub mod peers;
 pub mod procs;

@@ -64,8 +64,10 @@ impl NodePeer {
 
     /// Paths a confined Node plugin needs beyond the default sandbox, as `(exec, read)`.
     ///
-    /// Until tether hosts know a `node` runtime, these are passed with `--allow-exec` /
-    /// `--allow-read` (the library's `sandbox_allow_exec` / `sandbox_allow_read`).
+    /// tether hosts resolve a `node` runtime themselves (`Runtime::Auto`, see
+    /// `tests/tests/interpreted.rs`); the interop tests still pass these explicitly with
+    /// `--allow-exec` / `--allow-read` (the library's `sandbox_allow_exec` /
+    /// `sandbox_allow_read`), which go-plugin-style hosts need.
     #[must_use]
     pub fn sandbox_paths(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
         (

@@ -12,6 +12,7 @@ use tether_host::{HandshakeConfig, PluginClient, Runtime, error::StartErrorKind}
 use tether_tests::bins;
 use tether_tests::peers::repo_root;
 use tether_tests::python::python_or_skip;
+use tether_tests::typescript::node_or_skip;
 
 const EXIT_START: i32 = 3;
 
@@ -227,6 +228,20 @@ async fn node_is_resolved_to_its_real_binary_and_runs_confined() {
             .contains("node ran confined"),
         "{err}"
     );
+}
+
+#[test]
+fn kv_host_runs_the_typescript_kv_plugin_confined_through_node_without_flags() {
+    let Some(node) = node_or_skip("kv_host node") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let plugin = format!("node {}", node.example("kv").display());
+    let put = kv_host(work.path(), &plugin, &["put", "n", "1"]);
+    assert!(put.status.success(), "{}", text(&put));
+    let got = kv_host(work.path(), &plugin, &["get", "n"]);
+    assert!(got.status.success(), "{}", text(&got));
+    assert_eq!(String::from_utf8_lossy(&got.stdout), "1\n");
 }
 
 fn which(program: &str) -> Result<std::path::PathBuf, ()> {

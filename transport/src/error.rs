@@ -51,6 +51,16 @@ pub enum GrpcBrokerError {
         /// The state of the peer's broker stream, as a hint.
         stream: &'static str,
     },
+    /// Plugin side: the host said at launch that it serves no host services
+    /// (`TETHER_HOST_SERVICES=none`), so [`GrpcBroker::host_services`](crate::GrpcBroker::host_services)
+    /// fails at once instead of waiting for an announcement that will not come.
+    #[error(
+        "{peer} serves no host services (it announced none at launch; go-plugin hosts never serve any, a tether host does when it registers host_service)"
+    )]
+    NoHostServices {
+        /// The peer.
+        peer: String,
+    },
     /// Dialling: the peer announced an address this side refuses (outside the private
     /// directory, not loopback, unparsable).
     #[error("{peer} announced address {address:?} for broker id {id}, which is refused: {reason}")]

@@ -24,6 +24,7 @@ use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
 use tether_examples::{error_chain, plugin_command};
+use tether_host::launch::{GvisorOptions, Runner};
 use tether_host::{HandshakeConfig, PluginClient};
 use tonic::{Request, Response, Status};
 
@@ -42,6 +43,9 @@ struct Cli {
     /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC).
     #[arg(long)]
     multiplex: bool,
+    /// Run the plugin in a gVisor sandbox (`runsc`); the working directory is its state.
+    #[arg(long)]
+    gvisor: bool,
     /// Let the confined plugin read and execute below DIR too (repeatable).
     #[arg(long = "allow-exec", value_name = "DIR")]
     allow_exec: Vec<PathBuf>,
@@ -123,6 +127,11 @@ async fn run(cli: Cli, program: String, args: Vec<String>) -> Result<(), BoxErro
     }
     for dir in &cli.allow_read {
         builder = builder.sandbox_allow_read(dir);
+    }
+    if cli.gvisor {
+        builder = builder
+            .runner(Runner::Gvisor(GvisorOptions::new()))
+            .current_dir(std::env::current_dir()?);
     }
     let plugin = builder.start().await?;
     let mut counter = CounterClient::new(plugin.channel());

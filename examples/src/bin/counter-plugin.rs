@@ -1,12 +1,9 @@
 //! Counter plugin: go-plugin's `examples/bidirectional` plugin, written with `tether-sdk`.
 //!
-//! Serves `proto.Counter` (app version 1, cookie `BASIC_PLUGIN=hello`). `Put{add_server, key,
-//! value}` dials the host's `AddHelper` on broker id `add_server`, asks it for
-//! `Sum(current, value)` and stores the result; `add_server` 0 (an id go-plugin never hands
-//! out) means the `AddHelper` a tether host registered as a host service, reached without an
-//! id; `Get{key}` returns the stored number (0 for a
-//! key never put). Each number lives in a file `kv_<key>` in the working directory, as JSON
-//! `{"Value":N}` like go-plugin's own example, so the Go and Rust plugins share their files.
+//! Serves `proto.Counter` (app version 1, cookie `BASIC_PLUGIN=hello`): the service is
+//! [`tether_examples::counter_service::FileCounter`], keeping its numbers in the working
+//! directory (`kv_<key>`, go-plugin's format) and adding through the host's `AddHelper`
+//! callback (`add_server` 0: the host service of a tether host).
 //!
 //! ```text
 //! cargo build --workspace
@@ -15,14 +12,10 @@
 //! COUNTER_PLUGIN=target/debug/counter-plugin target/debug/counter-host get c   # prints 12
 //! ```
 
-use std::io;
 use std::process::ExitCode;
 
-use tether_examples::counter::add_helper_client::AddHelperClient;
-use tether_examples::counter::counter_server::{Counter, CounterServer};
-use tether_examples::counter::{Empty, GetRequest, GetResponse, PutRequest, SumRequest};
-use tether_sdk::GrpcBroker;
-use tonic::{Request, Response, Status};
+use tether_examples::counter::counter_server::CounterServer;
+use tether_examples::counter_service::FileCounter;
 
 fn main() -> ExitCode {
     let plugin = tether_sdk::Plugin::new(
@@ -30,97 +23,7 @@ fn main() -> ExitCode {
     );
     let broker = plugin.broker();
     plugin
-        .add_service(CounterServer::new(FileCounter { broker }))
+        .add_service(CounterServer::new(FileCounter::new(broker, ".")))
+        .file_descriptor_set(tether_examples::counter::FILE_DESCRIPTOR_SET)
         .run()
-}
-
-/// Keeps each number in `kv_<key>`; adds through the host.
-struct FileCounter {
-    broker: GrpcBroker,
-}
-
-/// go-plugin's example format, `{"Value":N}`.
-fn encode(value: i64) -> String {
-    format!("{{\"Value\":{value}}}")
-}
-
-fn decode(text: &str) -> Option<i64> {
-    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
-    let (name, number) = inner.split_once(':')?;
-    (name.trim() == "\"Value\"")
-        .then(|| number.trim().parse().ok())
-        .flatten()
-}
-
-async fn read(key: &str) -> Result<i64, Status> {
-    let path = tether_examples::key_path(key)?;
-    match tokio::fs::read_to_string(&path).await {
-        Ok(text) => decode(&text).ok_or_else(|| {
-            Status::data_loss(format!("{} does not hold {{\"Value\":N}}", path.display()))
-        }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(Status::internal(format!("reading {}: {e}", path.display()))),
-    }
-}
-
-#[tonic::async_trait]
-impl Counter for FileCounter {
-    async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
-        let value = read(&request.into_inner().key).await?;
-        Ok(Response::new(GetResponse { value }))
-    }
-
-    async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
-        let PutRequest {
-            add_server,
-            key,
-            value,
-        } = request.into_inner();
-        let current = read(&key).await?;
-        tracing::info!(broker = %self.broker.mode(), add_server, "reaching the host's AddHelper");
-        let channel = if add_server == 0 {
-            self.broker.host_services().await
-        } else {
-            self.broker.dial(add_server).await
-        }
-        .map_err(|e| Status::unavailable(format!("reaching the host's AddHelper: {e}")))?;
-        let sum = AddHelperClient::new(channel)
-            .sum(SumRequest {
-                a: current,
-                b: value,
-            })
-            .await?
-            .into_inner()
-            .r;
-        let path = tether_examples::key_path(&key)?;
-        tokio::fs::write(&path, encode(sum))
-            .await
-            .map_err(|e| Status::internal(format!("writing {}: {e}", path.display())))?;
-        Ok(Response::new(Empty {}))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_round_trip_through_go_plugins_file_format() {
-        for n in [0, 12, -5, i64::MAX, i64::MIN] {
-            assert_eq!(decode(&encode(n)), Some(n));
-        }
-        assert_eq!(decode("{\"Value\": 7}\n"), Some(7));
-        assert_eq!(decode("{\"Other\":7}"), None);
-        assert_eq!(decode("7"), None);
-    }
-
-    #[test]
-    fn keys_that_could_escape_the_working_directory_are_invalid_arguments() {
-        for key in ["", ".", "..", "a/b", "../x", "a\0b"] {
-            assert_eq!(
-                tether_examples::key_path(key).unwrap_err().code(),
-                tonic::Code::InvalidArgument
-            );
-        }
-    }
 }

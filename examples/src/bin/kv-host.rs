@@ -24,6 +24,7 @@ use clap::{Parser, Subcommand};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 use tether_examples::{MAX_MESSAGE_SIZE, error_chain, plugin_command};
+use tether_host::launch::{GvisorOptions, Runner};
 use tether_host::{HandshakeConfig, PluginClient};
 
 #[derive(Debug, Parser)]
@@ -38,6 +39,9 @@ struct Cli {
     /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC).
     #[arg(long)]
     multiplex: bool,
+    /// Run the plugin in a gVisor sandbox (`runsc`); the working directory is its state.
+    #[arg(long)]
+    gvisor: bool,
     /// Let the confined plugin read and execute below DIR too (repeatable).
     #[arg(long = "allow-exec", value_name = "DIR")]
     allow_exec: Vec<PathBuf>,
@@ -111,6 +115,11 @@ async fn run(cli: Cli, program: String, args: Vec<String>) -> Result<(), BoxErro
     }
     for dir in &cli.allow_read {
         builder = builder.sandbox_allow_read(dir);
+    }
+    if cli.gvisor {
+        builder = builder
+            .runner(Runner::Gvisor(GvisorOptions::new()))
+            .current_dir(std::env::current_dir()?);
     }
     let plugin = builder.start().await?;
     // tonic decodes at most 4 MiB by default; the KV example carries up to 64 MiB values.

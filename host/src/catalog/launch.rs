@@ -37,6 +37,7 @@ pub fn launch(
         .network(manifest.network)
         .seccomp(manifest.seccomp)
         .runtime(manifest.runtime)
+        .runner(manifest.runner.clone())
         .limits(manifest.limits)
         .handshake(
             HandshakeConfig::new(&manifest.cookie_key, &manifest.cookie_value)

@@ -15,6 +15,7 @@ use crate::catalog::text::{check_name, expand_env, key_at, line_column};
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
+use crate::launch::runner::options::{GvisorOptions, Runner};
 use crate::launch::runtime::Runtime;
 
 /// Idle timeout of a plugin whose manifest sets none: stopped after this long unused.
@@ -87,6 +88,8 @@ pub struct Manifest {
     pub limits: Limits,
     /// How strictly the plugin is confined.
     pub sandbox: SandboxMode,
+    /// Where the plugin runs (manifest key `runner`: `"process"`, the default, or `"gvisor"`).
+    pub runner: Runner,
     /// Directories the confined plugin may also read and execute below (manifest key
     /// `sandbox_allow_exec`): an interpreter outside the system paths, e.g. a pyenv Python.
     /// Resolved when the manifest is parsed; see [`Manifest::parse`].
@@ -239,6 +242,8 @@ struct RawManifest {
     #[serde(default)]
     sandbox: SandboxMode,
     #[serde(default)]
+    runner: RawRunner,
+    #[serde(default)]
     sandbox_allow_exec: Vec<Spanned<String>>,
     #[serde(default)]
     sandbox_allow_read: Vec<Spanned<String>>,
@@ -251,6 +256,15 @@ struct RawManifest {
     idle_timeout: Option<Spanned<String>>,
     #[serde(default)]
     restart: RawRestart,
+}
+
+/// The manifest's `runner` key; gVisor with its default options.
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawRunner {
+    #[default]
+    Process,
+    Gvisor,
 }
 
 #[derive(Deserialize)]
@@ -386,6 +400,10 @@ impl Manifest {
             env_allow,
             limits: raw.limits,
             sandbox: raw.sandbox,
+            runner: match raw.runner {
+                RawRunner::Process => Runner::Process,
+                RawRunner::Gvisor => Runner::Gvisor(GvisorOptions::new()),
+            },
             sandbox_allow_exec,
             sandbox_allow_read,
             network: raw.network,
@@ -640,6 +658,14 @@ initial_backoff = "50ms"
             (8, Some("runtime")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_manifest_chooses_the_gvisor_runner_and_the_process_runner_is_the_default() {
+        assert_eq!(parse(GOOD).unwrap().runner, Runner::Process);
+        let m = parse(&format!("runner = \"gvisor\"\n{GOOD}")).unwrap();
+        assert_eq!(m.runner.name(), "gvisor");
+        assert!(parse(&format!("runner = \"docker\"\n{GOOD}")).is_err());
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //! # Protocol
 //! One line per message, all ASCII: `r ID PGID CGROUP DIR…` registers, `u ID` unregisters,
 //! `k ID PGID CGROUP DIR…` cleans up at once (kills the group and the cgroup, removes the
-//! directories). `ID` is the host's registration number, `PGID` a process group id above 1,
+//! directories, deletes the registration's gVisor container), `g ID RUNSC ROOT CONTAINER` adds
+//! a gVisor container to registration `ID` (deleted with `RUNSC --root ROOT delete --force
+//! CONTAINER` after its group is killed). `ID` is the host's registration number, `PGID` a process group id above 1,
 //! `CGROUP` the plugin's cgroup directory or `-` for none, and it and each `DIR` an absolute
 //! path without `..` in which every byte outside `[A-Za-z0-9/._-]` is written as a three-digit
 //! octal escape `\ooo` (so spaces, newlines, `%`, `\` and non-UTF-8 bytes are all safe; the
@@ -57,6 +59,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tether_transport::internal::lock;
+
+use crate::confine::container::Container;
 
 /// How long a message to the janitor may wait for room in the lifeline before the janitor is
 /// considered stuck and replaced. The janitor reads continuously, so a write normally completes
@@ -113,17 +117,25 @@ cgkill() {
     n=$((n + 1))
   done
 }
+container() {
+  [ -n "$1" ] || return 0
+  set -- $1
+  decode "$1"; r=$d; decode "$2"; root=$d; decode "$3"
+  "$r" --root "$root" delete --force "$d" >/dev/null 2>&1
+}
 while read -r op id pgid cg dirs; do
   case $id in ''|*[!0-9]*) continue;; esac
   case $op in
     r) eval "p_$id=\$pgid c_$id=\$cg d_$id=\$dirs"; ids="$ids$id ";;
-    u) unset "p_$id" "c_$id" "d_$id"
+    u) unset "p_$id" "c_$id" "d_$id" "g_$id"
        case $ids in *" $id "*) ids="${ids%% $id *} ${ids#* $id }";; esac;;
-    k) gone "$pgid"; cgkill "$cg"; for e in $dirs; do decode "$e"; rm -rf -- "$d"; done;;
+    g) eval "g_$id=\"\$pgid \$cg \$dirs\"";;
+    k) gone "$pgid"; cgkill "$cg"; eval "container \"\$g_$id\""; for e in $dirs; do decode "$e"; rm -rf -- "$d"; done;;
   esac
 done
 for id in $ids; do eval "gone \"\$p_$id\""; done
 for id in $ids; do eval "cgkill \"\$c_$id\""; done
+for id in $ids; do eval "container \"\$g_$id\""; done
 set --
 for id in $ids; do
   eval "x=\$d_$id"
@@ -149,6 +161,8 @@ struct State {
     /// Every live registration by id: `(process group, encoded cgroup or "-", encoded
     /// directories)`, kept to re-send to a replacement janitor.
     registered: BTreeMap<u64, (u32, String, String)>,
+    /// The container line of registrations that have one, re-sent with them.
+    containers: BTreeMap<u64, String>,
     next_id: u64,
 }
 
@@ -175,6 +189,7 @@ impl Janitor {
             state: Mutex::new(State {
                 running: None,
                 registered: BTreeMap::new(),
+                containers: BTreeMap::new(),
                 next_id: 0,
             }),
         }
@@ -199,6 +214,30 @@ impl Janitor {
         pgid: u32,
         cgroup: Option<&Path>,
         dirs: &[&Path],
+    ) -> io::Result<Registration> {
+        self.register_with(pgid, cgroup, dirs, None)
+    }
+
+    /// Like [`register`](Self::register), for a plugin that runs in a gVisor `container`: if
+    /// the host dies, the container is deleted too (after the group is killed).
+    ///
+    /// # Errors
+    /// As [`register`](Self::register).
+    pub(crate) fn register_container(
+        &'static self,
+        pgid: u32,
+        dirs: &[&Path],
+        container: &Container,
+    ) -> io::Result<Registration> {
+        self.register_with(pgid, None, dirs, Some(container))
+    }
+
+    fn register_with(
+        &'static self,
+        pgid: u32,
+        cgroup: Option<&Path>,
+        dirs: &[&Path],
+        container: Option<&Container>,
     ) -> io::Result<Registration> {
         if pgid <= 1 || i32::try_from(pgid).is_err() {
             return Err(io::Error::new(
@@ -225,8 +264,14 @@ impl Janitor {
         let mut state = self.lock();
         let id = state.next_id;
         state.next_id += 1;
-        state.send(&register_line(id, pgid, &cgroup, &encoded))?;
+        let mut message = register_line(id, pgid, &cgroup, &encoded);
+        let container = container.map(|c| container_line(c, id)).transpose()?;
+        message.push_str(container.as_deref().unwrap_or(""));
+        state.send(&message)?;
         state.registered.insert(id, (pgid, cgroup, encoded));
+        if let Some(line) = container {
+            state.containers.insert(id, line);
+        }
         Ok(Registration {
             janitor: self,
             id,
@@ -245,8 +290,10 @@ impl Janitor {
         let Some((pgid, cgroup, dirs)) = state.registered.remove(&id) else {
             return;
         };
+        state.containers.remove(&id);
         let message = if clean_now {
-            format!("u {id}\nk {id} {pgid} {cgroup} {dirs}\n")
+            // `k` before `u`: it reads the registration's container, which `u` forgets.
+            format!("k {id} {pgid} {cgroup} {dirs}\nu {id}\n")
         } else if state.running.is_some() {
             format!("u {id}\n")
         } else {
@@ -304,7 +351,9 @@ impl State {
         if self.running.is_none() {
             let mut running = Running::spawn()?;
             for (id, (pgid, cgroup, dirs)) in &self.registered {
-                if let Err(e) = running.write(&register_line(*id, *pgid, cgroup, dirs)) {
+                let mut line = register_line(*id, *pgid, cgroup, dirs);
+                line.push_str(self.containers.get(id).map_or("", String::as_str));
+                if let Err(e) = running.write(&line) {
                     running.abandon();
                     return Err(e);
                 }
@@ -447,6 +496,29 @@ fn register_line(id: u64, pgid: u32, cgroup: &str, dirs: &str) -> String {
 }
 
 /// Appends `path` with every byte outside `[A-Za-z0-9/._-]` as an octal escape `\ooo`.
+/// The protocol line adding `container` to registration `id`.
+fn container_line(container: &Container, id: u64) -> io::Result<String> {
+    let name_ok = !container.id.is_empty()
+        && container
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !name_ok || !container.runsc.is_absolute() || !container.root.is_absolute() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{container:?} is not a container the janitor may delete"),
+        ));
+    }
+    let mut line = format!("g {id} ");
+    encode(&container.runsc, &mut line);
+    line.push(' ');
+    encode(&container.root, &mut line);
+    line.push(' ');
+    line.push_str(&container.id);
+    line.push('\n');
+    Ok(line)
+}
+
 fn encode(path: &Path, out: &mut String) {
     for &b in path.as_os_str().as_bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-') {

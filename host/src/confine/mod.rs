@@ -4,6 +4,7 @@
 
 pub(crate) mod caps;
 pub(crate) mod cgroup_text;
+pub(crate) mod container;
 pub(crate) mod integrity;
 pub(crate) mod janitor;
 pub mod network;

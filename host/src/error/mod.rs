@@ -1,6 +1,7 @@
 //! Errors as data, grouped by what was being done: [`StartError`] (starting one plugin),
 //! [`UseError`] (using a catalog plugin through the broker), [`ShutdownError`] (ending one).
 
+mod refusal;
 mod shutdown;
 mod start;
 mod usage;

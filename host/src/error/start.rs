@@ -9,6 +9,7 @@ use std::time::Duration;
 use tether_proto::handshake::HandshakeError;
 
 use crate::error::BoxError;
+pub use crate::error::refusal::{AddressProblem, Incompatibility};
 
 /// The phase of start-up in which a [`StartError`] happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,84 +89,6 @@ impl fmt::Display for OutputLimit {
     }
 }
 
-/// Why a plugin's handshake is incompatible with this host.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Incompatibility {
-    /// The plugin chose an app protocol version the host did not offer (go-plugin plugins
-    /// answer their lowest version when none matches).
-    #[error("it chose app protocol version {got}, which the host did not offer")]
-    AppVersion {
-        /// The version in the handshake.
-        got: u32,
-    },
-    /// The core protocol version is not 1.
-    #[error("it speaks core protocol version {got}, but only version 1 exists")]
-    CoreVersion {
-        /// The version in the handshake.
-        got: u32,
-    },
-    /// The plugin speaks net/rpc or another protocol instead of gRPC.
-    #[error(
-        "it speaks RPC protocol {got:?}, but tether supports only `grpc` (a go-plugin plugin must serve with GRPCServer)"
-    )]
-    Protocol {
-        /// The protocol in the handshake (`netrpc` when the field is missing).
-        got: String,
-    },
-    /// The plugin turned on gRPC broker multiplexing, which this host never offers.
-    #[error("it turned on gRPC broker multiplexing, which the host did not offer")]
-    Multiplexing,
-    /// The plugin sent a certificate although the host started it with
-    /// [`plaintext`](crate::PluginClientBuilder::plaintext).
-    #[error("it announced a TLS certificate although the host asked for plaintext")]
-    UnrequestedTls,
-}
-
-/// Why the host refused the address a plugin announced.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AddressProblem {
-    /// A unix socket outside the plugin's private directory.
-    #[error(
-        "the socket is not inside the plugin's private directory {}; a plugin must create its socket in PLUGIN_UNIX_SOCKET_DIR (or TMPDIR)",
-        dir.display()
-    )]
-    OutsidePrivateDir {
-        /// The private directory.
-        dir: PathBuf,
-    },
-    /// The socket path, or a directory on the way to it, is a symbolic link.
-    #[error("{} is a symbolic link; the host connects only to a socket the plugin created itself", path.display())]
-    Symlink {
-        /// The symbolic link.
-        path: PathBuf,
-    },
-    /// The path exists but is not a unix socket.
-    #[error("{} is not a unix socket", path.display())]
-    NotASocket {
-        /// The path.
-        path: PathBuf,
-    },
-    /// The path cannot be inspected (usually: it does not exist).
-    #[error("{} cannot be inspected: {source}", path.display())]
-    Inaccessible {
-        /// The path.
-        path: PathBuf,
-        /// The error from `lstat`.
-        source: io::Error,
-    },
-    /// A TCP address that is not a loopback address.
-    #[error("it is not a loopback address; a plugin must listen on 127.0.0.1 or ::1")]
-    NotLoopback,
-    /// A TCP address from a plugin whose network is [`NetworkMode::None`](crate::confine::NetworkMode::None):
-    /// it cannot serve over TCP.
-    #[error(
-        "it is a TCP address, but the plugin has no network (`network = \"none\"`, the default); a plugin that serves over TCP needs `network = \"host\"` (builder: `.network(NetworkMode::Host)`), or let it serve on a unix socket in PLUGIN_UNIX_SOCKET_DIR"
-    )]
-    TcpWithoutNetwork,
-}
-
 /// Why [`PluginClientBuilder::start`](crate::PluginClientBuilder::start) failed: which plugin,
 /// in which [`Phase`], what it had printed, and what went wrong ([`StartErrorKind`]) — each
 /// fact once.
@@ -214,6 +137,24 @@ pub enum StartErrorKind {
     /// The interpreter of an interpreted plugin could not be resolved (see
     /// [`PluginClientBuilder::runtime`](crate::PluginClientBuilder::runtime)).
     Runtime(Box<crate::launch::runtime::RuntimeError>),
+    /// The plugin's runner is not installed (e.g. gVisor's `runsc` for
+    /// [`Runner::Gvisor`](crate::launch::Runner::Gvisor)).
+    RunnerMissing {
+        /// The runner (`gvisor`).
+        runner: &'static str,
+        /// The program that was looked for.
+        program: PathBuf,
+        /// How to install it.
+        hint: &'static str,
+    },
+    /// The runner itself failed to prepare or start the plugin (e.g. `runsc failed: …`),
+    /// rather than the plugin.
+    Runner {
+        /// The runner (`gvisor`).
+        runner: &'static str,
+        /// The runner's own account of the failure.
+        problem: String,
+    },
     /// The process could not be started.
     Spawn {
         /// The program that was to be run.
@@ -315,8 +256,9 @@ impl StartErrorKind {
             | Self::RunAsNeedsRoot { .. }
             | Self::Integrity(_)
             | Self::Sandbox { .. }
-            | Self::Runtime(_) => Phase::Prepare,
-            Self::Spawn { .. } => Phase::Spawn,
+            | Self::Runtime(_)
+            | Self::RunnerMissing { .. } => Phase::Prepare,
+            Self::Spawn { .. } | Self::Runner { .. } => Phase::Spawn,
             Self::Exited { .. } | Self::SandboxDenied { .. } => during,
             Self::Timeout { .. }
             | Self::StdoutClosed
@@ -435,6 +377,19 @@ impl fmt::Display for StartError {
                 "plugin `{plugin}` exited ({status}) during start-up ({}) and was most likely refused something by its sandbox (mode `{mode}`: Landlock allows only its program's directory, the system paths, its private and working directories and what was explicitly allowed){denial}.",
                 self.phase
             ),
+            K::RunnerMissing {
+                runner,
+                program,
+                hint,
+            } => write!(
+                f,
+                "plugin `{plugin}` runs under the {runner} runner, but {} is not installed: {hint}",
+                program.display()
+            ),
+            K::Runner { runner, problem } => write!(
+                f,
+                "the {runner} runner could not start plugin `{plugin}`: {problem}"
+            ),
             K::Spawn { program, source } => write!(
                 f,
                 "cannot start plugin `{plugin}` ({}): {source}; check that the path exists and is executable",
@@ -518,6 +473,8 @@ impl std::error::Error for StartError {
             K::Address { problem, .. } => Some(problem),
             K::HealthCheck(source) => Some(&**source),
             K::Timeout { .. }
+            | K::RunnerMissing { .. }
+            | K::Runner { .. }
             | K::Exited { .. }
             | K::SandboxDenied { .. }
             | K::StdoutClosed

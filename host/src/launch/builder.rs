@@ -18,6 +18,7 @@ use crate::launch::handshake::{
 };
 use crate::launch::health::DEFAULT_HEALTH_TIMEOUT;
 use crate::launch::output::DEFAULT_STDERR_TAIL_LEN;
+use crate::launch::runner::options::Runner;
 use crate::launch::runtime::{DEFAULT_RUNTIME_QUERY_TIMEOUT, Runtime};
 use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::{
@@ -90,6 +91,7 @@ impl PluginClientBuilder<NoHandshake> {
                 delivery_dir: None,
                 broker: tether_transport::GrpcBrokerConfig::new(),
                 host_services: None,
+                runner: Runner::Process,
             },
             handshake: NoHandshake,
         }
@@ -330,6 +332,21 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn sandbox(mut self, mode: SandboxMode) -> Self {
         self.settings.sandbox = mode;
+        self
+    }
+
+    /// Where the plugin runs: a confined child process (the default) or a gVisor sandbox.
+    /// Under gVisor the [sandbox allowances](Self::sandbox_allow_exec) become read-only bind
+    /// mounts and the [working directory](Self::current_dir) the plugin's writable state
+    /// directory; everything else of the host stays invisible.
+    ///
+    /// ```
+    /// use tether_host::PluginClient;
+    /// use tether_host::launch::{GvisorOptions, Runner};
+    /// let b = PluginClient::builder("/usr/libexec/kv-plugin").runner(Runner::Gvisor(GvisorOptions::new()));
+    /// ```
+    pub fn runner(mut self, runner: Runner) -> Self {
+        self.settings.runner = runner;
         self
     }
 

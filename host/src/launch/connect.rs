@@ -53,11 +53,12 @@ pub(crate) async fn stage(
     } = accepted;
     let private_dir = launched.private_dir();
     let announced = format!("{}:{}", hs.address.network(), hs.address);
+    let seen = launched.view.to_host(&hs.address);
     let address_error = |problem| StartErrorKind::Address {
         address: announced.clone(),
         problem,
     };
-    let target = address::check_address(&hs.address, private_dir).map_err(address_error)?;
+    let target = address::check_address(&seen, private_dir).map_err(address_error)?;
     // A loopback TCP address from a plugin without network: it cannot be serving there.
     if settings.network == NetworkMode::None && matches!(target, Target::Tcp(_)) {
         return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
@@ -164,11 +165,20 @@ async fn open_broker(
         settings.broker.clone(),
     );
     let dir = launched.private_dir().to_owned();
+    let listen = match launched.view.translated_dir() {
+        Some(seen_as) => ListenOn::UnixSeenAs {
+            dir: dir.clone(),
+            announced_dir: seen_as.to_owned(),
+        },
+        None => ListenOn::Unix(dir.clone()),
+    };
+    let view = launched.view.clone();
     broker.connect(BrokerSetup {
         tls,
-        listen: ListenOn::Unix(dir.clone()),
+        listen,
         policy: Arc::new(move |address| {
-            let target = address::check_address(address, &dir).map_err(|e| e.to_string())?;
+            let address = view.to_host(address);
+            let target = address::check_address(&address, &dir).map_err(|e| e.to_string())?;
             address::check_socket_file(&target, &dir).map_err(|e| e.to_string())?;
             Ok(target)
         }),

@@ -12,6 +12,7 @@ use crate::launch::builder::PluginClientBuilder;
 use crate::launch::denial;
 use crate::launch::env;
 use crate::launch::plan::LaunchPlan;
+use crate::launch::runner::options::Runner;
 use crate::launch::runtime::{ResolvedRuntime, RuntimeError};
 use crate::launch::runtime_query;
 use crate::launch::settings::Settings;
@@ -25,7 +26,9 @@ pub(crate) async fn interpreter(
     plan: &mut LaunchPlan,
     plugin: &str,
 ) -> Result<Option<ResolvedRuntime>, Failure> {
-    if settings.sha256.is_some() {
+    // The gVisor runner builds its own file view of the program (its ELF closure and the
+    // allowed paths); a digest means the verified file itself is executed.
+    if settings.sha256.is_some() || !matches!(settings.runner, Runner::Process) {
         return Ok(None);
     }
     let resolved = resolve_with_env(settings, &plan.env.vars, plugin)
@@ -93,7 +96,8 @@ pub(crate) fn diagnose(
         return failure;
     };
     let status = *status;
-    if settings.sandbox == SandboxMode::Off {
+    // Landlock's denials only: the gVisor runner diagnoses its own failures.
+    if settings.sandbox == SandboxMode::Off || !matches!(settings.runner, Runner::Process) {
         return failure;
     }
     match denial::diagnose(status, &output.stderr_tail, resolved.map(|r| r.interpreter)) {
@@ -119,5 +123,19 @@ impl<H> PluginClientBuilder<H> {
     /// A [`RuntimeError`] when the interpreter cannot be asked or its answer is unusable.
     pub async fn resolve_runtime(&self) -> Result<Option<ResolvedRuntime>, RuntimeError> {
         resolve_runtime(&self.settings, &self.settings.display_name()).await
+    }
+}
+
+/// The directory of the binary executed (a bare name is looked up in the plugin's PATH, as
+/// exec does) is readable and executable.
+pub(crate) fn allow_program(plan: &mut LaunchPlan) {
+    plan.program = spawn::resolve_program(&plan.program, plan.path_var());
+    if let Some(bin_dir) = plan
+        .program
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        plan.allow_program(bin_dir);
     }
 }

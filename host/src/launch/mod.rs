@@ -14,6 +14,7 @@ pub(crate) mod output;
 pub(crate) mod plan;
 pub(crate) mod private_dir;
 pub(crate) mod reattach;
+pub(crate) mod runner;
 pub(crate) mod runtime;
 pub(crate) mod runtime_query;
 pub(crate) mod settings;
@@ -35,6 +36,9 @@ pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN, PLUGIN_LOG_TARGET};
 pub use private_dir::{MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE};
 pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
+};
+pub use runner::{
+    DEFAULT_RUNSC, DELIVERED_DIR, GvisorOptions, RUNSC_INSTALL_HINT, Runner, SOCKET_DIR, STATE_DIR,
 };
 pub use runtime::{
     DEFAULT_RUNTIME_QUERY_TIMEOUT, Interpreter, MAX_PROJECT_DEPTH, MAX_RUNTIME_ANSWER_LEN,

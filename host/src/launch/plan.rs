@@ -91,6 +91,9 @@ impl LaunchPlan {
         launch_env.multiplex = settings.multiplex.then_some(true);
         launch_env.secrets_dir = inputs.delivered.and_then(|d| d.secrets).map(Path::to_owned);
         launch_env.config_dir = inputs.delivered.and_then(|d| d.config).map(Path::to_owned);
+        // Announced either way, so that a plugin's `host_services()` fails at once when there
+        // are none instead of waiting for an announcement that will not come.
+        launch_env.host_services = Some(settings.host_services.is_some());
         let env = env::build_env(
             inputs.host_env,
             env::allowed_names(settings),
@@ -354,6 +357,25 @@ mod tests {
         );
         assert!(plan.paths.read.contains(&PathBuf::from("/srv/kv")));
         assert!(!plan.paths.read_write.contains(&PathBuf::from("/srv/kv")));
+    }
+
+    #[test]
+    fn the_host_says_whether_it_serves_host_services() {
+        let var = |builder: PluginClientBuilder| {
+            let plan = LaunchPlan::new(
+                &settings(builder),
+                &HandshakeConfig::new("K", "V"),
+                inputs(Path::new("/tmp/tether-x"), None),
+            );
+            plan.env
+                .vars
+                .get(OsStr::new("TETHER_HOST_SERVICES"))
+                .cloned()
+        };
+        assert_eq!(var(PluginClientBuilder::new("p")).unwrap(), "none");
+        let health = tonic_health::server::health_reporter().1;
+        let served = PluginClientBuilder::new("p").host_service(health);
+        assert_eq!(var(served).unwrap(), "served");
     }
 
     #[test]

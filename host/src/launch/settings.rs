@@ -13,6 +13,7 @@ use crate::catalog::delivery::Delivery;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
+use crate::launch::runner::options::Runner;
 use crate::launch::runtime::Runtime;
 
 /// The launch half of the handshake: the magic cookie and the app protocol versions the host
@@ -100,6 +101,7 @@ pub(crate) struct Settings {
     pub(crate) delivery_dir: Option<PathBuf>,
     pub(crate) broker: tether_transport::GrpcBrokerConfig,
     pub(crate) host_services: Option<tonic::service::Routes>,
+    pub(crate) runner: Runner,
 }
 
 impl Settings {

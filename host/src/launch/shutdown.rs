@@ -14,6 +14,8 @@ use crate::confine::janitor::Registration;
 use crate::confine::process::ProcessGroup;
 use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::private_dir::PrivateDir;
+use crate::launch::runner::Diagnose;
+use crate::launch::runner::view::PluginView;
 
 /// How long the `GRPCController.Shutdown` call may take during
 /// [`PluginClient::shutdown`](crate::launch::PluginClient::shutdown). Override with [`PluginClientBuilder::shutdown_rpc_timeout`](crate::launch::PluginClientBuilder::shutdown_rpc_timeout).
@@ -48,6 +50,10 @@ pub(crate) struct Launched {
     /// Has the janitor clean up if the host dies; unregistered once the plugin is ended and
     /// `dir` removed.
     pub(crate) janitor: Option<Registration>,
+    /// How the plugin sees its private directory (the runner's address translation).
+    pub(crate) view: PluginView,
+    /// The runner's reading of a failed start's stderr, if it has one.
+    pub(crate) diagnose: Option<Diagnose>,
 }
 
 /// The graceful part of a shutdown.
@@ -302,9 +308,12 @@ mod tests {
             .process_group(0)
             .spawn()
             .unwrap();
+        let dir = PrivateDir::create(None).unwrap();
         Launched {
             group: ProcessGroup::new(child, "test".into()).unwrap(),
-            dir: Some(PrivateDir::create(None).unwrap()),
+            view: PluginView::same(dir.path()),
+            diagnose: None,
+            dir: Some(dir),
             plugin: "test".into(),
             terminate_grace: Duration::from_millis(200),
             janitor: None,

@@ -13,7 +13,7 @@ use tokio::process::{ChildStderr, ChildStdout};
 use crate::catalog::delivery::{DeliveredDir, delivery_base};
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::janitor::Janitor;
-use crate::confine::network::NetworkMechanism;
+use crate::confine::network::{NetworkMechanism, NetworkMode};
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::confine::sandbox;
@@ -27,6 +27,9 @@ use crate::launch::interpreted;
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
 use crate::launch::private_dir::PrivateDir;
+use crate::launch::runner::options::{GvisorOptions, Runner};
+use crate::launch::runner::view::PluginView;
+use crate::launch::runner::{self, gvisor};
 use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::Launched;
 use crate::launch::spawn;
@@ -50,9 +53,17 @@ pub(crate) async fn start(
     let resolved = interpreted::interpreter(&settings, &mut plan, plugin)
         .await
         .map_err(before_spawn)?;
-    allow_program(&mut plan);
-    let confined = confine(&settings, &mut plan, plugin).map_err(before_spawn)?;
-    let spawned = spawn(&settings, &plan, resources, confined, &name).map_err(before_spawn)?;
+    interpreted::allow_program(&mut plan);
+    // The runner seam: everything after this sees only `Spawned`.
+    let spawned = match &settings.runner {
+        Runner::Process => {
+            let confined = confine(&settings, &mut plan, plugin).map_err(before_spawn)?;
+            spawn(&settings, &plan, resources, confined, &name).map_err(before_spawn)?
+        }
+        Runner::Gvisor(options) => {
+            run_gvisor(options, &settings, &plan, resources, &name).map_err(before_spawn)?
+        }
+    };
     let Spawned {
         mut launched,
         stdout,
@@ -116,6 +127,9 @@ pub(crate) async fn start(
                 stdout: stray.printed(),
                 stderr_tail: output::snapshot(&tail),
             };
+            let runner = settings.runner.name();
+            let failure =
+                runner::diagnosed(failure, runner, launched.diagnose, &output.stderr_tail);
             let failure = interpreted::diagnose(&settings, failure, &output, resolved.as_ref());
             Err(StartError::new(plugin, failure, Some(output)))
         }
@@ -239,20 +253,6 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
     plan
 }
 
-/// The directory of the binary executed (a bare name is looked up in the plugin's PATH, as
-/// exec does) is readable and executable.
-fn allow_program(plan: &mut LaunchPlan) {
-    plan.program = spawn::resolve_program(&plan.program, plan.path_var());
-    if let Some(bin_dir) = plan
-        .program
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-    {
-        plan.allow_program(bin_dir);
-    }
-}
-
 /// The confinement prepared in the parent, applied in the child.
 struct Confined {
     sandbox: sandbox::Prepared,
@@ -372,6 +372,8 @@ fn spawn(
         group.on_exit(ExitHook(Box::new(move || drop(delivered))));
     }
     let launched = Launched {
+        view: PluginView::same(dir.path()),
+        diagnose: None,
         group,
         dir: Some(dir),
         plugin: Arc::clone(name),
@@ -391,6 +393,48 @@ fn spawn(
             landlock_abi: sandbox.landlock_abi,
             process_limit,
             network_mechanism,
+        },
+    })
+}
+
+/// Stage 3–4 under gVisor: the bundle, runsc's state root and `runsc run` instead of the
+/// process runner's confinement and spawn.
+fn run_gvisor(
+    options: &GvisorOptions,
+    settings: &Settings,
+    plan: &LaunchPlan,
+    resources: Resources,
+    name: &Arc<str>,
+) -> Result<Spawned, Failure> {
+    let Resources {
+        verified,
+        dir,
+        delivered,
+        identity,
+    } = resources;
+    let resolved = spawn::resolve_program(&settings.program, plan.path_var());
+    let program = resolved
+        .canonicalize()
+        .map_err(|source| StartErrorKind::Spawn {
+            program: settings.program.clone(),
+            source,
+        })?;
+    let started = gvisor::start(options, settings, plan, &program, dir, delivered, name)?;
+    // The digest was checked on the file now mounted; kept open until runsc has started.
+    drop(verified);
+    Ok(Spawned {
+        launched: started.launched,
+        stdout: started.stdout,
+        stderr: started.stderr,
+        identity,
+        // gVisor's `--network=none`: the sandbox's own network stack with only a loopback.
+        in_force: InForce {
+            landlock_abi: None,
+            process_limit: ProcessLimit::Rlimit {
+                max: settings.limits.processes,
+            },
+            network_mechanism: (settings.network == NetworkMode::None)
+                .then_some(NetworkMechanism::Namespace),
         },
     })
 }

@@ -58,6 +58,15 @@ pub const JOBS: &[Job] = &[
         output: "examples/src/generated/counter.rs",
         descriptor: "examples/src/generated/counter.bin",
     },
+    // `tether conformance`'s callback check speaks go-plugin's counter contract; the CLI has its
+    // own copy so that it packages without the (unpublished) examples crate.
+    Job {
+        protos: &["examples/proto/counter.proto"],
+        includes: &["examples/proto"],
+        package: "proto",
+        output: "cli/src/conformance/generated/counter.rs",
+        descriptor: "cli/src/conformance/generated/counter.bin",
+    },
     Job {
         protos: &["examples/proto/streams.proto"],
         includes: &["examples/proto"],

@@ -45,8 +45,8 @@ from ._stdio import STDIO_BUFFER_LIMIT
 from ._tls import CERT_BACKDATE, CERT_VALIDITY, SERVER_NAME, Identity, fingerprint, generate_identity
 from .errors import (
     NOT_LAUNCHED_BY_HOST_MESSAGE,
-    GrpcBrokerError,
     ConfigurationError,
+    GrpcBrokerError,
     InvalidContentError,
     InvalidNameError,
     LaunchError,

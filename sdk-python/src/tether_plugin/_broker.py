@@ -68,6 +68,9 @@ class _Setup:
     tls: _Tls | None
     #: Where served ids listen: a unix socket directory, or ``None`` for loopback TCP.
     socket_dir: str | None
+    #: ``TETHER_HOST_SERVICES``: ``True`` served, ``False`` none (``host_services`` fails at
+    #: once), ``None`` not said (go-plugin hosts): wait for the announcement.
+    host_services: bool | None = None
 
 
 class Served:
@@ -150,12 +153,20 @@ class GRPCBroker:
 
     def host_services(self, timeout: float | None = None) -> grpc.Channel:
         """A channel to the services a tether host serves to all its plugins (its
-        ``host_service``\\ s), dialled on first use and then shared. go-plugin hosts serve none:
-        then this raises :class:`~tether_plugin.errors.GrpcBrokerError` after ``timeout`` seconds
-        (default :attr:`dial_timeout`)."""
+        ``host_service``\\ s), dialled on first use and then shared. A tether host that serves
+        none says so at launch (``TETHER_HOST_SERVICES=none``): then this raises
+        :class:`~tether_plugin.errors.GrpcBrokerError` at once. go-plugin hosts serve none and
+        do not say so: then it raises after ``timeout`` seconds (default
+        :attr:`dial_timeout`)."""
         with self._lock:
             if self._host_channel is not None:
                 return self._host_channel
+        if self._require_setup().host_services is False:
+            raise GrpcBrokerError(
+                f"broker id {HOST_SERVICES_ID}: the host serves no host services (it said so at "
+                "launch, TETHER_HOST_SERVICES=none; go-plugin hosts never do; a tether host does "
+                "when it registers host_service)"
+            )
         channel = self.dial(HOST_SERVICES_ID, timeout)
         with self._lock:
             if self._host_channel is None:
@@ -193,7 +204,9 @@ class GRPCBroker:
         with self._lock:
             if self._closed:
                 served.stop()
-                raise GrpcBrokerError(f"broker id {broker_id}: the broker has stopped (the plugin is stopping)")
+                raise GrpcBrokerError(
+                    f"broker id {broker_id}: the broker has stopped (the plugin is stopping)"
+                )
             self._served.append(served)
         self._outbound.put(grpc_broker_pb2.ConnInfo(service_id=broker_id, network=network, address=address))
         return served

@@ -25,6 +25,10 @@ ENV_UNIX_SOCKET_DIR = "PLUGIN_UNIX_SOCKET_DIR"
 #: Group to give the unix socket (go-plugin ≥ 1.5).
 ENV_UNIX_SOCKET_GROUP = "PLUGIN_UNIX_SOCKET_GROUP"
 
+#: tether hosts: ``served`` or ``none``, whether the host serves host services (go-plugin hosts
+#: never set it).
+ENV_HOST_SERVICES = "TETHER_HOST_SERVICES"
+
 #: go-plugin's default lowest TCP port.
 DEFAULT_MIN_PORT = 10_000
 #: go-plugin's default highest TCP port.
@@ -53,6 +57,9 @@ class Launch:
     ports: PortRange
     #: ``PLUGIN_UNIX_SOCKET_GROUP``: a group name or numeric id, if set.
     socket_group: str | None
+    #: ``TETHER_HOST_SERVICES``: ``True`` served, ``False`` none, ``None`` not said (go-plugin
+    #: hosts) or a value this version does not know.
+    host_services: bool | None = None
 
 
 def check_cookie(key: str, expected: str, found: str | None) -> None:
@@ -137,4 +144,5 @@ def read_launch(
         socket_dir=var(ENV_UNIX_SOCKET_DIR),
         ports=ports,
         socket_group=var(ENV_UNIX_SOCKET_GROUP),
+        host_services={"served": True, "none": False}.get(var(ENV_HOST_SERVICES) or ""),
     )

@@ -322,6 +322,7 @@ class Plugin:
                 # Brokered sockets go next to the main one (the host's directory or the
                 # plugin's private one); TCP plugins broker over TCP.
                 socket_dir=os.path.dirname(bound.address) if bound.network == "unix" else None,
+                host_services=launch.host_services,
             )
         )
         saved = (sys.stdout, sys.stderr)

@@ -8,7 +8,9 @@
 //! - `no-newline`: 1 MiB of `1|1|…` without a newline;
 //! - `stray-flood`: more stray lines than a host skips;
 //! - `binary`: non-UTF-8 garbage that starts like a handshake;
-//! - `tcp`: a plaintext handshake announcing a loopback TCP address (nothing listens there).
+//! - `tcp`: a plaintext handshake announcing a loopback TCP address (nothing listens there);
+//! - `padded-cert`: a certificate field in base64 *with* `=` padding (Go hosts cannot decode it);
+//! - `seventh-field`: go-plugin's multiplexing field although the host did not offer it.
 
 use std::io::Write as _;
 
@@ -38,6 +40,12 @@ fn main() {
                 }
             }
         }
+        "padded-cert" => {
+            // 100 bytes: base64 with `==` padding, longer than Go's 50-character minimum.
+            let padded = base64_padded(&[0x30; 100]);
+            print_line(&format!("1|1|unix|/nonexistent/plugin.sock|grpc|{padded}"));
+        }
+        "seventh-field" => print_line("1|1|unix|/nonexistent/plugin.sock|grpc||false"),
         "binary" => {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(b"1|1|unix|\xff\xfe\x00garbage|grpc|\n");
@@ -49,4 +57,13 @@ fn main() {
         }
     }
     park_forever();
+}
+
+/// Standard base64 with padding, as a non-Go implementation might (wrongly) write it.
+fn base64_padded(bytes: &[u8]) -> String {
+    let mut text = tether_proto::handshake::encode_cert(bytes);
+    while !text.len().is_multiple_of(4) {
+        text.push('=');
+    }
+    text
 }

@@ -8,6 +8,8 @@
 //! - `Get "envall:"`: every `NAME=VALUE`, one per line;
 //! - `Get "secret:NAME"` / `Get "config:NAME"`: read with `tether_sdk::secrets` / `config`;
 //! - `Get "pid:"`: its process id;
+//! - `Get "connect:ADDR"`: `connected` when a TCP connection to `ADDR` succeeds within
+//!   [`CONNECT_TIMEOUT`], `Unavailable` with the error otherwise;
 //! - `Get "ids:"`: its real user and group ids, `UID GID`;
 //! - `Get "attack:NAME"`: an attack on the host (its parent), `ok` or the errno's name (see
 //!   `tether_tests::escape::host_attack`);
@@ -57,6 +59,8 @@ fn main() -> ExitCode {
 
 struct Probe;
 
+/// How long `connect:` tries.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// One `--on-start` probe: `write:PATH=TEXT` or `copy:FROM=TO`.
 fn on_start(probe: &str) {
     let outcome = match probe.split_once(':') {
@@ -122,6 +126,14 @@ impl Kv for Probe {
                 Err(e) => Err(Status::failed_precondition(e.to_string())),
             },
             "pid" => ok(std::process::id().to_string()),
+            "connect" => {
+                let addr: std::net::SocketAddr = arg
+                    .parse()
+                    .map_err(|e| Status::invalid_argument(format!("connect {arg}: {e}")))?;
+                std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                    .map_err(|e| Status::unavailable(format!("connect {arg}: {e}")))?;
+                ok("connected")
+            }
             // SAFETY: getuid and getgid have no preconditions.
             "ids" => ok(format!("{} {}", unsafe { libc::getuid() }, unsafe {
                 libc::getgid()

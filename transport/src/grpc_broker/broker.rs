@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -60,6 +60,8 @@ pub(super) struct Inner {
     pub(super) detached: DetachedList,
     /// The plugin side's channel to the host services, once dialled.
     pub(super) host_services: OnceCell<Channel>,
+    /// Plugin side: the host said at launch that it serves no host services.
+    pub(super) no_host_services: AtomicBool,
     /// Multiplexed mode: the dial waiting for the acknowledgement of its knock, by id.
     pub(super) acks: Mutex<HashMap<u32, oneshot::Sender<Knock>>>,
 }
@@ -124,6 +126,7 @@ impl GrpcBroker {
                 peer_stream: AtomicU8::new(PeerStream::NotOpen as u8),
                 detached: DetachedList::default(),
                 host_services: OnceCell::new(),
+                no_host_services: AtomicBool::new(false),
                 acks: Mutex::new(HashMap::new()),
             }),
         }
@@ -134,6 +137,14 @@ impl GrpcBroker {
     #[doc(hidden)]
     pub fn connect(&self, setup: BrokerSetup) {
         let _ = self.inner.setup.set(setup);
+    }
+
+    /// Plugin side: the host announced at launch that it serves no host services
+    /// (`TETHER_HOST_SERVICES=none`); [`host_services`](Self::host_services) then fails at once
+    /// with [`GrpcBrokerError::NoHostServices`]. Called by the SDK.
+    #[doc(hidden)]
+    pub fn set_no_host_services(&self) {
+        self.inner.no_host_services.store(true, Ordering::Relaxed);
     }
 
     /// The broker mode of the connection: [`BrokerMode::Multiplexed`] when it was connected

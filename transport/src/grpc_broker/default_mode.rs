@@ -32,9 +32,15 @@ pub(super) fn listen(
         source,
     };
     match listen {
-        ListenOn::Unix(dir) => {
+        ListenOn::Unix(dir) | ListenOn::UnixSeenAs { dir, .. } => {
             let (listener, path) = bind::unix_in(dir).map_err(bind_error)?;
-            let address = Address::Unix(path.to_path_buf());
+            let announced = match (listen, path.file_name()) {
+                (ListenOn::UnixSeenAs { announced_dir, .. }, Some(name)) => {
+                    announced_dir.join(name)
+                }
+                _ => path.to_path_buf(),
+            };
+            let address = Address::Unix(announced);
             Ok((
                 Listener::Unix(listener),
                 address,

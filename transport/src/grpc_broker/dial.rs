@@ -31,9 +31,20 @@ impl GrpcBroker {
     /// announcement), then shared.
     ///
     /// # Errors
-    /// As [`dial`](Self::dial); [`GrpcBrokerError::NoConnInfo`] when the host serves none (go-plugin
-    /// hosts never do).
+    /// As [`dial`](Self::dial); at once [`GrpcBrokerError::NoHostServices`] when the host
+    /// announced at launch that it serves none (tether hosts do), else
+    /// [`GrpcBrokerError::NoConnInfo`] after the dial timeout when the host serves none
+    /// (go-plugin hosts never do, and never announce it).
     pub async fn host_services(&self) -> Result<Channel, GrpcBrokerError> {
+        if self
+            .inner
+            .no_host_services
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(GrpcBrokerError::NoHostServices {
+                peer: self.inner.peer.clone(),
+            });
+        }
         self.inner
             .host_services
             .get_or_try_init(|| self.dial(HOST_SERVICES_ID))

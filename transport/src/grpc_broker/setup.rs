@@ -48,6 +48,15 @@ impl fmt::Debug for BrokerTls {
 pub enum ListenOn {
     /// A randomly named unix socket in this directory.
     Unix(PathBuf),
+    /// A randomly named unix socket in `dir`, announced to the peer under `announced_dir`:
+    /// for a peer that sees `dir` at another path (a plugin in a sandbox whose bind mount of
+    /// `dir` is `announced_dir`).
+    UnixSeenAs {
+        /// Where the socket is created, on this side.
+        dir: PathBuf,
+        /// The same directory as the peer sees it.
+        announced_dir: PathBuf,
+    },
     /// The first free port of this range on 127.0.0.1.
     Tcp {
         /// Lowest port.

@@ -85,6 +85,8 @@ pub(crate) struct Launcher {
     pub(crate) allow_exec: Vec<std::path::PathBuf>,
     pub(crate) allow_read: Vec<std::path::PathBuf>,
     pub(crate) sandbox: tether_host::SandboxMode,
+    /// Under the gVisor runner (the working directory is the plugin's state).
+    pub(crate) gvisor: bool,
     pub(crate) seccomp: tether_host::confine::SeccompMode,
     pub(crate) network: tether_host::confine::NetworkMode,
 }
@@ -106,6 +108,15 @@ impl Launcher {
         }
         for dir in &self.allow_read {
             builder = builder.sandbox_allow_read(dir);
+        }
+        if self.gvisor {
+            let state = std::env::current_dir().map_err(|_| ()).ok();
+            builder = builder.runner(tether_host::launch::Runner::Gvisor(
+                tether_host::launch::GvisorOptions::new(),
+            ));
+            if let Some(state) = state {
+                builder = builder.current_dir(state);
+            }
         }
         builder.start().await
     }

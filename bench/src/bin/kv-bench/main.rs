@@ -56,6 +56,9 @@ struct Cli {
     /// opt-out, e.g. to measure what confinement costs at launch).
     #[arg(long, value_enum, default_value_t = Confinement::Enforce, global = true)]
     sandbox: Confinement,
+    /// Run the plugin under the gVisor runner (`runsc`); the working directory is its state.
+    #[arg(long, global = true)]
+    gvisor: bool,
     /// The plugin's system-call filter: `default` (tether's default) or `off`, e.g. to measure
     /// what the filter costs at launch.
     #[arg(long, value_enum, default_value_t = Filter::Default, global = true)]
@@ -184,6 +187,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         allow_exec: cli.allow_exec,
         allow_read: cli.allow_read,
         sandbox: cli.sandbox.into(),
+        gvisor: cli.gvisor,
         seccomp: cli.seccomp.into(),
         network: cli.network.into(),
     };

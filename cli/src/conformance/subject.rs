@@ -1,0 +1,134 @@
+//! The plugin under test: how to start it by hand and through `tether_host`, and the
+//! timeouts the checks use.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tether_host::{HandshakeConfig, PluginClient, PluginClientBuilder, SandboxMode};
+
+use crate::catalog_origin::Origin;
+use crate::error::CliError;
+use crate::installation::Installation;
+use crate::target::{parse_command, parse_cookie};
+
+use crate::args::ConformanceArgs;
+
+/// The plugin, as given by `--cmd`/`--cookie` or `--catalog DIR NAME`.
+#[derive(Debug)]
+pub(crate) struct Subject {
+    /// How the report names it.
+    pub(crate) name: String,
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<String>,
+    pub(crate) cookie_key: String,
+    pub(crate) cookie_value: String,
+    /// The app protocol versions the plugin is expected to support (offered by the checks).
+    pub(crate) app_versions: Vec<u32>,
+    /// The working directory of every launch (a fresh temporary one: example plugins keep
+    /// their data in it).
+    pub(crate) current_dir: Option<PathBuf>,
+    pub(crate) start_timeout: Duration,
+    pub(crate) grace: Duration,
+    pub(crate) host_death_timeout: Duration,
+    catalog: Option<(Installation, String)>,
+    _work: tempfile::TempDir,
+}
+
+impl Subject {
+    pub(crate) fn from_args(args: &ConformanceArgs) -> Result<Self, CliError> {
+        let work = tempfile::tempdir().map_err(|e| CliError::BadCommand {
+            cmd: String::new(),
+            reason: format!("cannot make a temporary working directory: {e}"),
+        })?;
+        let timeouts = (args.start_timeout, args.grace, args.host_death_timeout);
+        let mut subject = if let Some([dir, plugin]) = args.catalog.as_deref() {
+            let install = Installation::load_dir(Path::new(dir), Origin::Flag, &args.install)?;
+            let m = install.manifest(plugin)?.clone();
+            Self {
+                name: format!("{plugin} (catalog {dir})"),
+                program: m.command.clone(),
+                args: m.args.clone(),
+                cookie_key: m.cookie_key.clone(),
+                cookie_value: m.cookie_value.clone(),
+                app_versions: m.app_versions.clone(),
+                current_dir: None,
+                start_timeout: timeouts.0.into(),
+                grace: timeouts.1.into(),
+                host_death_timeout: timeouts.2.into(),
+                catalog: Some((install, plugin.clone())),
+                _work: work,
+            }
+        } else {
+            let (Some(cmd), Some(cookie)) = (&args.cmd, &args.cookie) else {
+                return Err(CliError::BadCommand {
+                    cmd: String::new(),
+                    reason: "give --cmd and --cookie, or --catalog DIR PLUGIN".to_owned(),
+                });
+            };
+            let (program, words) = parse_command(cmd)?;
+            let (key, value) = parse_cookie(cookie)?;
+            // The launches run in a temporary working directory (plugins such as the examples
+            // keep data in theirs): relative paths of the user's (`./plugin`, `python3
+            // plugin.py`) are made absolute.
+            let program = absolute_if_relative_path(&program);
+            let words = words.iter().map(|w| absolute_if_relative_path(w)).collect();
+            Self {
+                name: cmd.clone(),
+                program: PathBuf::from(program),
+                args: words,
+                cookie_key: key.to_owned(),
+                cookie_value: value.to_owned(),
+                app_versions: args.app_versions.clone(),
+                current_dir: None,
+                start_timeout: timeouts.0.into(),
+                grace: timeouts.1.into(),
+                host_death_timeout: timeouts.2.into(),
+                catalog: None,
+                _work: work,
+            }
+        };
+        subject.current_dir = Some(subject._work.path().to_owned());
+        Ok(subject)
+    }
+
+    /// A `tether_host` launch of the plugin: the manifest's (sandbox, grants) for a catalog
+    /// plugin; for `--cmd`, unconfined (confinement is not part of the protocol; `tether call`
+    /// runs it confined).
+    pub(crate) fn host_builder(&self) -> Result<PluginClientBuilder<HandshakeConfig>, String> {
+        let builder = match &self.catalog {
+            Some((install, plugin)) => {
+                let m = install.manifest(plugin).map_err(|e| e.to_string())?;
+                tether_host::catalog::launch(m, &install.grants, &install.secrets, &install.config)
+                    .map_err(|e| e.to_string())?
+            }
+            None => PluginClient::builder(&self.program)
+                .args(&self.args)
+                .handshake(
+                    HandshakeConfig::new(&self.cookie_key, &self.cookie_value)
+                        .app_versions(self.app_versions.clone()),
+                )
+                .sandbox(SandboxMode::Off),
+        };
+        let builder = builder
+            .start_timeout(self.start_timeout)
+            .shutdown_grace(self.grace);
+        Ok(match &self.current_dir {
+            Some(dir) if self.catalog.is_none() => builder.current_dir(dir),
+            _ => builder,
+        })
+    }
+}
+
+/// `word` made absolute against the current directory when it is a relative path to an
+/// existing file or names one with a `/`; else unchanged (a program looked up in `PATH`, an
+/// option).
+fn absolute_if_relative_path(word: &str) -> String {
+    let path = Path::new(word);
+    let is_path = path.components().count() > 1 || path.is_file();
+    if path.is_absolute() || !is_path || word.starts_with('-') {
+        return word.to_owned();
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(path).to_string_lossy().into_owned())
+        .unwrap_or_else(|_| word.to_owned())
+}

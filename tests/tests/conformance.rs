@@ -1,0 +1,226 @@
+//! `tether conformance` through the real binary: every SDK's example plugins and both
+//! go-plugin versions' peers conform (checks a peer cannot do are `n/a` with the reason), and
+//! each deliberately broken plugin fails the check it should, with its remedy.
+//!
+//! An SDK's examples are one more entry in [`conforming_plugins`].
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
+use std::process::Command;
+
+use tether_tests::bins::{COUNTER_PLUGIN, KV_PLUGIN, TETHER};
+use tether_tests::peers::{GoPlugin, go_or_skip};
+use tether_tests::python::python_or_skip;
+use tether_tests::typescript::node_or_skip;
+
+/// What `tether conformance` printed and its exit status.
+struct Run {
+    stdout: String,
+    code: Option<i32>,
+}
+
+fn conformance(cmd: &str, extra: &[&str]) -> Run {
+    let out = Command::new(TETHER.path())
+        .args([
+            "conformance",
+            "--cmd",
+            cmd,
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        code: out.status.code(),
+    }
+}
+
+/// The table row of `check`.
+fn row<'a>(run: &'a Run, check: &str) -> &'a str {
+    run.stdout
+        .lines()
+        .find(|l| l.starts_with(check))
+        .unwrap_or_else(|| panic!("no row {check:?} in:\n{}", run.stdout))
+}
+
+/// Checks expected `n/a`, each with a word of its reason.
+type NotApplicable = Vec<(&'static str, &'static str)>;
+
+/// The plugins that must conform: (name, command line, checks expected `n/a`).
+fn conforming_plugins() -> Vec<(String, String, NotApplicable)> {
+    let mut plugins = vec![
+        (
+            "Rust kv-plugin".to_owned(),
+            KV_PLUGIN.path().to_owned(),
+            vec![("callback, default mode", "proto.Counter")],
+        ),
+        (
+            "Rust counter-plugin".to_owned(),
+            COUNTER_PLUGIN.path().to_owned(),
+            vec![],
+        ),
+    ];
+    if let Some(py) = python_or_skip("python_sdk_examples_conform") {
+        let python = py.interpreter.to_string_lossy().into_owned();
+        for example in ["kv_plugin.py", "counter_plugin.py"] {
+            let script = py.sdk.join("examples").join(example);
+            plugins.push((
+                format!("Python {example}"),
+                shell_words::join([python.as_str(), &script.to_string_lossy()]),
+                vec![("callback, multiplexed", "declined")],
+            ));
+        }
+    }
+    if let Some(node) = node_or_skip("typescript_sdk_examples_conform") {
+        for (example, na) in [
+            ("kv", vec![("callback, default mode", "proto.Counter")]),
+            ("counter", vec![]),
+        ] {
+            plugins.push((format!("TypeScript {example}"), node.command(example), na));
+        }
+    }
+    for (variant, na) in [
+        (GoPlugin::V18, vec![]),
+        (
+            GoPlugin::V101,
+            vec![
+                ("callback, default mode", "go-plugin ≤ 1.4.3"),
+                ("callback, multiplexed", "declined"),
+                ("multiplexed connection", "declined"),
+            ],
+        ),
+    ] {
+        if let Some(peers) = go_or_skip(variant, "go_peers_conform") {
+            for plugin in [&peers.plugin, &peers.counter_plugin] {
+                let mut na = na.clone();
+                if plugin == &peers.plugin {
+                    na.retain(|(check, _)| !check.starts_with("callback, default"));
+                    na.push(("callback, default mode", "proto.Counter"));
+                }
+                plugins.push((
+                    format!("go-plugin {variant:?} {}", plugin.display()),
+                    plugin.to_string_lossy().into_owned(),
+                    na,
+                ));
+            }
+        }
+    }
+    plugins
+}
+
+#[test]
+fn every_sdks_examples_and_both_go_plugin_versions_conform() {
+    for (name, cmd, na) in conforming_plugins() {
+        let run = conformance(&cmd, &[]);
+        assert_eq!(run.code, Some(0), "{name}:\n{}", run.stdout);
+        assert!(
+            run.stdout.contains("result: conforms"),
+            "{name}:\n{}",
+            run.stdout
+        );
+        for check in [
+            "wrong cookie refused",
+            "handshake line format",
+            "pins the host's certificate",
+            "Shutdown within the grace",
+        ] {
+            assert!(
+                row(&run, check).contains(" pass "),
+                "{name}: {check}:\n{}",
+                run.stdout
+            );
+        }
+        for (check, reason) in na {
+            let line = row(&run, check);
+            assert!(
+                line.contains(" n/a ") && line.contains(reason),
+                "{name}: {check} should be n/a ({reason}):\n{}",
+                run.stdout
+            );
+        }
+    }
+}
+
+/// Each broken plugin, the check it must fail and a word of the remedy.
+#[test]
+fn each_broken_plugin_fails_the_check_it_should_with_its_remedy() {
+    let bad = env!("CARGO_BIN_EXE_bad-handshake");
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            format!("{bad} malformed"),
+            "handshake line format",
+            "network unix or tcp",
+        ),
+        (
+            format!("{bad} padded-cert"),
+            "handshake line format",
+            "without padding",
+        ),
+        (
+            format!("{bad} seventh-field"),
+            "7th field only when offered",
+            "only when PLUGIN_MULTIPLEX_GRPC",
+        ),
+        (
+            format!("{bad} app-version"),
+            "version negotiation",
+            "highest version offered",
+        ),
+        (
+            env!("CARGO_BIN_EXE_wrong-certificate").to_owned(),
+            "AutoMTLS certificate usable",
+            "the certificate you announce",
+        ),
+        (
+            env!("CARGO_BIN_EXE_exit-before-handshake").to_owned(),
+            "handshake line format",
+            "print the handshake line",
+        ),
+        (
+            env!("CARGO_BIN_EXE_stubborn-plugin").to_owned(),
+            "Shutdown within the grace",
+            "exit by yourself",
+        ),
+    ];
+    for (cmd, check, remedy) in cases {
+        let run = conformance(
+            &cmd,
+            &["--start-timeout", "3s", "--host-death-timeout", "1s"],
+        );
+        assert_eq!(run.code, Some(1), "{cmd}:\n{}", run.stdout);
+        assert!(
+            row(&run, check).contains(" FAIL "),
+            "{cmd}: {check}:\n{}",
+            run.stdout
+        );
+        let fix = run
+            .stdout
+            .lines()
+            .skip_while(|l| !l.starts_with(&format!("- {check} (")))
+            .nth(1)
+            .unwrap_or_default();
+        assert!(
+            fix.contains("fix:") && fix.contains(remedy),
+            "{cmd}: {check}: remedy {remedy:?}:\n{}",
+            run.stdout
+        );
+        assert!(
+            run.stdout.contains("result: does not conform"),
+            "{cmd}:\n{}",
+            run.stdout
+        );
+    }
+}
+
+#[test]
+fn a_command_that_does_not_exist_is_one_failed_row() {
+    let run = conformance("/nonexistent/plugin", &[]);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(
+        row(&run, "the command starts").contains("FAIL"),
+        "{}",
+        run.stdout
+    );
+}

@@ -1,0 +1,476 @@
+//! The gVisor runner with real plugins and a real `runsc`: tether's Rust plugins, go-plugin
+//! v1.8 plugins and the Python SDK's plugin store and read values and call back into the host
+//! in both broker modes; a sandboxed plugin cannot read the host's files outside its mounts,
+//! cannot reach a TCP listener on the host's loopback and sees only its own secrets; a crash
+//! mid-call, a hang before the handshake and the host's `SIGKILL` leave no container, bundle,
+//! socket or secret behind.
+//!
+//! Without `runsc` (or not as root) the tests print why and pass as skipped, unless
+//! `TETHER_REQUIRE_PEERS=1` (CI sets it): then they fail.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use secrecy::SecretSlice;
+use tether_examples::kv::kv_client::KvClient;
+use tether_examples::kv::{GetRequest, PutRequest};
+use tether_host::error::{Phase, StartErrorKind};
+use tether_host::launch::{GvisorOptions, Runner};
+use tether_host::{Delivery, HandshakeConfig, PluginClient, PluginClientBuilder};
+use tether_tests::bins;
+use tether_tests::example_host::ExampleHost;
+use tether_tests::gvisor::{self, containers};
+use tether_tests::peers::{self, GoPlugin};
+use tether_tests::procs;
+use tether_tests::python;
+
+const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
+const HANG: &str = env!("CARGO_BIN_EXE_hang-before-handshake");
+
+/// How long a test waits for a process to exit.
+const EXIT_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Set in the child host of the host-`SIGKILL` test: its runtime directory.
+const CHILD_HOST_ENV: &str = "TETHER_TEST_GVISOR_CHILD_HOST";
+
+macro_rules! require_runsc {
+    ($test:expr) => {
+        if gvisor::runsc_or_skip($test).is_none() {
+            return;
+        }
+    };
+}
+
+/// A runtime directory of the test's own: private dirs, bundles, delivered files and runsc's
+/// state root all go there, so "nothing left" is checked on it alone.
+struct Runtime {
+    dir: tempfile::TempDir,
+}
+
+impl Runtime {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::Builder::new()
+                .prefix("tg-")
+                .tempdir_in("/tmp")
+                .unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn state_root(&self) -> PathBuf {
+        // SAFETY: geteuid has no preconditions.
+        self.path()
+            .join(format!("tether-runsc-{}", unsafe { libc::geteuid() }))
+    }
+
+    /// A probe plugin under gVisor, with everything it makes in this runtime directory.
+    fn probe(&self, program: &str) -> PluginClientBuilder<HandshakeConfig> {
+        PluginClient::builder(program)
+            .runner(Runner::Gvisor(GvisorOptions::new().runsc(gvisor::RUNSC)))
+            .runtime_dir(self.path())
+            .delivery_dir(self.path())
+            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+    }
+
+    /// No container in the state root and nothing but the state root in the directory.
+    #[track_caller]
+    fn assert_nothing_left(&self) {
+        assert_eq!(
+            containers(&self.state_root()),
+            Vec::<String>::new(),
+            "containers left"
+        );
+        let left: Vec<String> = std::fs::read_dir(self.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| !name.starts_with("tether-runsc-"))
+            .collect();
+        assert_eq!(
+            left,
+            Vec::<String>::new(),
+            "bundles, sockets or secrets left"
+        );
+        let root: Vec<_> = std::fs::read_dir(self.state_root())
+            .map(|d| d.count())
+            .into_iter()
+            .collect();
+        assert!(
+            root.iter().all(|&n| n == 0),
+            "state files left in the state root"
+        );
+    }
+}
+
+async fn get(plugin: &PluginClient, key: &str) -> Result<Vec<u8>, tonic::Status> {
+    KvClient::new(plugin.channel())
+        .get(GetRequest { key: key.into() })
+        .await
+        .map(|r| r.into_inner().value)
+}
+
+fn secret(value: &str) -> SecretSlice<u8> {
+    SecretSlice::from(value.as_bytes().to_vec())
+}
+
+// --- put/get and callbacks ------------------------------------------------------------------
+
+#[test]
+fn a_rust_kv_plugin_stores_and_reads_values_under_gvisor() {
+    require_runsc!("a_rust_kv_plugin_stores_and_reads_values_under_gvisor");
+    ExampleHost::kv(bins::KV_HOST.path(), bins::KV_PLUGIN.path())
+        .options(["--gvisor"])
+        .kv_round_trip();
+}
+
+#[test]
+fn a_go_plugin_v1_8_kv_plugin_stores_and_reads_values_under_gvisor() {
+    require_runsc!("a_go_plugin_v1_8_kv_plugin_stores_and_reads_values_under_gvisor");
+    let Some(go) = peers::go_or_skip(GoPlugin::V18, "go v1.8 kv under gvisor") else {
+        return;
+    };
+    ExampleHost::kv(bins::KV_HOST.path(), &go.plugin)
+        .options(["--gvisor"])
+        .kv_round_trip();
+}
+
+#[test]
+fn a_python_kv_plugin_runs_under_gvisor_with_its_interpreter_mounted_read_only() {
+    require_runsc!("a_python_kv_plugin_runs_under_gvisor_with_its_interpreter_mounted_read_only");
+    let Some(py) = python::python_or_skip("python kv under gvisor") else {
+        return;
+    };
+    let mut options = vec!["--gvisor".to_owned()];
+    options.extend(py.kv_host_sandbox_args());
+    ExampleHost::kv(bins::KV_HOST.path(), py.kv_plugin_command())
+        .options(options)
+        .kv_round_trip();
+}
+
+macro_rules! counter_tests {
+    ($($name:ident: $plugin:expr, $multiplex:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            require_runsc!(stringify!($name));
+            let Some(plugin) = $plugin else { return };
+            let mut options = vec!["--gvisor"];
+            if $multiplex {
+                options.push("--multiplex");
+            }
+            ExampleHost::counter(bins::COUNTER_HOST.path(), plugin)
+                .options(options)
+                .counter_round_trip();
+        }
+    )*};
+}
+
+fn go_counter() -> Option<PathBuf> {
+    peers::go_or_skip(GoPlugin::V18, "go v1.8 counter under gvisor").map(|go| go.counter_plugin)
+}
+
+counter_tests! {
+    a_rust_plugin_under_gvisor_calls_back_through_sockets_in_its_directory:
+        Some(PathBuf::from(bins::COUNTER_PLUGIN.path())), false;
+    a_rust_plugin_under_gvisor_calls_back_through_the_one_multiplexed_socket:
+        Some(PathBuf::from(bins::COUNTER_PLUGIN.path())), true;
+    a_go_plugin_v1_8_under_gvisor_calls_back_through_sockets_in_its_directory:
+        go_counter(), false;
+    a_go_plugin_v1_8_under_gvisor_calls_back_through_the_one_multiplexed_socket:
+        go_counter(), true;
+}
+
+// --- what a sandboxed plugin cannot reach ---------------------------------------------------
+
+#[tokio::test]
+async fn a_plugin_in_gvisor_cannot_read_a_host_file_outside_its_mounts() {
+    require_runsc!("a_plugin_in_gvisor_cannot_read_a_host_file_outside_its_mounts");
+    let runtime = Runtime::new();
+    let host_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(host_file.path(), "host-only").unwrap();
+    let plugin = runtime.probe(PROBE).start().await.unwrap();
+    for path in [
+        host_file.path().to_str().unwrap(),
+        "/etc/passwd",
+        "/etc/shadow",
+    ] {
+        let status = get(&plugin, &format!("read:{path}")).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::NotFound, "{path}: {status:?}");
+    }
+    // Its own binary's directory holds only its binary (no sibling is visible).
+    let dir = Path::new(PROBE).parent().unwrap().to_str().unwrap();
+    let listed = String::from_utf8(get(&plugin, &format!("list:{dir}")).await.unwrap()).unwrap();
+    assert_eq!(listed, "probe-plugin");
+    plugin.shutdown().await.unwrap();
+    runtime.assert_nothing_left();
+}
+
+#[tokio::test]
+async fn a_plugin_in_gvisor_cannot_reach_a_tcp_listener_on_the_hosts_loopback() {
+    require_runsc!("a_plugin_in_gvisor_cannot_reach_a_tcp_listener_on_the_hosts_loopback");
+    let runtime = Runtime::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // The same probe as a confined child process reaches it: the listener is real.
+    let process = PluginClient::builder(PROBE)
+        .network(tether_host::confine::NetworkMode::Host)
+        .runtime_dir(runtime.path())
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        get(&process, &format!("connect:{addr}")).await.unwrap(),
+        b"connected"
+    );
+    process.shutdown().await.unwrap();
+
+    let plugin = runtime.probe(PROBE).start().await.unwrap();
+    let status = get(&plugin, &format!("connect:{addr}")).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    plugin.shutdown().await.unwrap();
+    runtime.assert_nothing_left();
+}
+
+#[tokio::test]
+async fn a_plugin_in_gvisor_sees_only_its_own_secrets() {
+    require_runsc!("a_plugin_in_gvisor_sees_only_its_own_secrets");
+    let runtime = Runtime::new();
+    let a = runtime
+        .probe(PROBE)
+        .name("a")
+        .deliver(Delivery::new().secret("token", secret("a-token")))
+        .start()
+        .await
+        .unwrap();
+    let b = runtime
+        .probe(PROBE)
+        .name("b")
+        .deliver(Delivery::new().secret("other", secret("b-secret")))
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(get(&a, "secret:token").await.unwrap(), b"a-token");
+    let dir = String::from_utf8(get(&a, "env:TETHER_SECRETS_DIR").await.unwrap()).unwrap();
+    assert_eq!(
+        dir,
+        format!("{}/secrets", tether_host::launch::DELIVERED_DIR)
+    );
+    assert_eq!(get(&a, &format!("list:{dir}")).await.unwrap(), b"token");
+    assert!(get(&a, "secret:other").await.is_err());
+    // b's delivered directory on the host does not exist in a's sandbox.
+    for entry in std::fs::read_dir(runtime.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let status = get(&a, &format!("list:{}", path.display()))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::NotFound, "{}", path.display());
+    }
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+    runtime.assert_nothing_left();
+}
+
+// --- faults leave nothing behind ------------------------------------------------------------
+
+#[tokio::test]
+async fn a_plugin_crashing_mid_call_under_gvisor_leaves_no_container_bundle_socket_or_secret() {
+    require_runsc!(
+        "a_plugin_crashing_mid_call_under_gvisor_leaves_no_container_bundle_socket_or_secret"
+    );
+    let runtime = Runtime::new();
+    let plugin = runtime
+        .probe(PROBE)
+        .deliver(Delivery::new().secret("token", secret("t")))
+        .start()
+        .await
+        .unwrap();
+    let crash = KvClient::new(plugin.channel())
+        .put(PutRequest {
+            key: "crash:".into(),
+            value: Vec::new(),
+        })
+        .await;
+    assert!(crash.is_err());
+    let status = tokio::time::timeout(EXIT_DEADLINE, plugin.exited())
+        .await
+        .unwrap();
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "runsc run exits with the plugin's status"
+    );
+    plugin.shutdown().await.unwrap();
+    runtime.assert_nothing_left();
+}
+
+#[tokio::test]
+async fn a_plugin_hanging_before_its_handshake_under_gvisor_times_out_and_leaves_nothing() {
+    require_runsc!(
+        "a_plugin_hanging_before_its_handshake_under_gvisor_times_out_and_leaves_nothing"
+    );
+    let runtime = Runtime::new();
+    let err = runtime
+        .probe(HANG)
+        // Its `sleep` grandchild comes from the host's /usr, mounted read-only.
+        .sandbox_allow_read("/usr")
+        .start_timeout(Duration::from_secs(3))
+        .deliver(Delivery::new().secret("token", secret("t")))
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), StartErrorKind::Timeout { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("warming up"),
+        "its stderr is quoted: {err}"
+    );
+    runtime.assert_nothing_left();
+}
+
+#[tokio::test]
+async fn a_missing_runsc_is_a_clear_error_saying_how_to_install_it() {
+    let runtime = Runtime::new();
+    let err = PluginClient::builder(PROBE)
+        .runner(Runner::Gvisor(
+            GvisorOptions::new().runsc("/nonexistent/runsc"),
+        ))
+        .runtime_dir(runtime.path())
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            StartErrorKind::RunnerMissing {
+                runner: "gvisor",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.phase(), Phase::Prepare);
+    assert!(err.to_string().contains("apt-get install runsc"), "{err}");
+    runtime.assert_nothing_left();
+}
+
+#[tokio::test]
+async fn runscs_own_failure_is_reported_as_the_runners_not_as_a_plugin_exit() {
+    require_runsc!("runscs_own_failure_is_reported_as_the_runners_not_as_a_plugin_exit");
+    let runtime = Runtime::new();
+    // An operator root file system without the binary's loader: runsc cannot start it.
+    let rootfs = tempfile::tempdir().unwrap();
+    let err = PluginClient::builder(PROBE)
+        .runner(Runner::Gvisor(
+            GvisorOptions::new()
+                .runsc(gvisor::RUNSC)
+                .rootfs(rootfs.path()),
+        ))
+        .runtime_dir(runtime.path())
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            StartErrorKind::Runner {
+                runner: "gvisor",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("runsc failed: "), "{err}");
+    runtime.assert_nothing_left();
+}
+
+/// The child host of the test below: starts a gVisor plugin, prints `ready`, waits to be killed.
+async fn child_host(runtime: &Path) -> ! {
+    let plugin = PluginClient::builder(PROBE)
+        .runner(Runner::Gvisor(GvisorOptions::new().runsc(gvisor::RUNSC)))
+        .runtime_dir(runtime)
+        .delivery_dir(runtime)
+        .deliver(Delivery::new().secret("token", secret("t")))
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .start()
+        .await
+        .unwrap();
+    println!("ready {}", plugin.pid());
+    std::mem::forget(plugin);
+    tether_tests::misbehave::park_forever();
+}
+
+#[tokio::test]
+async fn a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of_its_gvisor_plugin()
+{
+    const TEST: &str =
+        "a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of_its_gvisor_plugin";
+    if let Some(dir) = std::env::var_os(CHILD_HOST_ENV) {
+        child_host(Path::new(&dir)).await;
+    }
+    require_runsc!(TEST);
+    let runtime = Runtime::new();
+    let mut host = Command::new(std::env::current_exe().unwrap())
+        .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_HOST_ENV, runtime.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(host.stdout.take().unwrap());
+    // The test harness prints `test NAME ... ` before the child's `ready PID` on that line.
+    let mut line = String::new();
+    let runsc_pid: u32 = loop {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the child host ended early"
+        );
+        if let Some((_, pid)) = line.split_once("ready ") {
+            break pid.trim().parse().unwrap();
+        }
+    };
+
+    assert_eq!(
+        containers(&runtime.state_root()).len(),
+        1,
+        "the plugin's container runs"
+    );
+    let janitor = janitor_of(host.id()).expect("the child host has a janitor");
+    let (runsc_exit, janitor_exit) = (procs::pidfd(runsc_pid), procs::pidfd(janitor));
+    host.kill().unwrap();
+    host.wait().unwrap();
+    procs::exited(runsc_exit, EXIT_DEADLINE).await;
+    // The janitor exits once it has cleaned up.
+    procs::exited(janitor_exit, EXIT_DEADLINE).await;
+    runtime.assert_nothing_left();
+}
+
+/// The janitor (`sh -c … tether-janitor …`) started by process `parent`.
+fn janitor_of(parent: u32) -> Option<u32> {
+    let parent = parent.to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            ppid == Some(parent.as_str())
+                && cmdline
+                    .split(|&b| b == 0)
+                    .any(|arg| arg == b"tether-janitor")
+        })
+}
