@@ -339,6 +339,7 @@ mod tests {
     fn controller() -> GrpcControllerServer<Controller> {
         GrpcControllerServer::new(Controller {
             stop: Arc::new(Notify::new()),
+            stdio_drained: tokio::sync::watch::channel(true).1,
         })
     }
 

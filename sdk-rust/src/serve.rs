@@ -9,7 +9,7 @@ use tether_proto::handshake::{Address, CORE_PROTOCOL_VERSION, Handshake, Protoco
 use tether_proto::plugin::grpc_controller_server::{GrpcController, GrpcControllerServer};
 use tether_proto::{HEALTH_SERVICE, plugin, tls};
 use tether_transport::{AcceptOptions, BrokerSetup, BrokerTls, GrpcBroker, ListenOn, Mux, Target};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio_rustls::TlsAcceptor;
 use tonic::service::RoutesBuilder;
 use tonic_health::ServingStatus;
@@ -82,11 +82,13 @@ impl Ready {
             .set_service_status(HEALTH_SERVICE, ServingStatus::Serving)
             .await;
         let stop = Arc::new(Notify::new());
+        let (drained, stdio_drained) = watch::channel(false);
         let stdio_hub = StdioHub::default();
         routes
             .add_service(health_service)
             .add_service(GrpcControllerServer::new(Controller {
                 stop: Arc::clone(&stop),
+                stdio_drained,
             }))
             .add_service(broker.service())
             .add_service(stdio_hub.service());
@@ -147,6 +149,7 @@ impl Ready {
             broker,
             capture,
             stdio_hub,
+            drained,
             stop_server,
             mux,
         }
@@ -231,6 +234,8 @@ struct Stopping<'a> {
     broker: GrpcBroker,
     capture: Option<Capture>,
     stdio_hub: StdioHub,
+    /// Set once the captured output has gone to the host's stream (or the wait ran out).
+    drained: watch::Sender<bool>,
     stop_server: oneshot::Sender<()>,
     mux: Option<Mux>,
 }
@@ -249,7 +254,10 @@ impl Stopping<'_> {
             let timeout = self.options.stdio_drain_timeout;
             let _ = tokio::task::spawn_blocking(move || capture.finish(timeout)).await;
         }
-        self.stdio_hub.close();
+        self.stdio_hub.close(self.options.stdio_drain_timeout).await;
+        // Now `GRPCController.Shutdown` may answer: a go-plugin host closes its connection
+        // as soon as it has the answer, so output sent after it would be lost.
+        self.drained.send_replace(true);
         let _ = self.stop_server.send(());
         let grace = self.options.shutdown_grace;
         match tokio::time::timeout(grace, server).await {
@@ -288,6 +296,9 @@ fn print_handshake(handshake: &Handshake) -> Result<(), Error> {
 /// `plugin.GRPCController`: the host asks the plugin to stop.
 pub(crate) struct Controller {
     pub(crate) stop: Arc<Notify>,
+    /// Becomes `true` when the stop has handed the last captured output to the host's
+    /// `GRPCStdio` stream (bounded by the stdio drain timeout).
+    pub(crate) stdio_drained: watch::Receiver<bool>,
 }
 
 #[tonic::async_trait]
@@ -296,8 +307,13 @@ impl GrpcController for Controller {
         &self,
         _request: tonic::Request<plugin::Empty>,
     ) -> Result<tonic::Response<plugin::Empty>, tonic::Status> {
-        // The server stops gracefully, so this response is still delivered.
+        // The server stops gracefully, so this response is still delivered — after the
+        // plugin's last output, which the host would otherwise lose when it closes the
+        // connection on this answer. The wait ends when the stop has drained stdio (bounded
+        // by the drain timeout) or gave up on it (the sender is dropped).
         self.stop.notify_one();
+        let mut drained = self.stdio_drained.clone();
+        let _ = drained.wait_for(|drained| *drained).await;
         Ok(tonic::Response::new(plugin::Empty {}))
     }
 }

@@ -24,7 +24,7 @@ use tether_transport::internal::lock;
 use tether_proto::plugin::StdioData;
 use tether_proto::plugin::grpc_stdio_server::{GrpcStdio, GrpcStdioServer};
 use tether_proto::plugin::stdio_data::Channel;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -54,6 +54,9 @@ pub(crate) struct StdioHub(Arc<(Mutex<Slot>, Condvar)>);
 #[derive(Default)]
 struct Slot {
     sender: Option<mpsc::Sender<StdioData>>,
+    /// Resolves (with an error) when the open stream has been dropped by the server, that
+    /// is after its last message and end went to the connection.
+    ended: Option<oneshot::Receiver<()>>,
     /// Set once the stream is opened or closed, or the open wait is over.
     settled: bool,
 }
@@ -86,9 +89,17 @@ impl StdioHub {
     }
 
     /// Ends the host's stream (at shutdown, so the server's graceful stop need not wait for
-    /// it); later output goes to the original fds.
-    pub(crate) fn close(&self) {
+    /// it) and waits up to `timeout` for the server to have sent its last messages and its
+    /// end; later output goes to the original fds.
+    pub(crate) async fn close(&self, timeout: Duration) {
+        let ended = {
+            let mut slot = self::lock(&self.0.0);
+            slot.ended.take()
+        };
         self.set(None);
+        if let Some(ended) = ended {
+            let _ = tokio::time::timeout(timeout, ended).await;
+        }
     }
 
     /// The `plugin.GRPCStdio` service.
@@ -196,9 +207,29 @@ impl GrpcStdio for StdioService {
         _request: tonic::Request<()>,
     ) -> Result<tonic::Response<Self::StreamStdioStream>, tonic::Status> {
         let (tx, rx) = mpsc::channel(STDIO_QUEUE_LEN);
+        let (end, ended) = oneshot::channel();
+        lock(&(self.0).0.0).ended = Some(ended);
         self.0.set(Some(tx));
-        Ok(tonic::Response::new(Box::pin(
-            ReceiverStream::new(rx).map(Ok),
-        )))
+        Ok(tonic::Response::new(Box::pin(UntilDropped {
+            stream: Box::pin(ReceiverStream::new(rx).map(Ok)),
+            _end: end,
+        })))
+    }
+}
+
+/// A stream that tells, by dropping `_end`, when the server is done with it.
+struct UntilDropped<S> {
+    stream: std::pin::Pin<Box<S>>,
+    _end: oneshot::Sender<()>,
+}
+
+impl<S: tokio_stream::Stream> tokio_stream::Stream for UntilDropped<S> {
+    type Item = S::Item;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.stream.as_mut().poll_next(cx)
     }
 }

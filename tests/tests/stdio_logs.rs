@@ -304,3 +304,29 @@ fn a_go_plugin_v1_8_host_gets_stdout_over_grpc_stdio_and_shows_warnings_as_warni
     );
     assert!(procs::in_dir(work.path()).is_empty());
 }
+
+#[test]
+fn a_go_plugin_v1_8_host_gets_the_plugins_last_output_before_the_shutdown_answer() {
+    let Some(go) = peers::go_or_skip(
+        GoPlugin::V18,
+        "a_go_plugin_v1_8_host_gets_the_plugins_last_output_before_the_shutdown_answer",
+    ) else {
+        return;
+    };
+    // go-plugin closes its connection as soon as `GRPCController.Shutdown` answers; output
+    // the plugin flushes while stopping must be on the stream before that answer.
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(&go.counter_host)
+        .args(["put", "partial", "1"])
+        .env("COUNTER_PLUGIN", STDIO_PLUGIN)
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l == "plugin stdout: the last words"),
+        "the unterminated last line arrives through GRPCStdio: {stderr}"
+    );
+    assert!(procs::in_dir(work.path()).is_empty());
+}

@@ -13,16 +13,16 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"io/ioutil"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
@@ -54,16 +54,41 @@ func main() {
 	os.Exit(1)
 }
 
-// prefixLines writes each line it receives to stderr with a prefix.
-func prefixLines(prefix string) io.Writer {
-	r, w := io.Pipe()
-	go func() {
-		scanner := bufio.NewScanner(r)
-		for scanner.Scan() {
-			fmt.Fprintf(os.Stderr, "%s%s\n", prefix, scanner.Text())
+// prefixLines writes each complete line it receives to stderr with a prefix, within the
+// Write call: a line handed over before the host exits is printed (a goroutine draining an
+// io.Pipe could still hold it when main returns).
+func prefixLines(prefix string) *lineWriter {
+	return &lineWriter{prefix: prefix}
+}
+
+type lineWriter struct {
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
 		}
-	}()
-	return w
+		fmt.Fprintf(os.Stderr, "%s%s\n", w.prefix, w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+}
+
+// Flush prints what is left of an unterminated last line (once the plugin has stopped).
+func (w *lineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		fmt.Fprintf(os.Stderr, "%s%s\n", w.prefix, w.buf)
+		w.buf = nil
+	}
 }
 
 func run(args []string) error {
@@ -119,13 +144,15 @@ func run(args []string) error {
 	if s := os.Getenv("COUNTERHOST_LOG_LEVEL"); s != "" {
 		level = hclog.LevelFromString(s)
 	}
+	stdout := prefixLines("plugin stdout: ")
+	defer stdout.Flush()
 	config := &plugin.ClientConfig{
 		HandshakeConfig:  counter.Handshake,
 		Plugins:          counter.PluginMap(nil),
 		Cmd:              exec.Command(fields[0], fields[1:]...),
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         !*plaintext,
-		SyncStdout:       prefixLines("plugin stdout: "),
+		SyncStdout:       stdout,
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name:   "counterhost",
 			Output: os.Stderr,

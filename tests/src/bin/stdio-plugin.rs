@@ -7,6 +7,8 @@
 //!   warning from tracing")`;
 //! - `Put` of key `burst` instead prints `BURST_BYTES` of stdout lines (more than the SDK's
 //!   GRPCStdio queue holds) and then `the last line`, and answers at once;
+//! - `Put` of key `partial` prints `the last words` without a newline (it stays in Rust's
+//!   stdout buffer until the SDK flushes it at shutdown) and answers at once;
 //! - `Get` of key `flood` writes 100 MB (`FLOOD_BYTES`) to stderr without a newline, then
 //!   answers 0; other keys answer their length.
 //!
@@ -59,7 +61,12 @@ impl Counter for Chatty {
     }
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
-        if request.into_inner().key == "burst" {
+        let key = request.into_inner().key;
+        if key == "partial" {
+            print!("the last words");
+            return Ok(Response::new(Empty {}));
+        }
+        if key == "burst" {
             tokio::task::spawn_blocking(|| {
                 let line = format!("{}\n", "y".repeat(99));
                 let mut stdout = std::io::stdout().lock();
