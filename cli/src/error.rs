@@ -58,9 +58,16 @@ pub(crate) enum CliError {
         manifest: Option<PathBuf>,
         searched: crate::binary::Searched,
     },
-    /// The plugin did not start.
-    #[error("the plugin did not start")]
-    Start(#[source] Box<tether_host::StartError>),
+    /// The plugin did not start (launched from `manifest`, for a catalog plugin).
+    #[error(
+        "the plugin did not start{}",
+        manifest.as_ref().map(|m| format!(" (its manifest: {})", m.display())).unwrap_or_default()
+    )]
+    Start {
+        manifest: Option<PathBuf>,
+        #[source]
+        source: Box<tether_host::StartError>,
+    },
     /// The plugin did not end cleanly.
     #[error("the plugin did not shut down cleanly")]
     Shutdown(#[source] tether_host::ShutdownError),
@@ -207,7 +214,7 @@ impl CliError {
             | Self::Run(RunError::StepFailed { .. })
             | Self::NotConforming { .. } => EXIT_CALL,
             Self::Output(_) => EXIT_BROKEN_PIPE,
-            Self::Start(_)
+            Self::Start { .. }
             | Self::MissingBinary { .. }
             | Self::Crashed { .. }
             | Self::Shutdown(_)

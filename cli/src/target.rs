@@ -61,7 +61,10 @@ pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError
     common(builder, target)?
         .start()
         .await
-        .map_err(|e| CliError::Start(Box::new(e)))
+        .map_err(|e| CliError::Start {
+            manifest: None,
+            source: Box::new(e),
+        })
 }
 
 /// Launches `plugin` of the catalog in `dir` as its manifest says: command, handshake,
@@ -83,7 +86,10 @@ async fn launch_from_catalog(
     common(builder, target)?
         .start()
         .await
-        .map_err(|e| CliError::Start(Box::new(e)))
+        .map_err(|e| CliError::Start {
+            manifest: Some(m.file.clone()),
+            source: Box::new(e),
+        })
 }
 
 /// What `--catalog` and `--cmd` launches share: multiplexing, plaintext, and the working
