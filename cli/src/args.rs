@@ -44,7 +44,9 @@ pub(crate) enum Command {
     /// List the catalog's plugins.
     List(CatalogArgs),
     /// Check the catalog: manifests, grants, secrets, binaries, checksums. Every problem is
-    /// listed; the exit status is non-zero if there is one.
+    /// listed (every unknown key of a manifest or grants file too, with file:line:column); the
+    /// exit status is non-zero if there is one. Warnings (grants for a plugin that has no
+    /// manifest) do not change it.
     Check(CatalogArgs),
     /// Launch a plugin, call one method with a JSON request and print the JSON response.
     Call(CallArgs),

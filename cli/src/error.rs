@@ -29,7 +29,8 @@ Exit status:
        looked for, is not an executor (run), or ended badly
   4    bad input: unknown service or method, JSON that does not fit the message,
        unreadable .proto, unknown plugin, bad workflow, no catalog found, a catalog
-       with problems
+       with problems (a broken manifest, a bad grants file; check's warnings do not
+       count)
   141  stdout was closed before everything was written (e.g. | head -1); nothing is printed";
 
 /// Everything that can go wrong, one variant per cause the user can act on.
@@ -138,9 +139,18 @@ pub(crate) enum CliError {
         #[source]
         source: std::io::Error,
     },
-    /// The grants file is bad.
-    #[error("the grants file cannot be used")]
-    Grants(#[source] tether_host::catalog::ManifestError),
+    /// The grants file is bad: every problem found, one per line.
+    #[error("the grants file cannot be used:{}", indented(.0.as_slice()))]
+    Grants(tether_host::catalog::ManifestErrors),
+    /// The plugin's manifest did not load: its problems, one per line.
+    #[error(
+        "plugin `{plugin}` cannot be used: its manifest has problems:{}",
+        indented(errors)
+    )]
+    BrokenManifest {
+        plugin: String,
+        errors: Vec<tether_host::catalog::ManifestError>,
+    },
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]
     CatalogProblems { count: usize },
@@ -192,6 +202,11 @@ pub(crate) enum CliError {
     },
 }
 
+/// Each item on a line of its own, indented.
+fn indented(items: &[impl std::fmt::Display]) -> String {
+    items.iter().map(|item| format!("\n  {item}")).collect()
+}
+
 /// `; its stderr ended with:` and the tail's lines, indented; nothing for an empty tail.
 fn tail_lines(tail: &str) -> String {
     let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -225,6 +240,7 @@ impl CliError {
             | Self::CurrentDir(_)
             | Self::Catalog { .. }
             | Self::Grants(_)
+            | Self::BrokenManifest { .. }
             | Self::CatalogProblems { .. }
             | Self::UnknownPlugin { .. }
             | Self::Workflow(_) => EXIT_INPUT,

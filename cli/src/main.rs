@@ -30,7 +30,7 @@
 //! | 1 | the plugin answered the call with a gRPC error; a workflow step failed (`run`); a required conformance check failed (`conformance`) |
 //! | 2 | usage error (bad flags or arguments) |
 //! | 3 | the plugin (or a step's plugin) could not be started, is not where it was looked for, is not an executor (`run`), or ended badly |
-//! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, no catalog found, a catalog with problems (`list`, `check`) |
+//! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, no catalog found, a catalog with problems (`list`, `check`: a broken manifest, a bad grants file; `check`'s warnings do not count) |
 //! | 141 | stdout was closed before everything was written (`tether inspect … \| head -1`); nothing is printed, the plugin is still shut down |
 //!
 //! # Output

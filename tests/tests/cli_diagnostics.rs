@@ -14,6 +14,7 @@ use tether_tests::peers::{self, GoPlugin};
 
 /// Exit statuses documented in `cli/src/main.rs`.
 const EXIT_START: i32 = 3;
+const EXIT_INPUT: i32 = 4;
 
 const EXIT_BEFORE_HANDSHAKE: &str = env!("CARGO_BIN_EXE_exit-before-handshake");
 const BAD_HANDSHAKE: &str = env!("CARGO_BIN_EXE_bad-handshake");
@@ -155,4 +156,157 @@ fn a_plugin_that_panics_exits_1_or_prints_garbage_before_its_handshake_gets_no_c
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert_eq!(out.status.code(), Some(EXIT_START), "{text}");
     assert!(!text.to_lowercase().contains("cookie"), "{text}");
+}
+
+// Item 9: manifests and grants.
+
+/// A catalog `work/catalog` with a good plugin `ok` (tether's KV plugin) and `kv.toml`, whose
+/// three unknown keys are on lines 3, 7 and 9; a workflow `wf.toml` whose one step uses
+/// `step_plugin`.
+fn catalog_with_a_broken_manifest(work: &Path, step_plugin: &str) -> PathBuf {
+    let dir = work.join("catalog");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::os::unix::fs::symlink(bins::KV_PLUGIN.path(), dir.join("bin/ok")).unwrap();
+    std::fs::write(
+        dir.join("ok.toml"),
+        "name = \"ok\"\ncommand = \"bin/ok\"\n[handshake]\ncookie_key = \"BASIC_PLUGIN\"\ncookie_value = \"hello\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("kv.toml"),
+        "name = \"kv\"\ncommand = \"bin/kv\"\ncolour = \"red\"\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\nflavour = 1\n[limits]\nmemroy_mib = 3\n",
+    )
+    .unwrap();
+    std::fs::write(
+        work.join("wf.toml"),
+        format!("name = \"w\"\n[[steps]]\nname = \"s\"\nplugin = \"{step_plugin}\"\n"),
+    )
+    .unwrap();
+    dir
+}
+
+const UNKNOWN_KEYS: [&str; 3] = [
+    "kv.toml:3:1: key `colour`: unknown key",
+    "kv.toml:7:1: key `handshake.flavour`: unknown key",
+    "kv.toml:9:1: key `limits.memroy_mib`: unknown key",
+];
+
+#[test]
+fn check_and_list_report_every_unknown_key_of_a_manifest_once_with_its_line() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = catalog_with_a_broken_manifest(work.path(), "ok");
+    let catalog = catalog.to_str().unwrap();
+    let runs: [&[&str]; 3] = [
+        &["check", "--catalog", catalog],
+        &["list", "--catalog", catalog],
+        &["run", "--catalog", catalog, "wf.toml"],
+    ];
+    for args in runs {
+        let out = tether(work.path(), args);
+        let text = format!("{}{}", stdout(&out), stderr(&out));
+        if args[0] != "run" {
+            assert_eq!(out.status.code(), Some(EXIT_INPUT), "{args:?}: {text}");
+        }
+        for key in UNKNOWN_KEYS {
+            assert_eq!(
+                text.matches(key).count(),
+                1,
+                "{args:?}: {key:?} not printed exactly once: {text}"
+            );
+        }
+        assert!(text.contains("fix the manifest"), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn every_unknown_key_of_the_grants_file_is_reported_at_its_line_asking_to_fix_the_grants_file() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = catalog_with_a_broken_manifest(work.path(), "ok");
+    let grants = work.path().join("grants.toml");
+    std::fs::write(
+        &grants,
+        "[plugins.ok]\nsecret = [\"x\"]\nnetwork = \"host\"\nnetwrok = \"host\"\n",
+    )
+    .unwrap();
+    let out = tether(
+        work.path(),
+        &["check", "--catalog", catalog.to_str().unwrap()],
+    );
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(EXIT_INPUT), "{text}");
+    let grants = grants.display();
+    for (line, key) in [(2, "plugins.ok.secret"), (4, "plugins.ok.netwrok")] {
+        let says = format!("{grants}:{line}:1: key `{key}`: unknown key");
+        assert!(text.contains(&says), "no {says:?} in: {text}");
+    }
+    assert_eq!(text.matches("; fix the grants file").count(), 2, "{text}");
+}
+
+#[test]
+fn a_grant_for_a_plugin_that_is_not_in_the_catalog_is_a_check_warning_not_a_problem() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = catalog_with_a_broken_manifest(work.path(), "ok");
+    std::fs::remove_file(catalog.join("kv.toml")).unwrap();
+    let grants = work.path().join("grants.toml");
+    std::fs::write(
+        &grants,
+        "[plugins.ok]\nenv_allow = []\n\n[plugins.ghost]\nsecrets = [\"db\"]\n",
+    )
+    .unwrap();
+    let out = tether(
+        work.path(),
+        &["check", "--catalog", catalog.to_str().unwrap()],
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    let says = format!(
+        "warning: {}:4:10: grants for plugin `ghost`",
+        grants.display()
+    );
+    assert!(text.contains(&says), "no {says:?} in: {text}");
+    assert!(text.contains("not in the catalog"), "{text}");
+    assert!(!text.contains("`ok`, which is not"), "{text}");
+    assert!(text.contains("no problems, 1 warning"), "{text}");
+}
+
+#[test]
+fn a_grant_for_a_plugin_whose_manifest_is_broken_is_no_warning() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = catalog_with_a_broken_manifest(work.path(), "ok");
+    std::fs::write(
+        work.path().join("grants.toml"),
+        "[plugins.kv]\nsecrets = [\"db\"]\n",
+    )
+    .unwrap();
+    let out = tether(
+        work.path(),
+        &["check", "--catalog", catalog.to_str().unwrap()],
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(EXIT_INPUT), "{text}");
+    assert!(!text.contains("warning:"), "{text}");
+}
+
+#[test]
+fn call_and_run_of_a_plugin_whose_manifest_is_broken_show_that_manifests_errors() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = catalog_with_a_broken_manifest(work.path(), "kv");
+    let catalog = catalog.to_str().unwrap();
+    let runs: [&[&str]; 2] = [
+        &["call", "--catalog", catalog, "kv", "proto.KV/Get", "{}"],
+        &["run", "--catalog", catalog, "wf.toml"],
+    ];
+    for args in runs {
+        let out = tether(work.path(), args);
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(EXIT_INPUT), "{args:?}: {text}");
+        assert!(
+            text.contains("plugin `kv` cannot be used: its manifest"),
+            "{args:?}: {text}"
+        );
+        for key in UNKNOWN_KEYS {
+            assert!(text.contains(key), "{args:?}: no {key:?} in: {text}");
+        }
+        assert!(!text.contains("not in the catalog"), "{args:?}: {text}");
+    }
 }
