@@ -6,6 +6,8 @@ use tether_agent::host::RunError;
 
 /// Exit status: the plugin answered with a gRPC error.
 pub(crate) const EXIT_CALL: u8 = 1;
+/// Exit status: usage error (bad flags or arguments; clap's own too).
+pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit status: the plugin could not be started or ended badly.
 pub(crate) const EXIT_START: u8 = 3;
 /// Exit status: bad input (method, JSON, .proto files).
@@ -36,6 +38,9 @@ Exit status:
 /// Everything that can go wrong, one variant per cause the user can act on.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CliError {
+    /// Flags that clap accepts but that do not fit together (`--catalog DIR X --plugin Y`).
+    #[error("{0}")]
+    Usage(String),
     /// `--cmd` is empty or not shell-splittable.
     #[error("--cmd {cmd:?} is not a command line: {reason}")]
     BadCommand { cmd: String, reason: String },
@@ -154,7 +159,7 @@ pub(crate) enum CliError {
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]
     CatalogProblems { count: usize },
-    /// `--catalog DIR PLUGIN` names no plugin of the catalog (whose broken manifests, which
+    /// `--catalog DIR --plugin NAME` names no plugin of the catalog (whose broken manifests, which
     /// may be that plugin's, are listed).
     #[error("plugin `{plugin}` is not in the catalog {}; it has: {known}{}", catalog.display(), broken.iter().map(|e| format!("\n  not loaded: {e}")).collect::<String>())]
     UnknownPlugin {
@@ -229,6 +234,7 @@ impl CliError {
             | Self::Run(RunError::StepFailed { .. })
             | Self::NotConforming { .. } => EXIT_CALL,
             Self::Output(_) => EXIT_BROKEN_PIPE,
+            Self::Usage(_) => EXIT_USAGE,
             Self::Start { .. }
             | Self::MissingBinary { .. }
             | Self::Crashed { .. }

@@ -10,7 +10,7 @@
 //! tether run --repeat 100          # ≥ 1,000 steps, with steps/s
 //! tether conformance --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
 //! tether list; tether check        # --catalog DIR, else $TETHER_CATALOG, else ./catalog
-//! tether call --catalog examples/agent/catalog word-count \
+//! tether call --catalog examples/agent/catalog --plugin word-count \
 //!     tether.agent.v1.Executor/Execute '{"step":"x","paramsJson":"{\"text\":\"a b\"}"}'
 //! ```
 //!
@@ -57,12 +57,10 @@ mod target;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
-
-use crate::args::{Cli, Command};
+use crate::args::Command;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = args::parse();
     if let Command::DemoPlugin { name } = &cli.command {
         return demo_plugin(name);
     }

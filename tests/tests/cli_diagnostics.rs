@@ -310,3 +310,54 @@ fn call_and_run_of_a_plugin_whose_manifest_is_broken_show_that_manifests_errors(
         assert!(!text.contains("not in the catalog"), "{args:?}: {text}");
     }
 }
+
+// Item 11: `--catalog DIR --plugin NAME`.
+
+#[test]
+fn catalog_and_plugin_are_two_flags_and_the_old_two_value_form_still_works() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = catalog_with_a_broken_manifest(work.path(), "ok");
+    std::fs::remove_file(catalog.join("kv.toml")).unwrap();
+    let catalog = catalog.to_str().unwrap();
+    let put = ["proto.KV/Put", r#"{"key":"x","value":"eQ=="}"#];
+    let runs: [Vec<&str>; 4] = [
+        [&["call", "--catalog", catalog, "--plugin", "ok"][..], &put].concat(),
+        [&["call", "--plugin", "ok", "--catalog", catalog][..], &put].concat(),
+        [&["call", "--catalog", catalog, "ok"][..], &put].concat(),
+        vec!["inspect", "--catalog", catalog, "--plugin", "ok"],
+    ];
+    for args in runs {
+        let out = tether(work.path(), &args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        if args[0] == "call" {
+            assert_eq!(stdout(&out).trim(), "{}", "{args:?}");
+        } else {
+            assert!(
+                stdout(&out).contains("health: Serving"),
+                "{args:?}: {}",
+                stdout(&out)
+            );
+        }
+    }
+    let help = stdout(&tether(work.path(), &["call", "--help"]));
+    assert!(help.contains("--plugin <NAME>"), "{help}");
+}
+
+#[test]
+fn a_catalog_without_a_plugin_or_with_two_is_a_usage_error() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = catalog_with_a_broken_manifest(work.path(), "ok");
+    let catalog = catalog.to_str().unwrap();
+    let out = tether(work.path(), &["inspect", "--catalog", catalog]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("--catalog DIR --plugin NAME"), "{text}");
+    // With --plugin, --catalog takes one value: a second one is an argument too many.
+    let out = tether(
+        work.path(),
+        &["inspect", "--catalog", catalog, "ok", "--plugin", "ok"],
+    );
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("unexpected argument 'ok'"), "{text}");
+}
