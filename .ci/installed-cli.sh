@@ -36,7 +36,7 @@ run tether list | grep '^catalog .*/catalog (from ./catalog' >/dev/null
 run tether check --catalog "$repo/examples/agent/catalog"
 run tether run | grep '^steps run: 10 ' >/dev/null
 TETHER_CATALOG="$repo/examples/agent/catalog" run tether run --repeat 10 | grep '^steps run: 100 ' >/dev/null
-run tether call --catalog catalog word-count tether.agent.v1.Executor/Execute \
+run tether call --catalog catalog --plugin word-count tether.agent.v1.Executor/Execute \
 	'{"step":"s","paramsJson":"{\"text\":\"one two\"}"}' | grep '"words\\":2' >/dev/null
 # Any go-plugin plugin by command line: the README's KV examples.
 kv="$repo/target/debug/kv-plugin"

@@ -2,7 +2,29 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
+
+/// The subcommands whose `--catalog` takes the plugin as a second value in its older form.
+const CATALOG_PLUGIN_COMMANDS: [&str; 3] = ["call", "inspect", "conformance"];
+
+/// Parses the command line (exiting with clap's message and status 2 when it does not
+/// parse). `--catalog DIR NAME`, the older form, is read only without `--plugin`: with it,
+/// `--catalog` takes one value, so whatever follows it is the command's next argument
+/// (`--plugin kv --catalog DIR proto.KV/Get`).
+pub(crate) fn parse() -> Cli {
+    let with_plugin = std::env::args_os()
+        .any(|a| a == "--plugin" || a.to_str().is_some_and(|a| a.starts_with("--plugin=")));
+    let mut command = Cli::command();
+    if with_plugin {
+        for name in CATALOG_PLUGIN_COMMANDS {
+            command = command.mut_subcommand(name, |c| {
+                c.mut_arg("catalog", |a| a.num_args(1).value_name("DIR"))
+            });
+        }
+    }
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
 
 /// Launch go-plugin-compatible plugins and call them.
 #[derive(Debug, Parser)]
@@ -44,7 +66,9 @@ pub(crate) enum Command {
     /// List the catalog's plugins.
     List(CatalogArgs),
     /// Check the catalog: manifests, grants, secrets, binaries, checksums. Every problem is
-    /// listed; the exit status is non-zero if there is one.
+    /// listed (every unknown key of a manifest or grants file too, with file:line:column); the
+    /// exit status is non-zero if there is one. Warnings (grants for a plugin that has no
+    /// manifest) do not change it.
     Check(CatalogArgs),
     /// Launch a plugin, call one method with a JSON request and print the JSON response.
     Call(CallArgs),
@@ -127,10 +151,14 @@ pub(crate) struct TargetArgs {
     /// The handshake's magic cookie, KEY=VALUE (e.g. BASIC_PLUGIN=hello).
     #[arg(long, value_name = "KEY=VALUE", requires = "cmd")]
     pub(crate) cookie: Option<String>,
-    /// Launch plugin PLUGIN of the catalog DIR as its manifest says (granted secrets
-    /// included), instead of --cmd/--cookie.
-    #[arg(long, num_args = 2, value_names = ["DIR", "PLUGIN"], conflicts_with_all = ["cmd", "cookie"])]
+    /// Launch a plugin of the catalog DIR (the one --plugin names) as its manifest says
+    /// (granted secrets included), instead of --cmd/--cookie. The older `--catalog DIR
+    /// PLUGIN` is accepted too, without --plugin.
+    #[arg(long, num_args = 1..=2, value_names = ["DIR", "PLUGIN"], conflicts_with_all = ["cmd", "cookie"])]
     pub(crate) catalog: Option<Vec<String>>,
+    /// The plugin of --catalog DIR to launch, by its manifest's name.
+    #[arg(long, value_name = "NAME", requires = "catalog")]
+    pub(crate) plugin: Option<String>,
     #[command(flatten)]
     pub(crate) install: InstallArgs,
     /// The plugin's working directory, granted to it read-write [default: none granted: the
@@ -225,9 +253,14 @@ pub(crate) struct ConformanceArgs {
     /// The handshake's magic cookie, KEY=VALUE (e.g. BASIC_PLUGIN=hello).
     #[arg(long, value_name = "KEY=VALUE", requires = "cmd")]
     pub(crate) cookie: Option<String>,
-    /// Check plugin PLUGIN of the catalog DIR as its manifest says, instead of --cmd/--cookie.
-    #[arg(long, num_args = 2, value_names = ["DIR", "PLUGIN"], conflicts_with_all = ["cmd", "cookie"])]
+    /// Check a plugin of the catalog DIR (the one --plugin names) as its manifest says,
+    /// instead of --cmd/--cookie. The older `--catalog DIR PLUGIN` is accepted too, without
+    /// --plugin.
+    #[arg(long, num_args = 1..=2, value_names = ["DIR", "PLUGIN"], conflicts_with_all = ["cmd", "cookie"])]
     pub(crate) catalog: Option<Vec<String>>,
+    /// The plugin of --catalog DIR to check, by its manifest's name.
+    #[arg(long, value_name = "NAME", requires = "catalog")]
+    pub(crate) plugin: Option<String>,
     #[command(flatten)]
     pub(crate) install: InstallArgs,
     /// App protocol versions the plugin supports (repeatable; with --catalog the manifest's).

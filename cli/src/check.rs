@@ -49,14 +49,23 @@ pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
     for problem in &problems {
         outln!("problem: {problem}")?;
     }
+    let warnings = grants_for_strangers(&install);
+    for warning in &warnings {
+        outln!("warning: {warning}")?;
+    }
     if !tether_host::confine::pathname_sockets_blocked() {
         outln!(
             "note:    pathname unix sockets outside a plugin's directories (e.g. /run/docker.sock) stay reachable under network = \"none\": only their file permissions protect them"
         )?;
     }
     if problems.is_empty() {
+        let warned = match warnings.len() {
+            0 => String::new(),
+            1 => ", 1 warning".to_owned(),
+            n => format!(", {n} warnings"),
+        };
         outln!(
-            "catalog {}: {} plugins, no problems",
+            "catalog {}: {} plugins, no problems{warned}",
             install.dir.display(),
             install.catalog.len()
         )?;
@@ -66,6 +75,29 @@ pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
             count: problems.len(),
         })
     }
+}
+
+/// A warning for each plugin the grants file grants something although the catalog has no
+/// manifest for it (a misspelt name grants nothing, and a removed plugin's grants linger). A
+/// plugin whose manifest is broken is in the catalog: its problems are listed already.
+fn grants_for_strangers(install: &Installation) -> Vec<String> {
+    let mut known = install.names();
+    known.extend(install.broken_names());
+    install
+        .grants
+        .plugins()
+        .filter(|(name, _)| !known.iter().any(|k| k == name))
+        .map(|(name, place)| {
+            let at = match (install.grants.file(), place) {
+                (Some(file), Some((line, column))) => format!("{}:{line}:{column}: ", file.display()),
+                _ => String::new(),
+            };
+            format!(
+                "{at}grants for plugin `{name}`, which is not in the catalog {}; remove them from the grants file or add the plugin's manifest (a misspelt name grants nothing)",
+                install.dir.display()
+            )
+        })
+        .collect()
 }
 
 /// What `m`'s runtime resolves to here (the interpreter is asked, confined, as at launch).

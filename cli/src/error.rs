@@ -6,6 +6,8 @@ use tether_agent::host::RunError;
 
 /// Exit status: the plugin answered with a gRPC error.
 pub(crate) const EXIT_CALL: u8 = 1;
+/// Exit status: usage error (bad flags or arguments; clap's own too).
+pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit status: the plugin could not be started or ended badly.
 pub(crate) const EXIT_START: u8 = 3;
 /// Exit status: bad input (method, JSON, .proto files).
@@ -29,12 +31,16 @@ Exit status:
        looked for, is not an executor (run), or ended badly
   4    bad input: unknown service or method, JSON that does not fit the message,
        unreadable .proto, unknown plugin, bad workflow, no catalog found, a catalog
-       with problems
+       with problems (a broken manifest, a bad grants file; check's warnings do not
+       count)
   141  stdout was closed before everything was written (e.g. | head -1); nothing is printed";
 
 /// Everything that can go wrong, one variant per cause the user can act on.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CliError {
+    /// Flags that clap accepts but that do not fit together (`--catalog DIR X --plugin Y`).
+    #[error("{0}")]
+    Usage(String),
     /// `--cmd` is empty or not shell-splittable.
     #[error("--cmd {cmd:?} is not a command line: {reason}")]
     BadCommand { cmd: String, reason: String },
@@ -58,9 +64,16 @@ pub(crate) enum CliError {
         manifest: Option<PathBuf>,
         searched: crate::binary::Searched,
     },
-    /// The plugin did not start.
-    #[error("the plugin did not start")]
-    Start(#[source] Box<tether_host::StartError>),
+    /// The plugin did not start (launched from `manifest`, for a catalog plugin).
+    #[error(
+        "the plugin did not start{}",
+        manifest.as_ref().map(|m| format!(" (its manifest: {})", m.display())).unwrap_or_default()
+    )]
+    Start {
+        manifest: Option<PathBuf>,
+        #[source]
+        source: Box<tether_host::StartError>,
+    },
     /// The plugin did not end cleanly.
     #[error("the plugin did not shut down cleanly")]
     Shutdown(#[source] tether_host::ShutdownError),
@@ -131,13 +144,22 @@ pub(crate) enum CliError {
         #[source]
         source: std::io::Error,
     },
-    /// The grants file is bad.
-    #[error("the grants file cannot be used")]
-    Grants(#[source] tether_host::catalog::ManifestError),
+    /// The grants file is bad: every problem found, one per line.
+    #[error("the grants file cannot be used:{}", indented(.0.as_slice()))]
+    Grants(tether_host::catalog::ManifestErrors),
+    /// The plugin's manifest did not load: its problems, one per line.
+    #[error(
+        "plugin `{plugin}` cannot be used: its manifest has problems:{}",
+        indented(errors)
+    )]
+    BrokenManifest {
+        plugin: String,
+        errors: Vec<tether_host::catalog::ManifestError>,
+    },
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]
     CatalogProblems { count: usize },
-    /// `--catalog DIR PLUGIN` names no plugin of the catalog (whose broken manifests, which
+    /// `--catalog DIR --plugin NAME` names no plugin of the catalog (whose broken manifests, which
     /// may be that plugin's, are listed).
     #[error("plugin `{plugin}` is not in the catalog {}; it has: {known}{}", catalog.display(), broken.iter().map(|e| format!("\n  not loaded: {e}")).collect::<String>())]
     UnknownPlugin {
@@ -185,6 +207,11 @@ pub(crate) enum CliError {
     },
 }
 
+/// Each item on a line of its own, indented.
+fn indented(items: &[impl std::fmt::Display]) -> String {
+    items.iter().map(|item| format!("\n  {item}")).collect()
+}
+
 /// `; its stderr ended with:` and the tail's lines, indented; nothing for an empty tail.
 fn tail_lines(tail: &str) -> String {
     let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -207,7 +234,8 @@ impl CliError {
             | Self::Run(RunError::StepFailed { .. })
             | Self::NotConforming { .. } => EXIT_CALL,
             Self::Output(_) => EXIT_BROKEN_PIPE,
-            Self::Start(_)
+            Self::Usage(_) => EXIT_USAGE,
+            Self::Start { .. }
             | Self::MissingBinary { .. }
             | Self::Crashed { .. }
             | Self::Shutdown(_)
@@ -218,6 +246,7 @@ impl CliError {
             | Self::CurrentDir(_)
             | Self::Catalog { .. }
             | Self::Grants(_)
+            | Self::BrokenManifest { .. }
             | Self::CatalogProblems { .. }
             | Self::UnknownPlugin { .. }
             | Self::Workflow(_) => EXIT_INPUT,

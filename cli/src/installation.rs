@@ -130,8 +130,21 @@ impl Installation {
         })
     }
 
-    /// The manifest of `plugin`, or an error listing the catalog's plugins.
+    /// The manifest of `plugin`; else its manifest's problems when it has a broken one; else
+    /// an error listing the catalog's plugins.
     pub(crate) fn manifest(&self, plugin: &str) -> Result<&Manifest, CliError> {
+        let broken: Vec<_> = self
+            .bad_manifests
+            .iter()
+            .filter(|e| declared(e) == Some(plugin))
+            .cloned()
+            .collect();
+        if self.catalog.get(plugin).is_none() && !broken.is_empty() {
+            return Err(CliError::BrokenManifest {
+                plugin: plugin.to_owned(),
+                errors: broken,
+            });
+        }
         self.catalog
             .get(plugin)
             .ok_or_else(|| CliError::UnknownPlugin {
@@ -177,6 +190,27 @@ impl Installation {
     pub(crate) fn names(&self) -> Vec<String> {
         self.catalog.manifests().map(|m| m.name.clone()).collect()
     }
+
+    /// The names of the plugins whose manifests did not load, as far as they can be told.
+    pub(crate) fn broken_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .bad_manifests
+            .iter()
+            .filter_map(|e| declared(e).map(ToOwned::to_owned))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+/// The plugin a bad manifest is for: the `name` it declares, else (when the file cannot be
+/// read that far) its file name without `.toml`.
+fn declared(error: &ManifestError) -> Option<&str> {
+    error
+        .plugin
+        .as_deref()
+        .or_else(|| error.file.file_stem().and_then(|s| s.to_str()))
 }
 
 /// `dir/../name`.

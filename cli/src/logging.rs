@@ -9,7 +9,8 @@
 //!
 //! The libraries under the transport ([`QUIET_DEPENDENCIES`]: TLS, HTTP/2, gRPC frames) log
 //! only warnings at any count: their frames would drown the plugin's lines. `RUST_LOG`
-//! replaces all of this (`RUST_LOG=trace` shows everything).
+//! replaces all of this (`RUST_LOG=trace` shows everything). The host library's warning about
+//! each bad manifest is off: the commands print those themselves, once.
 //!
 //! Colour only when stderr is a terminal and `NO_COLOR` is unset or empty
 //! (<https://no-color.org>).
@@ -54,8 +55,10 @@ pub(crate) fn init(format: LogFormat, verbose: u8) {
 
 /// The filter for `verbose` (the `-v` count), as `RUST_LOG` would spell it.
 pub(crate) fn directives(verbose: u8) -> String {
+    // Every command that loads a catalog prints its bad manifests itself, once.
+    let bad_manifests = format!("{}=off", tether_host::catalog::BAD_MANIFEST_LOG_TARGET);
     let (level, plugin) = match verbose {
-        0 => return "warn".to_owned(),
+        0 => return format!("warn,{bad_manifests}"),
         1 => ("info", "debug"),
         2 => ("debug", "debug"),
         _ => ("trace", "trace"),
@@ -67,6 +70,7 @@ pub(crate) fn directives(verbose: u8) -> String {
     for target in QUIET_DEPENDENCIES {
         directives.push_str(&format!(",{target}=warn"));
     }
+    directives.push_str(&format!(",{bad_manifests}"));
     directives
 }
 
@@ -76,7 +80,7 @@ mod tests {
 
     #[test]
     fn one_v_shows_plugin_debug_lines_and_no_count_shows_dependency_frames() {
-        assert_eq!(directives(0), "warn");
+        assert_eq!(directives(0), "warn,tether_host::catalog::bad_manifest=off");
         let one = directives(1);
         assert!(one.starts_with("info,tether_host::plugin=debug,"), "{one}");
         for v in 1..=5 {

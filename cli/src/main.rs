@@ -10,7 +10,7 @@
 //! tether run --repeat 100          # ≥ 1,000 steps, with steps/s
 //! tether conformance --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
 //! tether list; tether check        # --catalog DIR, else $TETHER_CATALOG, else ./catalog
-//! tether call --catalog examples/agent/catalog word-count \
+//! tether call --catalog examples/agent/catalog --plugin word-count \
 //!     tether.agent.v1.Executor/Execute '{"step":"x","paramsJson":"{\"text\":\"a b\"}"}'
 //! ```
 //!
@@ -30,7 +30,7 @@
 //! | 1 | the plugin answered the call with a gRPC error; a workflow step failed (`run`); a required conformance check failed (`conformance`) |
 //! | 2 | usage error (bad flags or arguments) |
 //! | 3 | the plugin (or a step's plugin) could not be started, is not where it was looked for, is not an executor (`run`), or ended badly |
-//! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, no catalog found, a catalog with problems (`list`, `check`) |
+//! | 4 | bad input: unknown service or method, JSON that does not fit the message, unreadable `.proto`, unknown plugin, bad workflow, no catalog found, a catalog with problems (`list`, `check`: a broken manifest, a bad grants file; `check`'s warnings do not count) |
 //! | 141 | stdout was closed before everything was written (`tether inspect … \| head -1`); nothing is printed, the plugin is still shut down |
 //!
 //! # Output
@@ -57,12 +57,10 @@ mod target;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
-
-use crate::args::{Cli, Command};
+use crate::args::Command;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = args::parse();
     if let Command::DemoPlugin { name } = &cli.command {
         return demo_plugin(name);
     }

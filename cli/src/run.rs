@@ -28,9 +28,15 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
         .workflow
         .clone()
         .unwrap_or_else(|| install.beside("workflow.toml"));
-    let workflow = Workflow::load(&file, &install.names()).map_err(CliError::Workflow)?;
-    // A step whose program is nowhere fails now, before any plugin starts.
+    // A plugin whose manifest is broken is named by the workflow all the same: its step then
+    // fails with the manifest's problems, not as an unknown plugin.
+    let mut known = install.names();
+    known.extend(install.broken_names());
+    let workflow = Workflow::load(&file, &known).map_err(CliError::Workflow)?;
+    // A step whose manifest is broken or whose program is nowhere fails now, before any
+    // plugin starts.
     for step in &workflow.steps {
+        install.manifest(&step.plugin)?;
         install.check_binary(&step.plugin)?;
     }
 

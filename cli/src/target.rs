@@ -31,16 +31,40 @@ pub(crate) fn parse_command(cmd: &str) -> Result<(String, Vec<String>), CliError
     Ok((program, words))
 }
 
+/// The catalog directory and plugin of `--catalog DIR --plugin NAME`, or of the older
+/// `--catalog DIR NAME` (accepted without `--plugin`); `None` without `--catalog`.
+pub(crate) fn catalog_plugin<'a>(
+    catalog: Option<&'a [String]>,
+    plugin: Option<&'a str>,
+) -> Result<Option<(&'a Path, &'a str)>, CliError> {
+    const HOW: &str = "write --catalog DIR --plugin NAME";
+    match (catalog, plugin) {
+        (None, _) => Ok(None),
+        (Some([dir]), Some(plugin)) => Ok(Some((Path::new(dir), plugin))),
+        (Some([dir, plugin]), None) => Ok(Some((Path::new(dir), plugin))),
+        (Some([_]), None) => Err(CliError::Usage(format!(
+            "--catalog DIR needs the plugin to launch: {HOW}"
+        ))),
+        (Some([_, extra]), Some(_)) => Err(CliError::Usage(format!(
+            "--catalog takes one directory, but `{extra}` follows it and --plugin is given too: {HOW} (the older --catalog DIR NAME works without --plugin)"
+        ))),
+        // clap gives --catalog one or two values.
+        (Some(_), _) => Err(CliError::Usage(HOW.to_owned())),
+    }
+}
+
 /// Launches the plugin: spawn, handshake, AutoMTLS (unless `--plaintext`), health check.
 pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError> {
-    if let Some([dir, plugin]) = target.catalog.as_deref() {
-        return launch_from_catalog(target, Path::new(dir), plugin).await;
+    if let Some((dir, plugin)) =
+        catalog_plugin(target.catalog.as_deref(), target.plugin.as_deref())?
+    {
+        return launch_from_catalog(target, dir, plugin).await;
     }
     let (Some(cmd), Some(cookie)) = (&target.cmd, &target.cookie) else {
         // clap requires --cmd and --cookie unless --catalog is given.
         return Err(CliError::BadCommand {
             cmd: String::new(),
-            reason: "give --cmd and --cookie, or --catalog DIR PLUGIN".to_owned(),
+            reason: "give --cmd and --cookie, or --catalog DIR --plugin NAME".to_owned(),
         });
     };
     let (program, args) = parse_command(cmd)?;
@@ -61,7 +85,10 @@ pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError
     common(builder, target)?
         .start()
         .await
-        .map_err(|e| CliError::Start(Box::new(e)))
+        .map_err(|e| CliError::Start {
+            manifest: None,
+            source: Box::new(e),
+        })
 }
 
 /// Launches `plugin` of the catalog in `dir` as its manifest says: command, handshake,
@@ -83,7 +110,10 @@ async fn launch_from_catalog(
     common(builder, target)?
         .start()
         .await
-        .map_err(|e| CliError::Start(Box::new(e)))
+        .map_err(|e| CliError::Start {
+            manifest: Some(m.file.clone()),
+            source: Box::new(e),
+        })
 }
 
 /// What `--catalog` and `--cmd` launches share: multiplexing, plaintext, and the working
@@ -119,6 +149,24 @@ mod tests {
             assert!(
                 matches!(parse_cookie(bad), Err(CliError::BadCookie(_))),
                 "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_catalog_plugin_is_named_by_plugin_or_by_the_older_second_value_but_not_by_both() {
+        let one = ["cat".to_owned()];
+        let two = ["cat".to_owned(), "kv".to_owned()];
+        let expected = Some((Path::new("cat"), "kv"));
+        assert_eq!(catalog_plugin(Some(&one), Some("kv")).unwrap(), expected);
+        assert_eq!(catalog_plugin(Some(&two), None).unwrap(), expected);
+        assert_eq!(catalog_plugin(None, None).unwrap(), None);
+        for (catalog, plugin) in [(&one[..], None), (&two[..], Some("kv"))] {
+            let err = catalog_plugin(Some(catalog), plugin).unwrap_err();
+            assert!(matches!(err, CliError::Usage(_)), "{err}");
+            assert!(
+                err.to_string().contains("--catalog DIR --plugin NAME"),
+                "{err}"
             );
         }
     }

@@ -76,7 +76,8 @@ fn assert_no_process_runs(pid_dir: &Path) {
 }
 
 #[tokio::test]
-async fn a_plugin_started_with_the_wrong_cookie_exits_and_its_message_is_quoted() {
+async fn a_plugin_started_with_the_wrong_cookie_is_a_refused_cookie_naming_the_key_and_its_message_is_quoted()
+ {
     let sb = Sandbox::new();
     let builder = PluginClient::builder(bins::KV_PLUGIN.path())
         .current_dir(sb.work.path())
@@ -84,10 +85,16 @@ async fn a_plugin_started_with_the_wrong_cookie_exits_and_its_message_is_quoted(
         .start_timeout(TEST_START_TIMEOUT)
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "goodbye").app_versions([1]));
     let err = start_err(builder).await;
-    let (StartErrorKind::Exited { status }, phase) = (err.kind(), err.phase()) else {
-        panic!("expected Exited, got {err:?}");
+    let (StartErrorKind::CookieRefused { status, cookie_key }, phase) = (err.kind(), err.phase())
+    else {
+        panic!("expected CookieRefused, got {err:?}");
     };
     assert_eq!(status.code(), Some(1));
+    assert_eq!(cookie_key, "BASIC_PLUGIN");
+    assert!(
+        !err.to_string().contains("goodbye"),
+        "the value is echoed: {err}"
+    );
     assert_eq!(phase, Phase::Handshake);
     let stderr = &err.output().unwrap().stderr_tail;
     assert!(stderr.contains("This binary is a plugin"), "{stderr}");

@@ -9,7 +9,7 @@ use tether_host::{HandshakeConfig, PluginClient, PluginClientBuilder, SandboxMod
 use crate::catalog_origin::Origin;
 use crate::error::CliError;
 use crate::installation::Installation;
-use crate::target::{parse_command, parse_cookie};
+use crate::target::{catalog_plugin, parse_command, parse_cookie};
 
 use crate::args::ConformanceArgs;
 
@@ -41,11 +41,13 @@ impl Subject {
             reason: format!("cannot make a temporary working directory: {e}"),
         })?;
         let timeouts = (args.start_timeout, args.grace, args.host_death_timeout);
-        let mut subject = if let Some([dir, plugin]) = args.catalog.as_deref() {
-            let install = Installation::load_dir(Path::new(dir), Origin::Flag, &args.install)?;
+        let mut subject = if let Some((dir, plugin)) =
+            catalog_plugin(args.catalog.as_deref(), args.plugin.as_deref())?
+        {
+            let install = Installation::load_dir(dir, Origin::Flag, &args.install)?;
             let m = install.manifest(plugin)?.clone();
             Self {
-                name: format!("{plugin} (catalog {dir})"),
+                name: format!("{plugin} (catalog {})", dir.display()),
                 program: m.command.clone(),
                 args: m.args.clone(),
                 cookie_key: m.cookie_key.clone(),
@@ -55,14 +57,14 @@ impl Subject {
                 start_timeout: timeouts.0.into(),
                 grace: timeouts.1.into(),
                 host_death_timeout: timeouts.2.into(),
-                catalog: Some((install, plugin.clone())),
+                catalog: Some((install, plugin.to_owned())),
                 _work: work,
             }
         } else {
             let (Some(cmd), Some(cookie)) = (&args.cmd, &args.cookie) else {
                 return Err(CliError::BadCommand {
                     cmd: String::new(),
-                    reason: "give --cmd and --cookie, or --catalog DIR PLUGIN".to_owned(),
+                    reason: "give --cmd and --cookie, or --catalog DIR --plugin NAME".to_owned(),
                 });
             };
             let (program, words) = parse_command(cmd)?;

@@ -13,9 +13,12 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::catalog::manifest::{FileKind, Manifest, ManifestError};
+use crate::catalog::errors::{FileKind, ManifestError, ManifestErrors};
+use crate::catalog::keys::{self, Schema};
+use crate::catalog::manifest::Manifest;
 use crate::catalog::request::{NotGranted, Request};
-use crate::catalog::text::check_name;
+use crate::catalog::text::{check_name, line_column, toml_key};
+
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::SandboxMode;
 use crate::confine::seccomp::SeccompMode;
@@ -55,6 +58,8 @@ use crate::confine::seccomp::SeccompMode;
 pub struct Grants {
     plugins: BTreeMap<String, Grant>,
     file: Option<PathBuf>,
+    /// Where each plugin's table is in [`file`](Self::file): line and column of its name.
+    places: BTreeMap<String, (usize, usize)>,
 }
 
 /// One plugin's grant.
@@ -69,19 +74,6 @@ struct Grant {
     env_allow: BTreeSet<String>,
     sandbox_allow_exec: Vec<PathBuf>,
     sandbox_allow_read: Vec<PathBuf>,
-}
-
-/// `name` as a TOML key: bare when it can be, else quoted.
-fn toml_key(name: &str) -> String {
-    if !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
-    {
-        name.to_owned()
-    } else {
-        format!("{name:?}")
-    }
 }
 
 /// One plugin's table as written, with the place of every name, so that errors point at it.
@@ -212,6 +204,16 @@ impl Grants {
         self.file.as_deref()
     }
 
+    /// The plugins granted anything (a table `[plugins.NAME]`, even an empty one, or a builder
+    /// call), by name, each with where its name is in the grants [`file`](Self::file) (line
+    /// and column) when it was read from one. `tether check` warns about those that are not
+    /// in the catalog.
+    pub fn plugins(&self) -> impl Iterator<Item = (&str, Option<(usize, usize)>)> {
+        self.plugins
+            .keys()
+            .map(|name| (name.as_str(), self.places.get(name).copied()))
+    }
+
     /// Checks everything `manifest` requests.
     ///
     /// # Errors
@@ -295,9 +297,18 @@ impl Grants {
     /// relative to its directory).
     ///
     /// # Errors
-    /// A [`ManifestError`] (with [`FileKind::Grants`]) naming file, line, column and key for
-    /// unknown keys, bad types or values, and invalid names.
-    pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
+    /// [`ManifestErrors`] (with [`FileKind::Grants`]), each naming file, line, column and key:
+    /// every unknown key, or else the first bad type or value or invalid name.
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestErrors> {
+        let document = keys::document(text, file, FileKind::Grants)?;
+        let schema =
+            Schema::of::<GrantsFile>().table("plugins", Schema::any_key(Schema::of::<RawGrant>()));
+        keys::check(&document, &schema, file, text, FileKind::Grants)?;
+        Ok(Self::parse_known(text, file)?)
+    }
+
+    /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
+    fn parse_known(text: &str, file: &Path) -> Result<Self, ManifestError> {
         let error = |offset, key: Option<String>, message: String| {
             let mut e = ManifestError::at(file, text, offset, key, message);
             e.file_kind = FileKind::Grants;
@@ -309,7 +320,12 @@ impl Grants {
         })?;
         let dir = file.parent().unwrap_or(Path::new("."));
         let mut plugins = BTreeMap::new();
+        let mut places = BTreeMap::new();
         for (plugin, raw) in parsed.plugins {
+            places.insert(
+                plugin.get_ref().clone(),
+                line_column(text, plugin.span().start),
+            );
             let table = format!("plugins.{}", toml_key(plugin.get_ref()));
             let at = |value: &Spanned<String>, key: &str, why: String| {
                 error(value.span().start, Some(format!("{table}.{key}")), why)
@@ -372,6 +388,7 @@ impl Grants {
         Ok(Self {
             plugins,
             file: Some(file.to_owned()),
+            places,
         })
     }
 
@@ -379,11 +396,10 @@ impl Grants {
     ///
     /// # Errors
     /// As [`parse`](Self::parse), or when the file cannot be read.
-    pub fn load(path: &Path) -> Result<Self, ManifestError> {
+    pub fn load(path: &Path) -> Result<Self, ManifestErrors> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            let mut error = ManifestError::whole_file(path, format!("cannot read: {e}"));
-            error.file_kind = FileKind::Grants;
-            error
+            ManifestErrors::from(ManifestError::whole_file(path, format!("cannot read: {e}")))
+                .of_kind(FileKind::Grants)
         })?;
         Self::parse(&text, path)
     }
@@ -580,32 +596,70 @@ mod tests {
             .sandbox_allow_exec("a", "/opt/py")
             .secret("b", "y");
         built.file = Some(file.to_owned());
+        built.places = [("a".to_owned(), (1, 10)), ("b".to_owned(), (10, 10))].into();
         assert_eq!(parsed, built);
     }
 
     #[test]
+    fn every_unknown_key_of_the_grants_file_is_reported_at_its_line() {
+        let text =
+            "[plugins.a]\nsecret = [\"x\"]\nnetwork = \"host\"\nnetwrok = \"host\"\n[other]\n";
+        let errors = Grants::parse(text, Path::new("/etc/g.toml")).unwrap_err();
+        let found: Vec<_> = errors
+            .iter()
+            .map(|e| (e.line, e.key.as_deref(), e.file_kind))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (2, Some("plugins.a.secret"), FileKind::Grants),
+                (4, Some("plugins.a.netwrok"), FileKind::Grants),
+                (5, Some("other"), FileKind::Grants),
+            ],
+            "{errors}"
+        );
+        assert!(
+            errors
+                .iter()
+                .all(|e| e.to_string().ends_with("; fix the grants file"))
+        );
+    }
+
+    #[test]
     fn a_typo_in_the_grants_file_is_located() {
-        let err =
-            Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", Path::new("g.toml")).unwrap_err();
+        let err = Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", Path::new("g.toml"))
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(err.line, 2, "{err}");
-        assert!(err.message.contains("unknown field"), "{err}");
+        assert!(
+            err.message
+                .contains("unknown key; expected one of `secrets`"),
+            "{err}"
+        );
         let err = Grants::parse(
             "[plugins.a]\nnetwork = \"host\"\nnetwrok = \"host\"\n",
             Path::new("g.toml"),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!((err.line, err.column), (3, 1), "{err}");
         let err = Grants::parse(
             "[plugins.a]\n\nnetwork = \"everything\"\n",
             Path::new("g.toml"),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!(err.line, 3, "{err}");
         let err = Grants::parse(
             "[plugins.a]\nenv_allow = [\"OK\",\n  \"A=B\"]\n",
             Path::new("g.toml"),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .first()
+        .clone();
         assert_eq!(
             (err.line, err.column, err.key.as_deref()),
             (3, 3, Some("plugins.a.env_allow")),
@@ -617,7 +671,7 @@ mod tests {
     fn a_bad_name_in_the_grants_file_is_located_at_its_own_entry_and_asks_to_fix_the_grants_file() {
         let text = "# grants for `k v` and others\n[plugins.kv]\nsecrets = [\"ok\"]\n\n[plugins.b]\nsecrets = [\"x\", \"k v\"]\nconfig = [\"\"]\n";
         let file = Path::new("/etc/tether/grants.toml");
-        let err = Grants::parse(text, file).unwrap_err();
+        let err = Grants::parse(text, file).unwrap_err().first().clone();
         assert_eq!(
             (err.line, err.column, err.key.as_deref()),
             (6, 17, Some("plugins.b.secrets")),
@@ -629,19 +683,28 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().ends_with("; fix the grants file"), "{err}");
-        let err = Grants::parse(&text.replace("\"k v\"", "\"y\""), file).unwrap_err();
+        let err = Grants::parse(&text.replace("\"k v\"", "\"y\""), file)
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(
             (err.line, err.column, err.key.as_deref()),
             (7, 11, Some("plugins.b.config")),
             "an empty name is located too: {err}"
         );
-        let err = Grants::parse("[plugins.\"k v\"]\nsecrets = []\n", file).unwrap_err();
+        let err = Grants::parse("[plugins.\"k v\"]\nsecrets = []\n", file)
+            .unwrap_err()
+            .first()
+            .clone();
         assert_eq!(
             (err.line, err.key.as_deref()),
             (1, Some("plugins.\"k v\"")),
             "{err}"
         );
-        let err = Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", file).unwrap_err();
+        let err = Grants::parse("[plugins.a]\nsecret = [\"x\"]\n", file)
+            .unwrap_err()
+            .first()
+            .clone();
         assert!(err.to_string().ends_with("; fix the grants file"), "{err}");
     }
 }

@@ -10,8 +10,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use crate::catalog::errors::{FileKind, ManifestError, ManifestErrors};
+use crate::catalog::keys::{self, Schema};
 pub use crate::catalog::text::MAX_NAME_LEN;
-use crate::catalog::text::{check_name, expand_env, key_at, line_column};
+use crate::catalog::text::{check_name, expand_env, line_column};
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
@@ -57,7 +59,7 @@ pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
 /// assert_eq!(m.name, "kv");
 /// assert_eq!(m.command, std::path::Path::new("/etc/tether/plugins/bin/kv-plugin"));
 /// assert_eq!(m.secrets, ["db-password"]);
-/// # Ok::<(), tether_host::catalog::ManifestError>(())
+/// # Ok::<(), tether_host::catalog::ManifestErrors>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -152,76 +154,6 @@ impl RestartPolicy {
     }
 }
 
-/// Which kind of catalog file a [`ManifestError`] is about, and so who fixes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FileKind {
-    /// A plugin manifest (written by the plugin's author).
-    Manifest,
-    /// The operator's grants file ([`Grants`](crate::Grants)).
-    Grants,
-}
-
-impl fmt::Display for FileKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Manifest => "manifest",
-            Self::Grants => "grants file",
-        })
-    }
-}
-
-/// A manifest or grants file that cannot be used: which file, where, which key and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}:{line}:{column}: {}{message}; fix the {file_kind}", file.display(), key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
-#[non_exhaustive]
-pub struct ManifestError {
-    /// The manifest file.
-    pub file: PathBuf,
-    /// 1-based line of the problem (1 when the file could not be read).
-    pub line: usize,
-    /// 1-based column.
-    pub column: usize,
-    /// The key at fault, dotted (`limits.memory_mib`), when known.
-    pub key: Option<String>,
-    /// What is wrong.
-    pub message: String,
-    /// Whether [`file`](Self::file) is a manifest or the grants file.
-    pub file_kind: FileKind,
-}
-
-impl ManifestError {
-    pub(crate) fn whole_file(file: &Path, message: impl fmt::Display) -> Self {
-        Self {
-            file: file.to_owned(),
-            line: 1,
-            column: 1,
-            key: None,
-            message: message.to_string(),
-            file_kind: FileKind::Manifest,
-        }
-    }
-
-    pub(crate) fn at(
-        file: &Path,
-        text: &str,
-        offset: usize,
-        key: Option<String>,
-        message: String,
-    ) -> Self {
-        let (line, column) = line_column(text, offset);
-        let key = key.or_else(|| key_at(text, offset));
-        Self {
-            file: file.to_owned(),
-            line,
-            column,
-            key,
-            message,
-            file_kind: FileKind::Manifest,
-        }
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
@@ -256,6 +188,14 @@ struct RawManifest {
     idle_timeout: Option<Spanned<String>>,
     #[serde(default)]
     restart: RawRestart,
+}
+
+/// The keys a manifest may have: those of the structs it is deserialized into.
+fn schema() -> Schema {
+    Schema::of::<RawManifest>()
+        .table("handshake", Schema::of::<RawHandshake>())
+        .table("limits", Schema::of::<Limits>())
+        .table("restart", Schema::of::<RawRestart>())
 }
 
 /// The manifest's `runner` key; gVisor with its default options.
@@ -294,7 +234,8 @@ impl Manifest {
     /// relative to).
     ///
     /// # Errors
-    /// A [`ManifestError`] naming file, line and key for unknown keys, bad types, an absolute
+    /// [`ManifestErrors`]: every unknown key (all of them, each located), or else the first
+    /// other problem, each naming file, line and key: bad types, an absolute
     /// `command` or one with `..`, NUL bytes, bad or duplicate names, malformed durations or
     /// hashes, and sandbox allowances that name an unset environment variable.
     ///
@@ -317,7 +258,16 @@ impl Manifest {
     /// `seccomp = "off"` take effect only when the grants file allows them for this plugin
     /// (see [`Grants`](crate::Grants)), like `secrets` and `config`; otherwise the plugin does
     /// not start.
-    pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestError> {
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestErrors> {
+        let document = keys::document(text, file, FileKind::Manifest)?;
+        let declared = keys::string(&document, "name");
+        keys::check(&document, &schema(), file, text, FileKind::Manifest)
+            .map_err(|e| e.declared_by(declared))?;
+        Self::parse_known(text, file).map_err(|e| ManifestErrors::from(e).declared_by(declared))
+    }
+
+    /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
+    fn parse_known(text: &str, file: &Path) -> Result<Self, ManifestError> {
         let raw: RawManifest = toml::from_str(text).map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
             ManifestError::at(file, text, offset, None, e.message().trim().to_owned())
@@ -613,8 +563,9 @@ max_restarts = 3
 initial_backoff = "50ms"
 "#;
 
+    /// The first problem, as most tests look at one.
     fn parse(text: &str) -> Result<Manifest, ManifestError> {
-        Manifest::parse(text, Path::new("/cat/kv.toml"))
+        Manifest::parse(text, Path::new("/cat/kv.toml")).map_err(|e| e.first().clone())
     }
 
     #[test]
@@ -679,7 +630,11 @@ initial_backoff = "50ms"
         let err = parse(&GOOD.replace("[limits]\n", "[limits]\nmemroy_mib = 3\n")).unwrap_err();
         assert_eq!(err.line, 16, "{err}");
         assert_eq!(err.key.as_deref(), Some("limits.memroy_mib"), "{err}");
-        assert!(err.message.contains("unknown field"), "{err}");
+        assert!(
+            err.message
+                .starts_with("unknown key; expected one of `memory_mib`"),
+            "{err}"
+        );
         assert!(err.to_string().starts_with("/cat/kv.toml:16:"), "{err}");
     }
 
@@ -839,7 +794,7 @@ initial_backoff = "50ms"
     /// Top-level entries that are each wrong in their own way.
     fn arb_bad_line() -> impl Strategy<Value = (&'static str, &'static str)> {
         prop_oneof![
-            Just(("unknown_key = 1", "unknown field")),
+            Just(("unknown_key = 1", "unknown key")),
             Just(("sha256 = \"abc\"", "64 hexadecimal")),
             Just(("idle_timeout = \"soon\"", "")),
             Just(("config = [\"a\", \"a\"]", "twice")),

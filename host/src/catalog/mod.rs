@@ -1,7 +1,9 @@
 //! A catalog: a directory of plugin manifests, one `*.toml` file per plugin.
 
 pub(crate) mod delivery;
+pub(crate) mod errors;
 pub(crate) mod grants;
+pub(crate) mod keys;
 pub(crate) mod launch;
 pub(crate) mod manifest;
 pub(crate) mod request;
@@ -13,7 +15,8 @@ pub use grants::Grants;
 pub use launch::launch;
 pub use manifest::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
-    DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN, Manifest, ManifestError, RestartPolicy,
+    DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN, Manifest, ManifestError, ManifestErrors,
+    RestartPolicy,
 };
 pub use request::{NotGranted, Request};
 pub use secrecy::SecretSlice;
@@ -24,8 +27,14 @@ pub use secrets::{
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The `tracing` target of the warning logged for each problem of a manifest that does not
+/// load (the same problems are in [`Catalog::errors`]): a program that reports those itself, as
+/// `tether` does, turns this target off so that each is printed once.
+pub const BAD_MANIFEST_LOG_TARGET: &str = "tether_host::catalog::bad_manifest";
+
 /// The manifests found in a catalog directory. A bad manifest does not stop the others from
-/// loading: it is reported in [`errors`](Self::errors).
+/// loading: it is reported in [`errors`](Self::errors) (every unknown key of it, each located)
+/// and logged as a warning ([`BAD_MANIFEST_LOG_TARGET`]).
 ///
 /// ```no_run
 /// let catalog = tether_host::Catalog::load_dir("/etc/tether/plugins".as_ref())?;
@@ -81,6 +90,7 @@ impl Claim {
                 others.join(", ")
             ),
             file_kind: manifest::FileKind::Manifest,
+            plugin: Some(name.to_owned()),
         }
     }
 }
@@ -100,17 +110,22 @@ impl Catalog {
         let mut catalog = Self::default();
         for file in files {
             let parsed = std::fs::read_to_string(&file)
-                .map_err(|e| ManifestError::whole_file(&file, format!("cannot read: {e}")))
+                .map_err(|e| ManifestError::whole_file(&file, format!("cannot read: {e}")).into())
                 .and_then(|text| Manifest::parse(&text, &file));
             match parsed {
                 Ok(manifest) => catalog.add(manifest),
-                Err(e) => {
-                    tracing::warn!(error = %e, "skipping a bad plugin manifest");
-                    catalog.errors.push(e);
-                }
+                Err(errors) => catalog.reject(errors),
             }
         }
         Ok(catalog)
+    }
+
+    /// Records the problems of a manifest that did not load, logging each.
+    fn reject(&mut self, errors: impl IntoIterator<Item = ManifestError>) {
+        for error in errors {
+            tracing::warn!(target: BAD_MANIFEST_LOG_TARGET, error = %error, "skipping a bad plugin manifest");
+            self.errors.push(error);
+        }
     }
 
     /// Adds a manifest. A name that another file already claims is an error for both (and
@@ -120,9 +135,8 @@ impl Catalog {
         let name = manifest.name.clone();
         if let Some(claims) = self.contested.get_mut(&name) {
             let error = claim.error(&name, &claims.iter().collect::<Vec<_>>());
-            tracing::warn!(error = %error, "skipping a bad plugin manifest");
-            self.errors.push(error);
             claims.push(claim);
+            self.reject([error]);
             return;
         }
         let Some(first) = self.plugins.remove(&name) else {
@@ -130,10 +144,7 @@ impl Catalog {
             return;
         };
         let first = Claim::of(&first);
-        for error in [first.error(&name, &[&claim]), claim.error(&name, &[&first])] {
-            tracing::warn!(error = %error, "skipping a bad plugin manifest");
-            self.errors.push(error);
-        }
+        self.reject([first.error(&name, &[&claim]), claim.error(&name, &[&first])]);
         self.contested.insert(name, vec![first, claim]);
     }
 

@@ -23,6 +23,19 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `name` as a TOML key: bare when it can be, else quoted.
+pub(crate) fn toml_key(name: &str) -> String {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+    {
+        name.to_owned()
+    } else {
+        format!("{name:?}")
+    }
+}
+
 /// 1-based line and column of byte `offset` in `text`.
 pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());

@@ -172,6 +172,17 @@ pub enum StartErrorKind {
         /// Its exit status.
         status: ExitStatus,
     },
+    /// The plugin exited before its handshake saying it was not launched by its host (go-plugin's
+    /// and every tether SDK's message for a missing or wrong magic cookie): the cookie the host
+    /// set is not the one the plugin expects. Only the cookie's key is kept: the cookie is not
+    /// a secret (it only tells a plugin that a host started it), but its value stays where it
+    /// was set (a manifest, a command line) and is never repeated in errors or logs.
+    CookieRefused {
+        /// Its exit status.
+        status: ExitStatus,
+        /// The name of the cookie variable the host set.
+        cookie_key: String,
+    },
     /// The confined plugin exited before its handshake with signs that the sandbox refused it
     /// something (exit status 126/127, or a permission or import error on its stderr).
     SandboxDenied {
@@ -261,6 +272,7 @@ impl StartErrorKind {
             Self::Spawn { .. } | Self::Runner { .. } => Phase::Spawn,
             Self::Exited { .. } | Self::SandboxDenied { .. } => during,
             Self::Timeout { .. }
+            | Self::CookieRefused { .. }
             | Self::StdoutClosed
             | Self::TooMuchOutput { .. }
             | Self::Malformed { .. }
@@ -397,12 +409,16 @@ impl fmt::Display for StartError {
             ),
             K::Timeout { timeout } => write!(
                 f,
-                "plugin `{plugin}` printed no handshake within {timeout:?}; check that it is a go-plugin-compatible plugin and that the magic cookie is right, or raise the start timeout."
+                "plugin `{plugin}` printed no handshake within {timeout:?}; check that it is a go-plugin-compatible plugin, or raise the start timeout."
             ),
             K::Exited { status } => write!(
                 f,
-                "plugin `{plugin}` exited ({status}) during start-up ({}); its stderr usually says why (a wrong magic cookie makes go-plugin plugins exit with status 1).",
+                "plugin `{plugin}` exited ({status}) during start-up ({}); its stderr usually says why.",
                 self.phase
+            ),
+            K::CookieRefused { status, cookie_key } => write!(
+                f,
+                "plugin `{plugin}` refused the host's magic cookie: it exited ({status}) before its handshake, saying it was not launched by its host. The host set the cookie variable `{cookie_key}` (its value is not shown); the plugin expects another key or value: set the cookie its author chose, as `cookie_key` and `cookie_value` under `[handshake]` in its manifest (`--cookie KEY=VALUE` for tether call/inspect, `HandshakeConfig::new(key, value)` in code)."
             ),
             K::StdoutClosed => write!(
                 f,
@@ -476,6 +492,7 @@ impl std::error::Error for StartError {
             | K::RunnerMissing { .. }
             | K::Runner { .. }
             | K::Exited { .. }
+            | K::CookieRefused { .. }
             | K::SandboxDenied { .. }
             | K::StdoutClosed
             | K::TooMuchOutput { .. }

@@ -282,6 +282,29 @@ fn incompatible(reason: Incompatibility, config: &HandshakeConfig) -> Failure {
     .into()
 }
 
+/// What a plugin prints when it refuses the cookie: the first sentence of go-plugin's message,
+/// which every tether SDK prints too.
+fn cookie_refusal_marker() -> &'static str {
+    let message = tether_proto::env::NOT_LAUNCHED_BY_HOST_MESSAGE;
+    message.split_inclusive('.').next().unwrap_or(message)
+}
+
+/// An exit before the handshake whose stderr says the plugin was not launched by its host is
+/// [`StartErrorKind::CookieRefused`], naming the key `config` set; any other failure (a
+/// panic, an exit with status 1 for another reason, garbage) stays what it was.
+pub(crate) fn cookie_refused(failure: Failure, config: &HandshakeConfig, stderr: &str) -> Failure {
+    match failure.kind {
+        StartErrorKind::Exited { status } if stderr.contains(cookie_refusal_marker()) => Failure {
+            phase: failure.phase,
+            kind: StartErrorKind::CookieRefused {
+                status,
+                cookie_key: config.cookie.key.clone(),
+            },
+        },
+        _ => failure,
+    }
+}
+
 /// Maps a failed read to the start error it means: an exit (when the plugin exits soon after
 /// its stdout closed), a closed stdout, too much output, or a malformed or incompatible line.
 async fn read_failure(
@@ -322,6 +345,37 @@ mod tests {
     use super::*;
 
     const HANDSHAKE: &[u8] = b"1|1|unix|/tmp/tether-abc/plugin1|grpc|\n";
+
+    #[test]
+    fn only_an_exit_saying_it_was_not_launched_by_its_host_is_a_refused_cookie() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let config = HandshakeConfig::new("BASIC_PLUGIN", "hello");
+        let exited = || Failure::exited(Phase::Handshake, std::process::ExitStatus::from_raw(256));
+        let refusal = tether_proto::env::NOT_LAUNCHED_BY_HOST_MESSAGE;
+        let refused = cookie_refused(exited(), &config, refusal);
+        assert!(
+            matches!(&refused.kind, StartErrorKind::CookieRefused { cookie_key, .. } if cookie_key == "BASIC_PLUGIN"),
+            "{:?}",
+            refused.kind
+        );
+        assert_eq!(refused.phase, Phase::Handshake);
+        for stderr in [
+            "",
+            "fatal: no database",
+            "thread 'main' panicked at src/main.rs",
+        ] {
+            let kept = cookie_refused(exited(), &config, stderr);
+            assert!(
+                matches!(kept.kind, StartErrorKind::Exited { .. }),
+                "{stderr}"
+            );
+        }
+        let timeout = StartErrorKind::Timeout {
+            timeout: Duration::from_secs(1),
+        };
+        let kept = cookie_refused(timeout.into(), &config, refusal);
+        assert!(matches!(kept.kind, StartErrorKind::Timeout { .. }));
+    }
 
     #[tokio::test]
     async fn a_handshake_after_stray_lines_is_found() {

@@ -130,6 +130,7 @@ pub(crate) async fn start(
             let runner = settings.runner.name();
             let failure =
                 runner::diagnosed(failure, runner, launched.diagnose, &output.stderr_tail);
+            let failure = handshake::cookie_refused(failure, &handshake, &output.stderr_tail);
             let failure = interpreted::diagnose(&settings, failure, &output, resolved.as_ref());
             Err(StartError::new(plugin, failure, Some(output)))
         }
