@@ -234,7 +234,10 @@ impl CliError {
             | Self::Run(RunError::StepFailed { .. })
             | Self::NotConforming { .. } => EXIT_CALL,
             Self::Output(_) => EXIT_BROKEN_PIPE,
-            Self::Usage(_) => EXIT_USAGE,
+            Self::Usage(_)
+            | Self::BadCommand { .. }
+            | Self::BadCookie(_)
+            | Self::BadMethodSyntax(_) => EXIT_USAGE,
             Self::Start { .. }
             | Self::MissingBinary { .. }
             | Self::Crashed { .. }
@@ -250,10 +253,7 @@ impl CliError {
             | Self::CatalogProblems { .. }
             | Self::UnknownPlugin { .. }
             | Self::Workflow(_) => EXIT_INPUT,
-            Self::BadCommand { .. }
-            | Self::BadCookie(_)
-            | Self::BadMethodSyntax(_)
-            | Self::Proto { .. }
+            Self::Proto { .. }
             | Self::Reflection { .. }
             | Self::UnknownService { .. }
             | Self::NotReflected { .. }

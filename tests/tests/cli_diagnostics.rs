@@ -361,3 +361,42 @@ fn a_catalog_without_a_plugin_or_with_two_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(text.contains("unexpected argument 'ok'"), "{text}");
 }
+
+#[test]
+fn a_malformed_cookie_command_or_method_argument_is_a_usage_error_with_status_2() {
+    let work = tempfile::tempdir().unwrap();
+    let kv = bins::KV_PLUGIN.path();
+    for (args, says) in [
+        (
+            vec!["inspect", "--cmd", kv, "--cookie", "no-equals-sign"],
+            "is not of the form KEY=VALUE",
+        ),
+        (
+            vec![
+                "inspect",
+                "--cmd",
+                "'unclosed",
+                "--cookie",
+                "BASIC_PLUGIN=hello",
+            ],
+            "is not a command line",
+        ),
+        (
+            vec![
+                "call",
+                "--cmd",
+                kv,
+                "--cookie",
+                "BASIC_PLUGIN=hello",
+                "no-slash",
+                "{}",
+            ],
+            "is not of the form SERVICE/METHOD",
+        ),
+    ] {
+        let out = tether(work.path(), &args);
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(says), "{args:?}: {text}");
+    }
+}
