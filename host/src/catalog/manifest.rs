@@ -278,6 +278,12 @@ impl Manifest {
         check.name(&raw.name, "name")?;
         check.no_nul(&raw.command, "command")?;
         let command = check.relative_path(&raw.command, "command")?;
+        if command.components().count() == 1 {
+            // A bare name would be looked up on no PATH: say how interpreters are run.
+            if let Some(hint) = interpreter_hint(raw.command.get_ref()) {
+                return Err(check.error(&raw.command, "command", hint));
+            }
+        }
         let dir = file.parent().unwrap_or(Path::new("."));
         for arg in &raw.args {
             check.no_nul(arg, "args")?;
@@ -431,7 +437,8 @@ impl Checker<'_> {
             return Err(self.error(
                 value,
                 key,
-                "is an absolute path; it must be relative to the manifest's directory",
+                "is an absolute path; it must be relative to the manifest's directory (put the \
+                 program, or a link to it, in the catalog, e.g. `bin/NAME`)",
             ));
         }
         if path.components().any(|c| matches!(c, Component::ParentDir)) {
@@ -492,6 +499,25 @@ impl Checker<'_> {
     }
 }
 
+/// For a manifest whose command is an interpreter's bare name (`python3`, `node`): how to
+/// run an interpreted plugin from a catalog instead.
+fn interpreter_hint(command: &str) -> Option<String> {
+    let interpreter = command == "node"
+        || command == "python"
+        || command.strip_prefix("python").is_some_and(|v| {
+            v.split('.')
+                .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+        });
+    interpreter.then(|| {
+        format!(
+            "names the interpreter `{command}`, but a command is a program in the catalog: \
+             link the plugin's script into it (e.g. `bin/NAME` → your script, whose `#!` line \
+             names `{command}`) and set `command = \"bin/NAME\"`; the host then resolves and \
+             confines the real interpreter (`runtime`)"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -510,6 +536,27 @@ mod tests {
         for bad in ["$ROOT", "${ROOT", "${1X}", "${}", "a$"] {
             assert!(expand_env(bad, env).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_interpreter_as_the_command_is_refused_saying_to_link_the_script_into_the_catalog() {
+        for interpreter in ["node", "python3", "python3.11", "python"] {
+            let text = GOOD.replace(
+                "command = \"bin/kv\"",
+                &format!("command = \"{interpreter}\""),
+            );
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("names the interpreter `{interpreter}`")),
+                "{err}"
+            );
+            assert!(err.contains("`#!` line"), "{err}");
+        }
+        // Other bare names are programs in the catalog's directory, as before.
+        let text = GOOD.replace("command = \"bin/kv\"", "command = \"kv-plugin\"");
+        assert!(parse(&text).is_ok());
+        let text = GOOD.replace("command = \"bin/kv\"", "command = \"python3x\"");
+        assert!(parse(&text).is_ok());
     }
 
     #[test]
