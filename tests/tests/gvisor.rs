@@ -399,10 +399,13 @@ async fn runscs_own_failure_is_reported_as_the_runners_not_as_a_plugin_exit() {
     runtime.assert_nothing_left();
 }
 
-/// The child host of the test below: starts a gVisor plugin, prints `ready`, waits to be killed.
+/// The child host of the test below: starts a gVisor plugin (with a memory limit, so that its
+/// sandbox has a cgroup), prints `ready`, waits to be killed.
 async fn child_host(runtime: &Path) -> ! {
     let plugin = PluginClient::builder(PROBE)
-        .runner(Runner::Gvisor(GvisorOptions::new().runsc(gvisor::RUNSC)))
+        .runner(Runner::Gvisor(
+            GvisorOptions::new().runsc(gvisor::RUNSC).memory_mib(256),
+        ))
         .runtime_dir(runtime)
         .delivery_dir(runtime)
         .deliver(Delivery::new().secret("token", secret("t")))
@@ -416,10 +419,9 @@ async fn child_host(runtime: &Path) -> ! {
 }
 
 #[tokio::test]
-async fn a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of_its_gvisor_plugin()
-{
-    const TEST: &str =
-        "a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of_its_gvisor_plugin";
+async fn a_host_killed_by_sigkill_leaves_no_container_bundle_socket_secret_or_cgroup_of_its_gvisor_plugin()
+ {
+    const TEST: &str = "a_host_killed_by_sigkill_leaves_no_container_bundle_socket_secret_or_cgroup_of_its_gvisor_plugin";
     if let Some(dir) = std::env::var_os(CHILD_HOST_ENV) {
         child_host(Path::new(&dir)).await;
     }
@@ -451,6 +453,11 @@ async fn a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of
         1,
         "the plugin's container runs"
     );
+    assert_eq!(
+        container_cgroups(host.id()).len(),
+        1,
+        "its sandbox's cgroup"
+    );
     let janitor = janitor_of(host.id()).expect("the child host has a janitor");
     let (runsc_exit, janitor_exit) = (procs::pidfd(runsc_pid), procs::pidfd(janitor));
     host.kill().unwrap();
@@ -459,6 +466,11 @@ async fn a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of
     // The janitor exits once it has cleaned up.
     procs::exited(janitor_exit, EXIT_DEADLINE).await;
     runtime.assert_nothing_left();
+    assert_eq!(
+        container_cgroups(host.id()),
+        Vec::<PathBuf>::new(),
+        "the sandbox's cgroup is left"
+    );
 }
 
 /// The janitor (`sh -c … tether-janitor …`) started by process `parent`.
@@ -708,4 +720,76 @@ async fn a_gvisor_plugin_runs_as_the_user_it_was_given_and_still_reads_its_secre
     assert_eq!(get(&plugin, "secret:token").await.unwrap(), b"t-65534");
     plugin.shutdown().await.unwrap();
     runtime.assert_nothing_left();
+}
+
+/// Memory cgroup directories (v1 `memory` hierarchy or v2) of the containers of the host with
+/// process id `host` (container ids end in `-<host pid>`).
+fn container_cgroups(host: u32) -> Vec<PathBuf> {
+    let suffix = format!("-{host}");
+    ["/sys/fs/cgroup/memory", "/sys/fs/cgroup"]
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy().starts_with("tether-") && n.to_string_lossy().ends_with(&suffix)
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_gvisor_plugin_exceeding_its_memory_limit_is_stopped_and_leaves_no_cgroup() {
+    require_runsc!("a_gvisor_plugin_exceeding_its_memory_limit_is_stopped_and_leaves_no_cgroup");
+    let runtime = Runtime::new();
+    let plugin = PluginClient::builder(PROBE)
+        .runner(Runner::Gvisor(
+            GvisorOptions::new().runsc(gvisor::RUNSC).memory_mib(128),
+        ))
+        .runtime_dir(runtime.path())
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(
+        container_cgroups(std::process::id()).len(),
+        1,
+        "the sandbox has a memory cgroup"
+    );
+    // Below the limit, memory is there.
+    KvClient::new(plugin.channel())
+        .put(PutRequest {
+            key: "balloon:".into(),
+            value: b"16".to_vec(),
+        })
+        .await
+        .unwrap();
+    let exited = plugin.exited();
+    // Past it, the kernel's OOM killer ends the sandbox mid-call: the connection drops.
+    let status = KvClient::new(plugin.channel())
+        .put(PutRequest {
+            key: "balloon:".into(),
+            value: b"512".to_vec(),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            status.code(),
+            tonic::Code::Unknown | tonic::Code::Unavailable
+        ),
+        "{status:?}"
+    );
+    let exit = tokio::time::timeout(EXIT_DEADLINE, exited).await.unwrap();
+    assert!(!exit.success(), "the sandbox was stopped: {exit}");
+    eprintln!("runsc run exited with {exit} after the OOM kill");
+    plugin.shutdown().await.unwrap();
+    runtime.assert_nothing_left();
+    assert_eq!(
+        container_cgroups(std::process::id()),
+        Vec::<PathBuf>::new(),
+        "cgroups left"
+    );
 }
