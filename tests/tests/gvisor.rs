@@ -741,22 +741,44 @@ fn container_cgroups(host: u32) -> Vec<PathBuf> {
 }
 
 #[tokio::test]
-async fn a_gvisor_plugin_exceeding_its_memory_limit_is_stopped_and_leaves_no_cgroup() {
-    require_runsc!("a_gvisor_plugin_exceeding_its_memory_limit_is_stopped_and_leaves_no_cgroup");
+async fn a_gvisor_plugin_gets_its_memory_and_cpu_limits_and_is_stopped_past_its_memory() {
+    require_runsc!("a_gvisor_plugin_gets_its_memory_and_cpu_limits_and_is_stopped_past_its_memory");
     let runtime = Runtime::new();
     let plugin = PluginClient::builder(PROBE)
         .runner(Runner::Gvisor(
-            GvisorOptions::new().runsc(gvisor::RUNSC).memory_mib(128),
+            GvisorOptions::new()
+                .runsc(gvisor::RUNSC)
+                .memory_mib(128)
+                .cpu_millis(500),
         ))
         .runtime_dir(runtime.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()
         .await
         .unwrap();
+    let groups = container_cgroups(std::process::id());
+    assert_eq!(groups.len(), 1, "the sandbox has a memory cgroup");
+    // The limits are in force on the sandbox's groups (v1 hierarchies here; v2 files
+    // otherwise).
+    let read = |controller: &str, v1: &str, v2: &str| {
+        let name = groups[0].file_name().unwrap();
+        std::fs::read_to_string(
+            Path::new("/sys/fs/cgroup")
+                .join(controller)
+                .join(name)
+                .join(v1),
+        )
+        .or_else(|_| std::fs::read_to_string(groups[0].join(v2)))
+        .unwrap()
+    };
     assert_eq!(
-        container_cgroups(std::process::id()).len(),
-        1,
-        "the sandbox has a memory cgroup"
+        read("memory", "memory.limit_in_bytes", "memory.max").trim(),
+        (128_u64 << 20).to_string()
+    );
+    let quota = read("cpu", "cpu.cfs_quota_us", "cpu.max");
+    assert!(
+        quota.trim() == "50000" || quota.starts_with("50000 100000"),
+        "{quota}"
     );
     // Below the limit, memory is there.
     KvClient::new(plugin.channel())
@@ -792,4 +814,44 @@ async fn a_gvisor_plugin_exceeding_its_memory_limit_is_stopped_and_leaves_no_cgr
         Vec::<PathBuf>::new(),
         "cgroups left"
     );
+}
+
+// --- one-shot runs (the container-per-step model of the benchmark) --------------------------
+
+/// Runs `sh -c SCRIPT` to its exit under `runner` in `state`.
+async fn run_step(
+    runtime: &Runtime,
+    runner: Runner,
+    state: &Path,
+    script: &str,
+) -> std::process::ExitStatus {
+    PluginClient::builder("/bin/sh")
+        .args(["-c", script])
+        .runner(runner)
+        .runtime_dir(runtime.path())
+        .current_dir(state)
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .run_to_exit()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_one_shot_program_runs_to_its_exit_under_either_runner_and_leaves_only_its_output() {
+    require_runsc!(
+        "a_one_shot_program_runs_to_its_exit_under_either_runner_and_leaves_only_its_output"
+    );
+    let runtime = Runtime::new();
+    let state = tempfile::tempdir().unwrap();
+    let gvisor = Runner::Gvisor(GvisorOptions::new().runsc(gvisor::RUNSC));
+    for (runner, file) in [(gvisor, "out-gvisor"), (Runner::Process, "out-process")] {
+        let script = format!("echo step > {file}; exit 7");
+        let status = run_step(&runtime, runner, state.path(), &script).await;
+        assert_eq!(status.code(), Some(7), "{file}: {status}");
+        assert_eq!(
+            std::fs::read_to_string(state.path().join(file)).unwrap(),
+            "step\n"
+        );
+    }
+    runtime.assert_nothing_left();
 }
