@@ -11,6 +11,9 @@
 //! 2. parses each program's one-line output ([`line`](mod@line)) and computes every statistic itself
 //!    ([`stats`], nearest-rank percentiles, median round), so both systems are judged by the
 //!    same code;
+//!    The runners' rows ([`suite::RunnerMeasurement`]) run in the same rounds: `kv-bench`
+//!    under the process runner and under gVisor, and N workflow steps as one gVisor container
+//!    per step (`kv-step`) against one long-lived plugin;
 //! 3. writes the generated section of `BENCHMARKS.md` and `bench-results.json` ([`report`]),
 //!    with the machine ([`machine`]), the goals and what each measured.
 //!

@@ -13,8 +13,12 @@ use std::process::{Command, ExitCode};
 
 use clap::Parser;
 use tether_bench::machine::{self, Machine};
+use tether_bench::report::runners::RunnerReport;
 use tether_bench::report::{self, Context, Results};
-use tether_bench::suite::{CounterPrograms, Counts, Measurement, System, SystemKind, Value};
+use tether_bench::suite::{
+    CounterPrograms, Counts, Measurement, RunnerCounts, RunnerMeasurement, RunnerPrograms, System,
+    SystemKind, Value,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -103,6 +107,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         load_before
     );
     let mut results = Results::default();
+    let runners = runner_setup(cli, &work)?;
     let measurements = Measurement::all();
     for round in 0..counts.rounds {
         // Rotate the systems' order so no system always runs first (or right after another).
@@ -139,6 +144,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                 }
             }
         }
+        runner_round(cli, &runners, round, counts.rounds, &mut results);
     }
 
     let ctx = Context {
@@ -169,12 +175,17 @@ fn run(cli: &Cli) -> Result<(), String> {
             std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         }
     }
-    let generated = report::markdown(&results, &ctx);
+    let generated = report::runners::insert(
+        &report::markdown(&results, &ctx),
+        &report::runners::markdown(&results, &runners.report),
+    );
     let existing = std::fs::read_to_string(&markdown).unwrap_or_default();
     std::fs::write(&markdown, report::splice(&existing, &generated))
         .map_err(|e| format!("writing {}: {e}", markdown.display()))?;
-    let json = serde_json::to_string_pretty(&report::json(&results, &ctx))
-        .map_err(|e| format!("encoding the results: {e}"))?;
+    let mut json = report::json(&results, &ctx);
+    json["runners"] = report::runners::json(&results, &runners.report);
+    let json =
+        serde_json::to_string_pretty(&json).map_err(|e| format!("encoding the results: {e}"))?;
     std::fs::write(&json_path, json + "\n")
         .map_err(|e| format!("writing {}: {e}", json_path.display()))?;
     eprintln!(
@@ -191,6 +202,108 @@ fn run(cli: &Cli) -> Result<(), String> {
             results.errors().len(),
             markdown.display()
         ))
+    }
+}
+
+/// The runners' rows: their programs, counts, and whether they can run here.
+struct Runners {
+    programs: RunnerPrograms,
+    report: RunnerReport,
+    /// Each workflow's state directory (its steps' files).
+    state: PathBuf,
+}
+
+/// The runners' rows' programs and counts; without `runsc` (or root) the rows say why, unless
+/// `TETHER_REQUIRE_PEERS=1`, which makes that an error.
+fn runner_setup(cli: &Cli, work: &tempfile::TempDir) -> Result<Runners, String> {
+    let program = |name: &str| {
+        std::path::absolute(cli.bin_dir.join(name)).map_err(|e| format!("{name}: {e}"))
+    };
+    let mut unavailable = tether_bench::suite::gvisor_unavailable();
+    let step = program("kv-step")?;
+    if unavailable.is_none() && !step.is_file() {
+        unavailable = Some(format!(
+            "{} is missing; bash bench/run.sh builds it",
+            step.display()
+        ));
+    }
+    if let Some(why) = &unavailable {
+        if tether_bench::suite::peers_required() {
+            return Err(format!(
+                "the gVisor rows cannot run and TETHER_REQUIRE_PEERS=1: {why}"
+            ));
+        }
+        eprintln!("tether-bench: the gVisor rows are not measured: {why}");
+    }
+    let state = work.path().join("workflow");
+    std::fs::create_dir_all(&state).map_err(|e| format!("{}: {e}", state.display()))?;
+    Ok(Runners {
+        programs: RunnerPrograms {
+            host: program("kv-bench")?,
+            plugin: program("kv-plugin")?,
+            step,
+        },
+        report: RunnerReport {
+            counts: if cli.quick {
+                RunnerCounts::QUICK
+            } else {
+                RunnerCounts::FULL
+            },
+            unavailable,
+        },
+        state,
+    })
+}
+
+/// One round of the runners' rows (if they can run), the order rotating with the round.
+fn runner_round(cli: &Cli, runners: &Runners, round: u32, rounds: u32, results: &mut Results) {
+    if runners.report.unavailable.is_some() {
+        return;
+    }
+    let counts = &runners.report.counts;
+    let timeout = std::time::Duration::from_secs(cli.timeout);
+    // Rotate within each pair/triple so neither runner always goes first.
+    let mut all = RunnerMeasurement::all();
+    if round % 2 == 1 {
+        for chunk in all.chunks_mut(2).take(2) {
+            chunk.reverse();
+        }
+        for chunk in all[4..].chunks_mut(3) {
+            chunk.rotate_left(1);
+        }
+    }
+    for measurement in all {
+        eprint!(
+            "round {}/{rounds}: {:<16} {:<17} ",
+            round + 1,
+            measurement.name(counts),
+            measurement.system()
+        );
+        match tether_bench::run::run_runner(
+            measurement,
+            &runners.programs,
+            counts,
+            &runners.state,
+            timeout,
+        ) {
+            Ok(values) => {
+                let shown: Vec<String> = values
+                    .iter()
+                    .map(|(id, v)| match v {
+                        Value::Number(n) => format!("{id}={n:.2}"),
+                        Value::Failed(code) => format!("{id}=failed({code})"),
+                    })
+                    .collect();
+                eprintln!("{}", shown.join(" "));
+                for (id, value) in values {
+                    results.record(measurement.system(), id, value);
+                }
+            }
+            Err(e) => {
+                eprintln!("FAILED: {e}");
+                results.record_error(format!("round {}: {e}", round + 1));
+            }
+        }
     }
 }
 

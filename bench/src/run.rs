@@ -8,7 +8,9 @@ use std::time::Duration;
 use wait_timeout::ChildExt as _;
 
 use crate::line::{Line, LineError};
-use crate::suite::{Counts, Measurement, System, SystemKind, Value};
+use crate::suite::{
+    Counts, Measurement, RunnerCounts, RunnerMeasurement, RunnerPrograms, System, SystemKind, Value,
+};
 
 /// Why a measurement run produced no values.
 #[derive(Debug, thiserror::Error)]
@@ -131,8 +133,45 @@ pub fn run(
     work_dir: &Path,
     timeout: Duration,
 ) -> Result<Vec<(&'static str, Value)>, RunError> {
-    let mut cmd = command(system, measurement, counts, work_dir)?;
+    let cmd = command(system, measurement, counts, work_dir)?;
     let program = format!("{} {}", system.id, measurement.name());
+    let stdout = output_of(cmd, &program, timeout)?;
+    let outcome = Line::parse(&stdout).and_then(|line| measurement.evaluate(&line));
+    outcome.map_err(|source| RunError::Output {
+        program,
+        stdout: stdout.chars().take(200).collect(),
+        source,
+    })
+}
+
+/// Runs one of the runners' measurements ([`RunnerMeasurement`]) and evaluates its output.
+///
+/// # Errors
+/// A [`RunError`] when the program fails, hangs or prints an unusable line.
+pub fn run_runner(
+    measurement: RunnerMeasurement,
+    programs: &RunnerPrograms,
+    counts: &RunnerCounts,
+    work_dir: &Path,
+    timeout: Duration,
+) -> Result<Vec<(&'static str, Value)>, RunError> {
+    let cmd = measurement.command(programs, counts, work_dir);
+    let program = format!("{} {}", measurement.system(), measurement.name(counts));
+    let stdout = output_of(cmd, &program, timeout)?;
+    let outcome = Line::parse(&stdout).and_then(|line| measurement.evaluate(&line));
+    outcome.map_err(|source| RunError::Output {
+        program,
+        stdout: stdout.chars().take(200).collect(),
+        source,
+    })
+}
+
+/// Runs `cmd` (called `program` in errors) and returns its stdout; kills it after `timeout`.
+///
+/// # Errors
+/// A [`RunError`] when the program cannot start, fails or hangs.
+pub fn output_of(mut cmd: Command, program: &str, timeout: Duration) -> Result<String, RunError> {
+    let program = program.to_owned();
     let spawn_error = |source| RunError::Spawn {
         program: program.clone(),
         source,
@@ -160,7 +199,7 @@ pub fn run(
     };
     let stdout = stdout.join().unwrap_or_default();
     let stderr = stderr.join().unwrap_or_default();
-    let stdout = String::from_utf8_lossy(&stdout);
+    let stdout = String::from_utf8_lossy(&stdout).into_owned();
     if !status.success() {
         let stderr = String::from_utf8_lossy(&stderr);
         let start = stderr.len().saturating_sub(MAX_QUOTED_STDERR);
@@ -173,12 +212,7 @@ pub fn run(
             stderr: stderr[start..].trim().replace('\n', " | "),
         });
     }
-    let outcome = Line::parse(&stdout).and_then(|line| measurement.evaluate(&line));
-    outcome.map_err(|source| RunError::Output {
-        program,
-        stdout: stdout.chars().take(200).collect(),
-        source,
-    })
+    Ok(stdout)
 }
 
 #[cfg(test)]

@@ -19,14 +19,19 @@ use secrecy::SecretSlice;
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 use tether_host::error::{Phase, StartErrorKind};
+use tether_host::launch::ReattachedOutcome;
 use tether_host::launch::{GvisorOptions, Runner};
-use tether_host::{Delivery, HandshakeConfig, PluginClient, PluginClientBuilder};
+use tether_host::{
+    Catalog, Delivery, DirSecretSource, Grants, HandshakeConfig, Lease, PluginClient,
+    PluginClientBuilder, ReattachConfig, ReattachedPlugin, Supervisor, UseError,
+};
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::gvisor::{self, containers};
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 use tether_tests::python;
+use tether_tests::world::{PluginSpec, World};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
 const HANG: &str = env!("CARGO_BIN_EXE_hang-before-handshake");
@@ -394,10 +399,13 @@ async fn runscs_own_failure_is_reported_as_the_runners_not_as_a_plugin_exit() {
     runtime.assert_nothing_left();
 }
 
-/// The child host of the test below: starts a gVisor plugin, prints `ready`, waits to be killed.
+/// The child host of the test below: starts a gVisor plugin (with a memory limit, so that its
+/// sandbox has a cgroup), prints `ready`, waits to be killed.
 async fn child_host(runtime: &Path) -> ! {
     let plugin = PluginClient::builder(PROBE)
-        .runner(Runner::Gvisor(GvisorOptions::new().runsc(gvisor::RUNSC)))
+        .runner(Runner::Gvisor(
+            GvisorOptions::new().runsc(gvisor::RUNSC).memory_mib(256),
+        ))
         .runtime_dir(runtime)
         .delivery_dir(runtime)
         .deliver(Delivery::new().secret("token", secret("t")))
@@ -411,10 +419,9 @@ async fn child_host(runtime: &Path) -> ! {
 }
 
 #[tokio::test]
-async fn a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of_its_gvisor_plugin()
-{
-    const TEST: &str =
-        "a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of_its_gvisor_plugin";
+async fn a_host_killed_by_sigkill_leaves_no_container_bundle_socket_secret_or_cgroup_of_its_gvisor_plugin()
+ {
+    const TEST: &str = "a_host_killed_by_sigkill_leaves_no_container_bundle_socket_secret_or_cgroup_of_its_gvisor_plugin";
     if let Some(dir) = std::env::var_os(CHILD_HOST_ENV) {
         child_host(Path::new(&dir)).await;
     }
@@ -446,6 +453,11 @@ async fn a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of
         1,
         "the plugin's container runs"
     );
+    assert_eq!(
+        container_cgroups(host.id()).len(),
+        1,
+        "its sandbox's cgroup"
+    );
     let janitor = janitor_of(host.id()).expect("the child host has a janitor");
     let (runsc_exit, janitor_exit) = (procs::pidfd(runsc_pid), procs::pidfd(janitor));
     host.kill().unwrap();
@@ -454,6 +466,11 @@ async fn a_host_killed_by_sigkill_leaves_no_container_bundle_socket_or_secret_of
     // The janitor exits once it has cleaned up.
     procs::exited(janitor_exit, EXIT_DEADLINE).await;
     runtime.assert_nothing_left();
+    assert_eq!(
+        container_cgroups(host.id()),
+        Vec::<PathBuf>::new(),
+        "the sandbox's cgroup is left"
+    );
 }
 
 /// The janitor (`sh -c … tether-janitor …`) started by process `parent`.
@@ -473,4 +490,368 @@ fn janitor_of(parent: u32) -> Option<u32> {
                     .split(|&b| b == 0)
                     .any(|arg| arg == b"tether-janitor")
         })
+}
+
+// --- the supervisor, reattach, run_as and limits under gVisor -------------------------------
+
+/// A catalog whose plugins run under gVisor (`runner = "gvisor"` in the manifest), with every
+/// directory in `world`.
+fn gvisor_supervisor(world: &World, grants: Grants) -> Supervisor {
+    let catalog = Catalog::load_dir(&world.catalog()).unwrap();
+    let (delivery, run) = (world.delivery(), world.run());
+    Supervisor::builder(catalog, world.state())
+        .grants(grants)
+        .secrets(DirSecretSource::new(world.secrets()))
+        .customize(move |b| {
+            b.delivery_dir(&delivery)
+                .runtime_dir(&run)
+                .shutdown_grace(Duration::from_millis(500))
+                .terminate_grace(Duration::from_millis(500))
+        })
+        .build()
+}
+
+/// No container in `run`'s state root and nothing in `run` or `delivery` but the state root.
+#[track_caller]
+fn assert_world_clean(world: &World) {
+    // SAFETY: geteuid has no preconditions.
+    let root = format!("tether-runsc-{}", unsafe { libc::geteuid() });
+    assert_eq!(
+        containers(&world.run().join(&root)),
+        Vec::<String>::new(),
+        "containers left"
+    );
+    let left: Vec<String> = World::leftovers(&world.run())
+        .into_iter()
+        .filter(|n| *n != root)
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "bundles or sockets left");
+    assert_eq!(
+        World::leftovers(&world.delivery()),
+        Vec::<String>::new(),
+        "secrets left"
+    );
+}
+
+async fn lease_get(lease: &Lease, key: &str) -> Result<Vec<u8>, UseError> {
+    let key = key.to_owned();
+    lease
+        .call(|ch| async move { KvClient::new(ch).get(GetRequest { key }).await })
+        .await
+        .map(|r| r.value)
+}
+
+async fn lease_put(lease: &Lease, key: &str, value: &[u8]) -> Result<(), UseError> {
+    let (key, value) = (key.to_owned(), value.to_vec());
+    lease
+        .call(|ch| async move { KvClient::new(ch).put(PutRequest { key, value }).await })
+        .await
+        .map(|_| ())
+}
+
+/// Polls `condition` until it holds (the supervisor acts in the background; nothing outside
+/// it can be waited for), failing after [`EXIT_DEADLINE`].
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !condition() {
+        assert!(
+            start.elapsed() < EXIT_DEADLINE,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_gvisor_plugin_that_crashes_fails_the_call_and_the_supervisor_restarts_it() {
+    require_runsc!("a_gvisor_plugin_that_crashes_fails_the_call_and_the_supervisor_restarts_it");
+    let world = World::new();
+    world.add_secret("a", "alpha");
+    world.add_plugin(
+        &PluginSpec::new("a", PROBE)
+            .secrets(&["a"])
+            .extra("runner = \"gvisor\"\n")
+            .tables("[restart]\ninitial_backoff = \"10ms\""),
+    );
+    let supervisor = gvisor_supervisor(&world, Grants::new().secret("a", "a"));
+
+    let lease = supervisor.acquire("a").await.unwrap();
+    assert_eq!(lease_get(&lease, "secret:a").await.unwrap(), b"alpha");
+    let err = lease_put(&lease, "crash:", b"").await.unwrap_err();
+    let UseError::Crashed {
+        status,
+        stderr_tail,
+        ..
+    } = &err
+    else {
+        panic!("expected Crashed, got {err}");
+    };
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "runsc run exits with the plugin's status"
+    );
+    assert!(stderr_tail.contains("crashing on purpose"), "{err}");
+    drop(lease);
+    eventually("the crashed plugin's container and files are gone", || {
+        World::leftovers(&world.delivery()).is_empty()
+    })
+    .await;
+    assert_world_clean(&world);
+
+    // Restarted on the next use, in a new sandbox; killed from outside (SIGKILL to `runsc
+    // run`, which takes its sandbox with it), the next call says so.
+    let lease = supervisor.acquire("a").await.unwrap();
+    assert_eq!(lease_get(&lease, "secret:a").await.unwrap(), b"alpha");
+    assert_eq!(supervisor.starts("a"), 2);
+    let pid = rustix::process::Pid::from_raw(i32::try_from(lease.pid()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    let err = lease_get(&lease, "pid:").await.unwrap_err();
+    assert!(
+        matches!(&err, UseError::Crashed { status, .. } if std::os::unix::process::ExitStatusExt::signal(status) == Some(9)),
+        "{err}"
+    );
+    drop(lease);
+    let lease = supervisor.acquire("a").await.unwrap();
+    assert_eq!(lease_get(&lease, "secret:a").await.unwrap(), b"alpha");
+    assert_eq!(supervisor.starts("a"), 3);
+    drop(lease);
+    supervisor.shutdown().await;
+    assert_world_clean(&world);
+}
+
+#[tokio::test]
+async fn an_idle_gvisor_plugin_stops_leaving_no_container_and_starts_again_on_the_next_use() {
+    require_runsc!(
+        "an_idle_gvisor_plugin_stops_leaving_no_container_and_starts_again_on_the_next_use"
+    );
+    let world = World::new();
+    world.add_secret("a", "alpha");
+    world.add_plugin(
+        &PluginSpec::new("a", PROBE)
+            .secrets(&["a"])
+            .extra("runner = \"gvisor\"\nidle_timeout = \"300ms\"\n"),
+    );
+    let supervisor = gvisor_supervisor(&world, Grants::new().secret("a", "a"));
+
+    let lease = supervisor.acquire("a").await.unwrap();
+    let first = lease.pid();
+    assert_eq!(lease_get(&lease, "secret:a").await.unwrap(), b"alpha");
+    let exited = procs::pidfd(first);
+    drop(lease);
+    procs::exited(exited, EXIT_DEADLINE).await;
+    eventually("the idle plugin's secrets are removed", || {
+        World::leftovers(&world.delivery()).is_empty()
+    })
+    .await;
+    assert_eq!(supervisor.pid("a").await, None);
+    assert_world_clean(&world);
+
+    let lease = supervisor.acquire("a").await.unwrap();
+    assert_ne!(lease.pid(), first);
+    assert_eq!(lease_get(&lease, "secret:a").await.unwrap(), b"alpha");
+    assert_eq!(supervisor.starts("a"), 2);
+    drop(lease);
+    supervisor.shutdown().await;
+    assert_world_clean(&world);
+}
+
+#[tokio::test]
+async fn a_gvisor_plugin_is_reattached_through_its_host_side_socket_and_never_signalled() {
+    require_runsc!(
+        "a_gvisor_plugin_is_reattached_through_its_host_side_socket_and_never_signalled"
+    );
+    let runtime = Runtime::new();
+    // Reattach configs carry no certificates: the plugin is started in plaintext.
+    let plugin = runtime.probe(PROBE).plaintext().start().await.unwrap();
+    let tether_host::launch::Address::Unix(socket) = plugin.address().clone() else {
+        panic!(
+            "a gVisor plugin listens on a unix socket: {}",
+            plugin.address()
+        );
+    };
+    assert!(
+        socket.starts_with(runtime.path()),
+        "the address is the host's view of the socket: {}",
+        socket.display()
+    );
+    let config = ReattachConfig::new(
+        1,
+        "unix",
+        socket.to_str().unwrap(),
+        i32::try_from(plugin.pid()).unwrap(),
+    );
+    let reattached = ReattachedPlugin::connect(config, None).await.unwrap();
+    // The pid is `runsc run`'s; the listening socket is held inside the sandbox, so the pid
+    // is not verified and the reattached side never signals it.
+    assert!(!reattached.pid_verified());
+    let pid = String::from_utf8(
+        KvClient::new(reattached.channel())
+            .get(GetRequest { key: "pid:".into() })
+            .await
+            .unwrap()
+            .into_inner()
+            .value,
+    )
+    .unwrap();
+    assert_eq!(pid, "1", "the plugin is the sandbox's first process");
+    let exited = plugin.exited();
+    assert_eq!(reattached.shutdown().await, ReattachedOutcome::NotVerified);
+    // The shutdown request reached the plugin, and `runsc run` exited with it.
+    let status = tokio::time::timeout(EXIT_DEADLINE, exited).await.unwrap();
+    assert!(status.success(), "{status}");
+    plugin.shutdown().await.unwrap();
+    runtime.assert_nothing_left();
+}
+
+#[tokio::test]
+async fn a_gvisor_plugin_runs_as_the_user_it_was_given_and_still_reads_its_secret() {
+    require_runsc!("a_gvisor_plugin_runs_as_the_user_it_was_given_and_still_reads_its_secret");
+    let runtime = Runtime::new();
+    let plugin = runtime
+        .probe(PROBE)
+        .run_as(65534, 65534)
+        .deliver(Delivery::new().secret("token", secret("t-65534")))
+        .start()
+        .await
+        .unwrap();
+    assert_eq!(plugin.run_as(), Some((65534, 65534)));
+    assert_eq!(get(&plugin, "ids:").await.unwrap(), b"65534 65534");
+    assert_eq!(get(&plugin, "secret:token").await.unwrap(), b"t-65534");
+    plugin.shutdown().await.unwrap();
+    runtime.assert_nothing_left();
+}
+
+/// Memory cgroup directories (v1 `memory` hierarchy or v2) of the containers of the host with
+/// process id `host` (container ids end in `-<host pid>`).
+fn container_cgroups(host: u32) -> Vec<PathBuf> {
+    let suffix = format!("-{host}");
+    ["/sys/fs/cgroup/memory", "/sys/fs/cgroup"]
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().is_some_and(|n| {
+                n.to_string_lossy().starts_with("tether-") && n.to_string_lossy().ends_with(&suffix)
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_gvisor_plugin_gets_its_memory_and_cpu_limits_and_is_stopped_past_its_memory() {
+    require_runsc!("a_gvisor_plugin_gets_its_memory_and_cpu_limits_and_is_stopped_past_its_memory");
+    let runtime = Runtime::new();
+    let plugin = PluginClient::builder(PROBE)
+        .runner(Runner::Gvisor(
+            GvisorOptions::new()
+                .runsc(gvisor::RUNSC)
+                .memory_mib(128)
+                .cpu_millis(500),
+        ))
+        .runtime_dir(runtime.path())
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .start()
+        .await
+        .unwrap();
+    let groups = container_cgroups(std::process::id());
+    assert_eq!(groups.len(), 1, "the sandbox has a memory cgroup");
+    // The limits are in force on the sandbox's groups (v1 hierarchies here; v2 files
+    // otherwise).
+    let read = |controller: &str, v1: &str, v2: &str| {
+        let name = groups[0].file_name().unwrap();
+        std::fs::read_to_string(
+            Path::new("/sys/fs/cgroup")
+                .join(controller)
+                .join(name)
+                .join(v1),
+        )
+        .or_else(|_| std::fs::read_to_string(groups[0].join(v2)))
+        .unwrap()
+    };
+    assert_eq!(
+        read("memory", "memory.limit_in_bytes", "memory.max").trim(),
+        (128_u64 << 20).to_string()
+    );
+    let quota = read("cpu", "cpu.cfs_quota_us", "cpu.max");
+    assert!(
+        quota.trim() == "50000" || quota.starts_with("50000 100000"),
+        "{quota}"
+    );
+    // Below the limit, memory is there.
+    KvClient::new(plugin.channel())
+        .put(PutRequest {
+            key: "balloon:".into(),
+            value: b"16".to_vec(),
+        })
+        .await
+        .unwrap();
+    let exited = plugin.exited();
+    // Past it, the kernel's OOM killer ends the sandbox mid-call: the connection drops.
+    let status = KvClient::new(plugin.channel())
+        .put(PutRequest {
+            key: "balloon:".into(),
+            value: b"512".to_vec(),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            status.code(),
+            tonic::Code::Unknown | tonic::Code::Unavailable
+        ),
+        "{status:?}"
+    );
+    let exit = tokio::time::timeout(EXIT_DEADLINE, exited).await.unwrap();
+    assert!(!exit.success(), "the sandbox was stopped: {exit}");
+    eprintln!("runsc run exited with {exit} after the OOM kill");
+    plugin.shutdown().await.unwrap();
+    runtime.assert_nothing_left();
+    assert_eq!(
+        container_cgroups(std::process::id()),
+        Vec::<PathBuf>::new(),
+        "cgroups left"
+    );
+}
+
+// --- one-shot runs (the container-per-step model of the benchmark) --------------------------
+
+/// Runs `sh -c SCRIPT` to its exit under `runner` in `state`.
+async fn run_step(
+    runtime: &Runtime,
+    runner: Runner,
+    state: &Path,
+    script: &str,
+) -> std::process::ExitStatus {
+    PluginClient::builder("/bin/sh")
+        .args(["-c", script])
+        .runner(runner)
+        .runtime_dir(runtime.path())
+        .current_dir(state)
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .run_to_exit()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_one_shot_program_runs_to_its_exit_under_either_runner_and_leaves_only_its_output() {
+    require_runsc!(
+        "a_one_shot_program_runs_to_its_exit_under_either_runner_and_leaves_only_its_output"
+    );
+    let runtime = Runtime::new();
+    let state = tempfile::tempdir().unwrap();
+    let gvisor = Runner::Gvisor(GvisorOptions::new().runsc(gvisor::RUNSC));
+    for (runner, file) in [(gvisor, "out-gvisor"), (Runner::Process, "out-process")] {
+        let script = format!("echo step > {file}; exit 7");
+        let status = run_step(&runtime, runner, state.path(), &script).await;
+        assert_eq!(status.code(), Some(7), "{file}: {status}");
+        assert_eq!(
+            std::fs::read_to_string(state.path().join(file)).unwrap(),
+            "step\n"
+        );
+    }
+    runtime.assert_nothing_left();
 }

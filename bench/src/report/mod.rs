@@ -7,6 +7,7 @@ mod goals;
 mod json;
 mod markdown;
 mod results;
+pub mod runners;
 mod splice;
 
 pub use context::Context;

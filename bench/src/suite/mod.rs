@@ -10,11 +10,16 @@ mod counts;
 mod evaluate;
 mod measurement;
 mod metrics;
+mod runners;
 mod systems;
 
 pub use counts::{CONCURRENCY_LEVELS, Counts, DEFAULT_ROUNDS, MIB};
 pub use measurement::{CallbackMode, Measurement, Value};
 pub use metrics::{Better, METRICS, MetricSpec, TETHER_ONLY, metric};
+pub use runners::{
+    CONTAINERS, GVISOR_RUNNER, PROCESS_RUNNER, REQUIRE_PEERS_ENV, RunnerCounts, RunnerKind,
+    RunnerMeasurement, RunnerPrograms, StepModel, WorkflowSize, gvisor_unavailable, peers_required,
+};
 pub use systems::{CounterPrograms, System, SystemKind};
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub(crate) mod env;
 pub(crate) mod handshake;
 pub(crate) mod health;
 pub(crate) mod interpreted;
+pub(crate) mod once;
 pub(crate) mod output;
 pub(crate) mod plan;
 pub(crate) mod private_dir;
@@ -31,6 +32,7 @@ pub use handshake::{
     DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_START_TIMEOUT, MAX_QUOTED_STDOUT,
 };
 pub use health::DEFAULT_HEALTH_TIMEOUT;
+pub use once::RunOnceError;
 pub use output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
 pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN, PLUGIN_LOG_TARGET};
 pub use private_dir::{MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE};

@@ -30,6 +30,7 @@ use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::options::{GvisorOptions, Runner};
 use crate::launch::runner::view::PluginView;
 use crate::launch::runner::{self, gvisor};
+use crate::launch::runtime::ResolvedRuntime;
 use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::Launched;
 use crate::launch::spawn;
@@ -48,22 +49,9 @@ pub(crate) async fn start(
     let plugin = &*name;
     let before_spawn = |failure: Failure| StartError::new(plugin, failure, None);
 
-    let resources = prepare(&settings).map_err(before_spawn)?;
-    let mut plan = plan(&settings, &handshake, &resources);
-    let resolved = interpreted::interpreter(&settings, &mut plan, plugin)
+    let (spawned, resolved) = launch(&settings, &handshake, &name, true)
         .await
         .map_err(before_spawn)?;
-    interpreted::allow_program(&mut plan);
-    // The runner seam: everything after this sees only `Spawned`.
-    let spawned = match &settings.runner {
-        Runner::Process => {
-            let confined = confine(&settings, &mut plan, plugin).map_err(before_spawn)?;
-            spawn(&settings, &plan, resources, confined, &name).map_err(before_spawn)?
-        }
-        Runner::Gvisor(options) => {
-            run_gvisor(options, &settings, &plan, resources, &name).map_err(before_spawn)?
-        }
-    };
     let Spawned {
         mut launched,
         stdout,
@@ -137,6 +125,31 @@ pub(crate) async fn start(
     }
 }
 
+/// Stages 1–4: prepare, plan, then the runner seam — the process runner's confinement and
+/// spawn, or the gVisor runner's bundle and `runsc run`. Everything after this sees only
+/// [`Spawned`]; [`once`](crate::launch::once) runs a program to its exit through the same
+/// stages.
+/// `connects`: whether a connection follows (a one-shot run makes no TLS identity).
+pub(crate) async fn launch(
+    settings: &Settings,
+    handshake: &HandshakeConfig,
+    name: &Arc<str>,
+    connects: bool,
+) -> Result<(Spawned, Option<ResolvedRuntime>), Failure> {
+    let resources = prepare(settings, connects)?;
+    let mut plan = plan(settings, handshake, &resources);
+    let resolved = interpreted::interpreter(settings, &mut plan, name).await?;
+    interpreted::allow_program(&mut plan);
+    let spawned = match &settings.runner {
+        Runner::Process => {
+            let confined = confine(settings, &mut plan, name)?;
+            spawn(settings, &plan, resources, confined, name)?
+        }
+        Runner::Gvisor(options) => run_gvisor(options, settings, &plan, resources, name)?,
+    };
+    Ok((spawned, resolved))
+}
+
 /// What a launch owns before anything runs.
 struct Resources {
     /// The binary, opened and checked when a digest was configured.
@@ -148,7 +161,7 @@ struct Resources {
 
 /// Stage 1: integrity first (nothing is made for a binary that will be refused), then the
 /// private directory, the delivered files and the TLS identity.
-fn prepare(settings: &Settings) -> Result<Resources, Failure> {
+fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
     let prepare_error = |what, source| StartErrorKind::Prepare { what, source };
     let host_uid = rustix::process::geteuid().as_raw();
     if let Some((uid, gid)) = settings.run_as
@@ -176,14 +189,22 @@ fn prepare(settings: &Settings) -> Result<Resources, Failure> {
         _ => None,
     };
     if let Some(run_as) = settings.run_as {
-        give_to_plugin_user(settings, &dir, delivered.as_ref(), run_as).map_err(|e| {
+        user::give_launch_dirs(
+            settings,
+            dir.path(),
+            delivered.as_ref().map(DeliveredDir::path),
+            run_as,
+        )
+        .map_err(|e| {
             prepare_error(
                 "giving the launch's directories to the plugin's user",
                 e.into(),
             )
         })?;
     }
-    let identity = if settings.plaintext {
+    let identity = if !connects {
+        None
+    } else if settings.plaintext {
         tracing::warn!(
             plugin = settings.display_name(),
             "AutoMTLS is off: the connection to this plugin is neither encrypted nor authenticated"
@@ -201,29 +222,6 @@ fn prepare(settings: &Settings) -> Result<Resources, Failure> {
         delivered,
         identity,
     })
-}
-
-/// What the host made for this launch becomes `run_as`'s: the private directory, the delivered
-/// files, and the working directory when the host made it (a supervisor's state directory;
-/// the directory only, not what earlier launches left in it).
-fn give_to_plugin_user(
-    settings: &Settings,
-    dir: &PrivateDir,
-    delivered: Option<&DeliveredDir>,
-    run_as: (u32, u32),
-) -> std::io::Result<()> {
-    user::give(dir.path(), run_as, false)?;
-    if let Some(delivered) = delivered {
-        user::give(delivered.path(), run_as, true)?;
-    }
-    if let Some(working_dir) = settings
-        .current_dir
-        .as_deref()
-        .filter(|_| settings.working_dir_is_hosts)
-    {
-        user::give(working_dir, run_as, false)?;
-    }
-    Ok(())
 }
 
 /// Stage 2: the pure plan, then the one lookup it needs (where the binary is).
@@ -306,12 +304,12 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
 }
 
 /// A spawned plugin and what the later stages need.
-struct Spawned {
-    launched: Launched,
-    stdout: ChildStdout,
-    stderr: ChildStderr,
-    identity: Option<Identity>,
-    in_force: InForce,
+pub(crate) struct Spawned {
+    pub(crate) launched: Launched,
+    pub(crate) stdout: ChildStdout,
+    pub(crate) stderr: ChildStderr,
+    pub(crate) identity: Option<Identity>,
+    pub(crate) in_force: InForce,
 }
 
 /// Stage 4: the process, in its own group, registered with the janitor; its pids cgroup and

@@ -4,7 +4,7 @@
 use std::error::Error;
 
 use tether_examples::kv::kv_client::KvClient;
-use tether_host::{HandshakeConfig, PluginClient};
+use tether_host::{HandshakeConfig, PluginClient, PluginClientBuilder};
 use tonic::transport::Channel;
 
 /// The 64-byte value the measurements write and read.
@@ -93,6 +93,11 @@ pub(crate) struct Launcher {
 
 impl Launcher {
     pub(crate) async fn start(&self) -> Result<PluginClient, tether_host::StartError> {
+        self.builder().start().await
+    }
+
+    /// The builder [`start`](Self::start) starts.
+    pub(crate) fn builder(&self) -> PluginClientBuilder<HandshakeConfig> {
         let mut builder = PluginClient::builder(&self.program)
             .args(&self.args)
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
@@ -118,6 +123,6 @@ impl Launcher {
                 builder = builder.current_dir(state);
             }
         }
-        builder.start().await
+        builder
     }
 }

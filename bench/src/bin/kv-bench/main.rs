@@ -31,6 +31,7 @@ mod launcher;
 mod measure;
 mod samples;
 mod summary;
+mod workflow;
 
 #[derive(Debug, Parser)]
 #[command(

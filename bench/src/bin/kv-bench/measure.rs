@@ -13,6 +13,7 @@
 //! | `payload --size B --rounds K` | K × (`Put` of B bytes, `Get` of them back) after one unmeasured round | `bytes=… elapsed_ns=…` or `failed=CODE` |
 //! | `plugin-rss` | VmRSS of the plugin process after one `Put` and one `Get` | `rss_kb=…` |
 //! | `host-rss --plugins P` | this host's VmRSS with 1 and then P live plugins, each called once | `first_kb=… last_kb=… plugins=P` |
+//! | `workflow --steps N --model plugin\|containers [--step PROGRAM] [--repeat R]` | N workflow steps end to end: launch + N `Put`s + shutdown of one plugin, or N one-shot `kv-step` sandboxes under gVisor (see `workflow.rs`), R times | `steps=N samples_ns=…` |
 //! | `catalog --manifests M --use U --repeat R` | tether only: load a catalog of M manifests, then one `Put` on U of them through a lazy [`Supervisor`](tether_host::Supervisor) (see `catalog.rs`) | `load_ns=… use_ns=… started=…` |
 //!
 //! `launch` honours the global `--sandbox` option (tether's confinement; go-plugin has none).
@@ -30,6 +31,7 @@ use tether_host::PluginClient;
 use crate::catalog::{self, CatalogRun};
 use crate::launcher::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
 use crate::samples::join_ns;
+use crate::workflow;
 
 /// Unmeasured `Get`s before `unary` and `rate` start timing (connection and allocator warm-up).
 pub(crate) const DEFAULT_WARMUP_CALLS: u64 = 100;
@@ -96,6 +98,22 @@ pub(crate) enum Metric {
         /// Repeats.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         repeat: u64,
+    },
+    /// STEPS workflow steps end to end, as `Put`s to one long-lived plugin or as one gVisor
+    /// sandbox per step (see `workflow.rs`), REPEAT times: `steps=N samples_ns=…`.
+    Workflow {
+        /// Steps per workflow.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        steps: u64,
+        /// How the steps run.
+        #[arg(long, value_enum)]
+        model: workflow::Model,
+        /// Timed workflows.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        repeat: u64,
+        /// The one-shot step program (`kv-step`) of `--model containers`.
+        #[arg(long = "step", value_name = "PROGRAM")]
+        step_program: Option<std::path::PathBuf>,
     },
 }
 
@@ -170,6 +188,12 @@ pub(crate) async fn run(launcher: &Launcher, metric: Metric) -> Result<(), Failu
             .await?
         }
         Metric::HostRss { plugins } => host_rss(launcher, plugins).await?,
+        Metric::Workflow {
+            steps,
+            model,
+            repeat,
+            step_program,
+        } => workflow::run(launcher, model, steps, repeat, step_program.as_deref()).await?,
         Metric::Catalog {
             manifests,
             used,

@@ -223,7 +223,7 @@ fn run_command(
 ) -> Command {
     let mut cmd = Command::new(&container.runsc);
     cmd.arg("--root").arg(&container.root);
-    if options.ignore_cgroups {
+    if !options.cgroups_managed() {
         cmd.arg("--ignore-cgroups");
     }
     cmd.arg(match network {

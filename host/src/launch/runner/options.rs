@@ -74,7 +74,7 @@ impl Default for GvisorOptions {
 
 impl GvisorOptions {
     /// `runsc` from the host's `PATH`, a root file system assembled from the plugin's binary
-    /// and its ELF libraries, cgroups left alone (`--ignore-cgroups`). The network is the
+    /// and its ELF libraries, cgroups left alone (`--ignore-cgroups`) unless a limit needs them. The network is the
     /// builder's [`network`](crate::PluginClientBuilder::network) for every runner: none by
     /// default (`--network=none`), the host's (`--network=host`) only when asked (and granted).
     #[must_use]
@@ -136,28 +136,38 @@ impl GvisorOptions {
         self
     }
 
-    /// A memory limit in MiB (`linux.resources.memory.limit`); runsc applies it only when it
-    /// manages cgroups, see [`manage_cgroups`](Self::manage_cgroups).
+    /// A memory limit in MiB for the whole sandbox (`linux.resources.memory.limit`: the
+    /// sandbox's memory cgroup, which runsc then creates and removes; a plugin going past it is
+    /// stopped by the kernel's OOM killer). Setting it lets runsc manage cgroups, as
+    /// [`manage_cgroups`](Self::manage_cgroups) does.
     #[must_use]
     pub fn memory_mib(mut self, mib: u64) -> Self {
         self.memory_mib = Some(mib);
         self
     }
 
-    /// A CPU limit in thousandths of a CPU (`linux.resources.cpu`); like
-    /// [`memory_mib`](Self::memory_mib), applied only when runsc manages cgroups.
+    /// A CPU limit in thousandths of a CPU (`linux.resources.cpu`: a CFS quota per 100 ms on
+    /// the sandbox's cgroup); like [`memory_mib`](Self::memory_mib), it lets runsc manage
+    /// cgroups.
     #[must_use]
     pub fn cpu_millis(mut self, millis: u64) -> Self {
         self.cpu_millis = Some(millis);
         self
     }
 
-    /// Lets runsc configure cgroups (drops `--ignore-cgroups`), so that memory and CPU limits
-    /// apply. Off by default: runsc's 2022 build refuses hybrid (v1 + v2) cgroup layouts.
+    /// Lets runsc configure cgroups (drops `--ignore-cgroups`) even without a memory or CPU
+    /// limit. Off by default: with no limit to apply, making and removing a cgroup per
+    /// launch is work for nothing. runsc uses the v1 hierarchies where the host has them (as
+    /// on hybrid v1 + v2 hosts) and needs root to write them.
     #[must_use]
     pub fn manage_cgroups(mut self, on: bool) -> Self {
         self.ignore_cgroups = !on;
         self
+    }
+
+    /// Whether runsc configures cgroups: asked for, or needed by a memory or CPU limit.
+    pub(crate) fn cgroups_managed(&self) -> bool {
+        !self.ignore_cgroups || self.memory_mib.is_some() || self.cpu_millis.is_some()
     }
 }
 
@@ -171,5 +181,13 @@ mod tests {
         assert!(missing("/nonexistent/runsc").is_none());
         assert!(missing("surely-no-such-runsc-here").is_none());
         assert!(missing("sh").is_some_and(|p| p.is_absolute()));
+    }
+
+    #[test]
+    fn a_memory_or_cpu_limit_lets_runsc_manage_cgroups_and_none_leaves_them_alone() {
+        assert!(!GvisorOptions::new().cgroups_managed());
+        assert!(GvisorOptions::new().memory_mib(64).cgroups_managed());
+        assert!(GvisorOptions::new().cpu_millis(500).cgroups_managed());
+        assert!(GvisorOptions::new().manage_cgroups(true).cgroups_managed());
     }
 }
