@@ -743,6 +743,7 @@ fn container_cgroups(host: u32) -> Vec<PathBuf> {
 #[tokio::test]
 async fn a_gvisor_plugin_gets_its_memory_and_cpu_limits_and_is_stopped_past_its_memory() {
     require_runsc!("a_gvisor_plugin_gets_its_memory_and_cpu_limits_and_is_stopped_past_its_memory");
+    let _counting = CGROUP_COUNTERS.lock().await;
     let runtime = Runtime::new();
     let plugin = PluginClient::builder(PROBE)
         .runner(Runner::Gvisor(
@@ -758,28 +759,7 @@ async fn a_gvisor_plugin_gets_its_memory_and_cpu_limits_and_is_stopped_past_its_
         .unwrap();
     let groups = container_cgroups(std::process::id());
     assert_eq!(groups.len(), 1, "the sandbox has a memory cgroup");
-    // The limits are in force on the sandbox's groups (v1 hierarchies here; v2 files
-    // otherwise).
-    let read = |controller: &str, v1: &str, v2: &str| {
-        let name = groups[0].file_name().unwrap();
-        std::fs::read_to_string(
-            Path::new("/sys/fs/cgroup")
-                .join(controller)
-                .join(name)
-                .join(v1),
-        )
-        .or_else(|_| std::fs::read_to_string(groups[0].join(v2)))
-        .unwrap()
-    };
-    assert_eq!(
-        read("memory", "memory.limit_in_bytes", "memory.max").trim(),
-        (128_u64 << 20).to_string()
-    );
-    let quota = read("cpu", "cpu.cfs_quota_us", "cpu.max");
-    assert!(
-        quota.trim() == "50000" || quota.starts_with("50000 100000"),
-        "{quota}"
-    );
+    assert_sandbox_limits(&groups[0], 128, "50000");
     // Below the limit, memory is there.
     KvClient::new(plugin.channel())
         .put(PutRequest {
@@ -809,6 +789,86 @@ async fn a_gvisor_plugin_gets_its_memory_and_cpu_limits_and_is_stopped_past_its_
     eprintln!("runsc run exited with {exit} after the OOM kill");
     plugin.shutdown().await.unwrap();
     runtime.assert_nothing_left();
+    assert_eq!(
+        container_cgroups(std::process::id()),
+        Vec::<PathBuf>::new(),
+        "cgroups left"
+    );
+}
+
+/// Held by the tests that count this process's sandbox cgroups (they would see each other's).
+static CGROUP_COUNTERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The limits are in force on the sandbox's groups (v1 hierarchies here; v2 files
+/// otherwise): memory in MiB, the CFS quota in µs per 100 ms.
+#[track_caller]
+fn assert_sandbox_limits(group: &Path, memory_mib: u64, cpu_quota: &str) {
+    let read = |controller: &str, v1: &str, v2: &str| {
+        let name = group.file_name().unwrap();
+        std::fs::read_to_string(
+            Path::new("/sys/fs/cgroup")
+                .join(controller)
+                .join(name)
+                .join(v1),
+        )
+        .or_else(|_| std::fs::read_to_string(group.join(v2)))
+        .unwrap()
+    };
+    assert_eq!(
+        read("memory", "memory.limit_in_bytes", "memory.max").trim(),
+        (memory_mib << 20).to_string()
+    );
+    let quota = read("cpu", "cpu.cfs_quota_us", "cpu.max");
+    assert!(
+        quota.trim() == cpu_quota || quota.starts_with(&format!("{cpu_quota} 100000")),
+        "{quota}"
+    );
+}
+
+#[tokio::test]
+async fn a_manifests_gvisor_table_limits_the_sandbox_and_a_plugin_past_its_memory_is_restarted() {
+    require_runsc!(
+        "a_manifests_gvisor_table_limits_the_sandbox_and_a_plugin_past_its_memory_is_restarted"
+    );
+    let _counting = CGROUP_COUNTERS.lock().await;
+    let world = World::new();
+    world.add_plugin(
+        &PluginSpec::new("a", PROBE)
+            .extra("runner = \"gvisor\"\n")
+            .tables("[gvisor]\nmemory_mib = 96\ncpu_millis = 250\n\n[restart]\ninitial_backoff = \"10ms\""),
+    );
+    let supervisor = gvisor_supervisor(&world, Grants::new());
+    let lease = supervisor.acquire("a").await.unwrap();
+    let groups = container_cgroups(std::process::id());
+    assert_eq!(groups.len(), 1, "the sandbox has a memory cgroup");
+    assert_sandbox_limits(&groups[0], 96, "25000");
+    let balloon = |mib: &'static str| {
+        lease.call(move |ch| async move {
+            KvClient::new(ch)
+                .put(PutRequest {
+                    key: "balloon:".into(),
+                    value: mib.as_bytes().to_vec(),
+                })
+                .await
+        })
+    };
+    balloon("8").await.unwrap();
+    let err = balloon("256").await.unwrap_err();
+    assert!(matches!(err, UseError::Crashed { .. }), "{err}");
+    drop(lease);
+    // The next use starts it again, with the same limits.
+    let lease = supervisor.acquire("a").await.unwrap();
+    assert_eq!(supervisor.starts("a"), 2);
+    let groups = container_cgroups(std::process::id());
+    assert_eq!(
+        groups.len(),
+        1,
+        "one sandbox, one memory cgroup: {groups:?}"
+    );
+    assert_sandbox_limits(&groups[0], 96, "25000");
+    drop(lease);
+    supervisor.shutdown().await;
+    assert_world_clean(&world);
     assert_eq!(
         container_cgroups(std::process::id()),
         Vec::<PathBuf>::new(),

@@ -90,7 +90,9 @@ pub struct Manifest {
     pub limits: Limits,
     /// How strictly the plugin is confined.
     pub sandbox: SandboxMode,
-    /// Where the plugin runs (manifest key `runner`: `"process"`, the default, or `"gvisor"`).
+    /// Where the plugin runs (manifest key `runner`: `"process"`, the default, or `"gvisor"`;
+    /// the table `[gvisor]` sets the sandbox's cgroup limits `memory_mib` and `cpu_millis`,
+    /// see [`GvisorOptions::memory_mib`] and [`GvisorOptions::cpu_millis`]).
     pub runner: Runner,
     /// Directories the confined plugin may also read and execute below (manifest key
     /// `sandbox_allow_exec`): an interpreter outside the system paths, e.g. a pyenv Python.
@@ -175,6 +177,7 @@ struct RawManifest {
     sandbox: SandboxMode,
     #[serde(default)]
     runner: RawRunner,
+    gvisor: Option<Spanned<RawGvisor>>,
     #[serde(default)]
     sandbox_allow_exec: Vec<Spanned<String>>,
     #[serde(default)]
@@ -196,6 +199,16 @@ fn schema() -> Schema {
         .table("handshake", Schema::of::<RawHandshake>())
         .table("limits", Schema::of::<Limits>())
         .table("restart", Schema::of::<RawRestart>())
+        .table("gvisor", Schema::of::<RawGvisor>())
+}
+
+/// The manifest's `[gvisor]` table: the sandbox's own memory and CPU limits (its cgroup),
+/// for `runner = "gvisor"` only.
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+struct RawGvisor {
+    memory_mib: Option<u64>,
+    cpu_millis: Option<u64>,
 }
 
 /// The manifest's `runner` key; gVisor with its default options.
@@ -278,6 +291,7 @@ impl Manifest {
         check.name(&raw.name, "name")?;
         check.no_nul(&raw.command, "command")?;
         let command = check.relative_path(&raw.command, "command")?;
+        let runner = check.runner(raw.runner, raw.gvisor.as_ref())?;
         if command.components().count() == 1 {
             // A bare name would be looked up on no PATH: say how interpreters are run.
             if let Some(hint) = interpreter_hint(raw.command.get_ref()) {
@@ -356,10 +370,7 @@ impl Manifest {
             env_allow,
             limits: raw.limits,
             sandbox: raw.sandbox,
-            runner: match raw.runner {
-                RawRunner::Process => Runner::Process,
-                RawRunner::Gvisor => Runner::Gvisor(GvisorOptions::new()),
-            },
+            runner,
             sandbox_allow_exec,
             sandbox_allow_read,
             network: raw.network,
@@ -426,6 +437,43 @@ impl Checker<'_> {
             }
         }
         Ok(values.iter().map(|v| v.get_ref().clone()).collect())
+    }
+
+    /// `runner` with its `[gvisor]` limits; the table with the process runner is refused.
+    fn runner(
+        &self,
+        runner: RawRunner,
+        gvisor: Option<&Spanned<RawGvisor>>,
+    ) -> Result<Runner, ManifestError> {
+        match (runner, gvisor) {
+            (RawRunner::Process, None) => Ok(Runner::Process),
+            (RawRunner::Process, Some(table)) => Err(self.error(
+                table,
+                "gvisor",
+                "sets the gVisor sandbox's limits, but the plugin runs as a process: add \
+                 `runner = \"gvisor\"` or use `[limits]`",
+            )),
+            (RawRunner::Gvisor, None) => Ok(Runner::Gvisor(GvisorOptions::new())),
+            (RawRunner::Gvisor, Some(table)) => {
+                let limits = *table.get_ref();
+                let mut options = GvisorOptions::new();
+                for (key, value) in [
+                    ("gvisor.memory_mib", limits.memory_mib),
+                    ("gvisor.cpu_millis", limits.cpu_millis),
+                ] {
+                    if value == Some(0) {
+                        return Err(self.error(table, key, "must be above 0"));
+                    }
+                }
+                if let Some(mib) = limits.memory_mib {
+                    options = options.memory_mib(mib);
+                }
+                if let Some(millis) = limits.cpu_millis {
+                    options = options.cpu_millis(millis);
+                }
+                Ok(Runner::Gvisor(options))
+            }
+        }
     }
 
     fn relative_path(&self, value: &Spanned<String>, key: &str) -> Result<PathBuf, ManifestError> {
@@ -656,6 +704,33 @@ initial_backoff = "50ms"
             (8, Some("runtime")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_gvisor_table_sets_the_sandbox_limits_and_is_refused_for_the_process_runner() {
+        let m = parse(&format!(
+            "runner = \"gvisor\"\n{GOOD}\n[gvisor]\nmemory_mib = 256\ncpu_millis = 500\n"
+        ))
+        .unwrap();
+        let Runner::Gvisor(options) = &m.runner else {
+            panic!("{:?}", m.runner)
+        };
+        assert_eq!(
+            (options.memory_mib, options.cpu_millis),
+            (Some(256), Some(500))
+        );
+        let err = parse(&format!("{GOOD}\n[gvisor]\nmemory_mib = 256\n")).unwrap_err();
+        assert!(err.to_string().contains("runs as a process"), "{err}");
+        let err = parse(&format!(
+            "runner = \"gvisor\"\n{GOOD}\n[gvisor]\ncpu_millis = 0\n"
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("gvisor.cpu_millis"), "{err}");
+        let err = parse(&format!(
+            "runner = \"gvisor\"\n{GOOD}\n[gvisor]\nmemory = 1\n"
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("memory"), "{err}");
     }
 
     #[test]

@@ -43,9 +43,28 @@ impl Runner {
     }
 }
 
+/// The runner's name, and a gVisor sandbox's cgroup limits when set: `gvisor (memory 256
+/// MiB, cpu 500 millicores)`.
 impl fmt::Display for Runner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.name())?;
+        let Self::Gvisor(options) = self else {
+            return Ok(());
+        };
+        let limits: Vec<String> = [
+            options.memory_mib.map(|mib| format!("memory {mib} MiB")),
+            options
+                .cpu_millis
+                .map(|millis| format!("cpu {millis} millicores")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if limits.is_empty() {
+            Ok(())
+        } else {
+            write!(f, " ({})", limits.join(", "))
+        }
     }
 }
 
