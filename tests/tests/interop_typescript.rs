@@ -9,8 +9,9 @@
 //! - the library host sees the plugin's own certificate and the negotiated broker mode, and
 //!   `Shutdown` ends it with status 0; a plugin exits by itself when its host dies.
 //!
-//! The plugins run confined (tether's default sandbox), with Node's prefix, the SDK folder and
-//! OpenSSL's configuration allowed explicitly until tether hosts know a `node` runtime.
+//! The plugins run confined (tether's default sandbox) with no hand-written allowances: the
+//! example hosts resolve the `node` runtime by themselves (`Runtime::Auto`, the program is
+//! `node`), the library tests say `Runtime::Node` — what a catalog's `runtime = "node"` does.
 //! Without Node or the SDK's dependencies the tests print why and pass as skipped, unless
 //! `TETHER_REQUIRE_PEERS=1` (CI sets it): then they fail.
 
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{HandshakeConfig, PluginClient, ShutdownOutcome};
+use tether_host::{HandshakeConfig, ShutdownOutcome};
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};
@@ -34,7 +35,7 @@ use tether_transport::BrokerMode;
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Runs `round_trip` with a TypeScript example under a tether example host, with `options`
-/// (and the sandbox allowances) before the subcommand.
+/// before the subcommand (no sandbox allowances: the host resolves the `node` runtime).
 fn tether_host(host: &str, ts: &NodePeer, example: &str, options: &[&str]) -> ExampleHost {
     let program = Path::new(host);
     let command = ts.command(example);
@@ -43,8 +44,7 @@ fn tether_host(host: &str, ts: &NodePeer, example: &str, options: &[&str]) -> Ex
     } else {
         ExampleHost::counter(program, command)
     };
-    host.options(ts.host_sandbox_args())
-        .options(options.iter().copied())
+    host.options(options.iter().copied())
 }
 
 macro_rules! tether_host_tests {
@@ -138,8 +138,7 @@ async fn tether_host_calls_the_typescript_plugin_over_pinned_automtls_in_both_mo
         let work = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let plugin = ts
-            .allow(PluginClient::builder(&ts.node))
-            .args([ts.example("kv")])
+            .builder("kv")
             .current_dir(work.path())
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
             .multiplex(multiplex)
