@@ -286,3 +286,41 @@ async fn a_typescript_plugin_exits_when_its_host_dies() {
         "the plugin removes its private socket directory when its host dies"
     );
 }
+
+/// The SDK serves gRPC server reflection: `tether inspect` lists the plugin's own service and
+/// describes its methods and messages without any `.proto` file.
+#[test]
+fn tether_inspect_lists_and_describes_a_typescript_plugins_services_through_reflection() {
+    let Some(ts) = typescript::node_or_skip(
+        "tether_inspect_lists_and_describes_a_typescript_plugins_services_through_reflection",
+    ) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(bins::TETHER.path())
+        .args(["inspect", "--cmd", &ts.command("counter")])
+        .args(["--cookie", "BASIC_PLUGIN=hello"])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let services = stdout
+        .lines()
+        .find(|l| l.starts_with("services: "))
+        .unwrap_or_else(|| panic!("no services line:\n{stdout}"));
+    assert!(services.contains("proto.Counter"), "{services}");
+    assert!(
+        !services.contains("proto.AddHelper"),
+        "only served services are listed: {services}"
+    );
+    assert!(
+        stdout.contains("rpc Put(proto.PutRequest) returns (proto.Empty)")
+            && stdout.contains("uint32 add_server = 1;"),
+        "{stdout}"
+    );
+}
