@@ -183,3 +183,33 @@ test("a knock for an id not yet served is answered once it is", async () => {
   host.close();
   rmSync(dir, { recursive: true, force: true });
 });
+
+test("when a second StartStream ends, announcements still reach the host on the first", async () => {
+  const broker = new GRPCBroker();
+  const dir = connected(broker);
+  const fakeCall = (): { call: PassThrough & { cancelled: boolean }; sent: ConnInfo[]; ended: () => boolean } => {
+    const sent: ConnInfo[] = [];
+    let ended = false;
+    const call = Object.assign(new PassThrough({ objectMode: true }), { cancelled: false });
+    call.write = ((info: ConnInfo) => {
+      sent.push(info);
+      return true;
+    }) as typeof call.write;
+    call.end = (() => {
+      ended = true;
+      return call;
+    }) as typeof call.end;
+    broker.startStreamHandler()(call as never);
+    return { call, sent, ended: () => ended };
+  };
+  const first = fakeCall();
+  const second = fakeCall();
+  second.call.emit("end"); // the host (e.g. a conformance probe) ends the second stream
+  const served = await broker.acceptAndServe(broker.nextId(), []);
+  assert.equal(first.sent.length, 1, "announced on the stream still open");
+  assert.equal(first.sent[0]?.service_id, served.id);
+  await served.stop(0);
+  await broker.close();
+  assert.ok(first.ended(), "closing the broker ends every open StartStream");
+  rmSync(dir, { recursive: true, force: true });
+});
