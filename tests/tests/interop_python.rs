@@ -403,3 +403,74 @@ impl AddHelper for Adder {
         Ok(tonic::Response::new(counter::SumResponse { r: a + b }))
     }
 }
+
+/// The other direction, in both broker modes: the Python plugin serves a callback with
+/// `accept_and_serve` (announced in the default mode; answering the host's knock and routing
+/// the host's stream in the multiplexed one) and the host dials that id.
+#[tokio::test]
+async fn tether_host_dials_a_callback_the_python_plugin_serves_in_both_broker_modes() {
+    let test = "tether_host_dials_a_callback_the_python_plugin_serves_in_both_broker_modes";
+    let Some(py) = python::python_or_skip(test) else {
+        return;
+    };
+    for multiplex in [false, true] {
+        let work = tempfile::tempdir().unwrap();
+        let plugin = py
+            .allow(PluginClient::builder(&py.interpreter))
+            .args([py.sdk.join("tests/serving_plugin.py")])
+            .current_dir(work.path())
+            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+            .multiplex(multiplex)
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let expected = if multiplex {
+            BrokerMode::Multiplexed
+        } else {
+            BrokerMode::Default
+        };
+        assert_eq!(plugin.broker_mode(), expected);
+        let mut kv = KvClient::new(plugin.channel());
+        for _ in 0..2 {
+            let value = kv
+                .get(GetRequest {
+                    key: "serve".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .value;
+            let id: u32 = String::from_utf8(value).unwrap().parse().unwrap();
+            let channel = plugin.broker().dial(id).await.unwrap();
+            let status = tonic_health::pb::health_client::HealthClient::new(channel)
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: "callback".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .status;
+            assert_eq!(
+                status,
+                tonic_health::pb::health_check_response::ServingStatus::Serving as i32,
+                "{expected} broker, id {id}"
+            );
+        }
+        if multiplex {
+            let Address::Unix(socket) = plugin.address() else {
+                panic!("not a unix socket: {}", plugin.address());
+            };
+            assert_eq!(
+                procs::unix_connections_to(socket),
+                1,
+                "one connection to the plugin"
+            );
+        }
+        let outcome = plugin.shutdown().await.unwrap();
+        assert!(
+            matches!(outcome, ShutdownOutcome::Graceful(status) if status.success()),
+            "{outcome}"
+        );
+        assert!(procs::in_dir(work.path()).is_empty());
+    }
+}
