@@ -85,7 +85,7 @@ fn kv_host_runs_the_python_kv_plugin_in_plaintext() {
 }
 
 macro_rules! go_host_tests {
-    ($($name:ident: $variant:expr, $tls:expr;)*) => {$(
+    ($($name:ident: $variant:expr, $options:expr, $tls:expr;)*) => {$(
         #[test]
         fn $name() {
             let Some(py) = python::python_or_skip(stringify!($name)) else {
@@ -94,16 +94,21 @@ macro_rules! go_host_tests {
             let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
                 return;
             };
-            kv_round_trip(&go.host, &py.kv_plugin_command(), &[], $tls);
+            let options: &[&str] = $options;
+            let args: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
+            kv_round_trip(&go.host, &py.kv_plugin_command(), &args, $tls);
         }
     )*};
 }
 
 go_host_tests! {
-    go_host_v1_8_runs_the_python_kv_plugin_with_automtls: GoPlugin::V18, true;
-    go_host_v1_0_1_runs_the_python_kv_plugin_with_automtls: GoPlugin::V101, true;
-    go_host_v1_8_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V18, false;
-    go_host_v1_0_1_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V101, false;
+    go_host_v1_8_runs_the_python_kv_plugin_with_automtls: GoPlugin::V18, &[], true;
+    go_host_v1_0_1_runs_the_python_kv_plugin_with_automtls: GoPlugin::V101, &[], true;
+    go_host_v1_8_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V18, &[], false;
+    go_host_v1_0_1_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V101, &[], false;
+    // GRPCBrokerMultiplex on: go-plugin refuses a plugin that does not accept it.
+    go_host_v1_8_with_multiplexing_runs_the_python_kv_plugin_with_automtls: GoPlugin::V18, &["--multiplex"], true;
+    go_host_v1_8_with_multiplexing_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V18, &["--multiplex"], false;
 }
 
 /// Through the library: the connection really is mutual TLS with the Python plugin's own

@@ -115,6 +115,7 @@ macro_rules! go_host_tests {
 go_host_tests! {
     go_host_v1_8_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V18, "kv", &[];
     go_host_v1_8_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V18, "kv", &["--plaintext"];
+    go_host_v1_8_with_multiplexing_runs_the_typescript_kv_plugin: GoPlugin::V18, "kv", &["--multiplex"];
     go_host_v1_0_1_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V101, "kv", &[];
     go_host_v1_0_1_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V101, "kv", &["--plaintext"];
     go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: GoPlugin::V18, "counter", &[];
