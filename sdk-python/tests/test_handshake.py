@@ -23,7 +23,14 @@ def test_the_certificate_is_standard_base64_without_padding(length):
     assert base64.b64decode(field + "=" * (-len(field) % 4)) == der
     line = Handshake(app_version=1, network="unix", address="/s", server_cert_der=der).line()
     assert line.rstrip("\n").split("|")[5] == field
-    assert len(line.split("|")) == 6, "never a 7th (multiplexing) field"
+    assert len(line.split("|")) == 6, "no 7th (multiplexing) field unless the host offered it"
+
+
+@pytest.mark.parametrize(("multiplex", "field"), [(True, "true"), (False, "false")])
+def test_the_seventh_field_is_printed_only_when_the_host_offered_multiplexing(multiplex, field):
+    line = Handshake(app_version=1, network="unix", address="/s", multiplex=multiplex).line()
+    assert line == f"1|1|unix|/s|grpc||{field}\n"
+    assert Handshake(app_version=1, network="unix", address="/s").line().count("|") == 5
 
 
 def test_an_address_that_would_break_the_line_is_refused():

@@ -107,3 +107,15 @@ def test_the_host_says_whether_it_serves_host_services_and_unknown_values_mean_n
     assert read({**base, "TETHER_HOST_SERVICES": "none"}).host_services is False
     assert read({**base, "TETHER_HOST_SERVICES": "later"}).host_services is None
     assert read(base).host_services is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("true", True), ("1", True), ("T", True), ("false", False), ("0", False), ("FALSE", False)],
+)
+def test_the_multiplexing_offer_is_read_as_a_go_boolean_and_absent_means_not_offered(value, expected):
+    base = {"BASIC_PLUGIN": "hello"}
+    assert read({**base, "PLUGIN_MULTIPLEX_GRPC": value}).multiplex is expected
+    assert read(base).multiplex is None
+    with pytest.raises(LaunchError, match="PLUGIN_MULTIPLEX_GRPC='yes' is not a boolean"):
+        read({**base, "PLUGIN_MULTIPLEX_GRPC": "yes"})

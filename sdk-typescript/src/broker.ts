@@ -140,6 +140,8 @@ export class GRPCBroker {
   private setup: BrokerSetup | undefined;
   private closed = false;
   private stream: grpc.ServerDuplexStream<ConnInfo, ConnInfo> | undefined;
+  /** Every open `StartStream` call (a host may open more than one; each is ended on close). */
+  private readonly streams = new Set<grpc.ServerDuplexStream<ConnInfo, ConnInfo>>();
   private streamSeen = false;
   private readonly outbound: ConnInfo[] = [];
   private readonly arrived = new Map<number, Arrival>();
@@ -259,11 +261,14 @@ export class GRPCBroker {
   startStreamHandler(): grpc.handleBidiStreamingCall<ConnInfo, ConnInfo> {
     return (call) => {
       this.stream = call;
+      this.streams.add(call);
       this.streamSeen = true;
       for (const info of this.outbound.splice(0)) call.write(info);
       call.on("data", (info: ConnInfo) => this.receive(info));
       const ended = (): void => {
-        if (this.stream === call) this.stream = undefined;
+        this.streams.delete(call);
+        // Messages go on the newest stream still open (another may have ended first).
+        if (this.stream === call) this.stream = [...this.streams].pop();
       };
       call.on("end", () => {
         ended();
@@ -285,9 +290,9 @@ export class GRPCBroker {
     this.channels.clear();
     for (const cleanup of this.cleanups) cleanup();
     this.cleanups.clear();
-    const stream = this.stream;
     this.stream = undefined;
-    if (stream !== undefined && !stream.cancelled) stream.end();
+    for (const stream of [...this.streams]) if (!stream.cancelled) stream.end();
+    this.streams.clear();
     await Promise.all([...this.served].map((s) => s.stop(0)));
   }
 

@@ -6,6 +6,7 @@
  * @module
  */
 
+import * as http2 from "node:http2";
 import type { Duplex } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
 
@@ -28,6 +29,8 @@ export class Endpoint {
   private readonly injector: ReturnType<grpc.Server["createConnectionInjector"]>;
   private readonly tls: TlsAcceptor | undefined;
   private stopped = false;
+  /** The HTTP/2 streams open on this server's connections. */
+  private readonly streams = new Set<http2.ServerHttp2Stream>();
 
   constructor(services: readonly ServiceEntry[], pinned: Pinned | undefined, options: grpc.ServerOptions = {}) {
     this.server = new grpc.Server(options);
@@ -35,6 +38,7 @@ export class Endpoint {
       this.server.addService(definitionOf(service), implementation);
     }
     this.injector = this.server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    this.trackStreams();
     this.tls =
       pinned === undefined
         ? undefined
@@ -60,6 +64,13 @@ export class Endpoint {
    */
   shutdown(graceMs: number): Promise<void> {
     this.stopped = true;
+    // grpc-js's tryShutdown closes each connection gracefully, which waits for every stream to
+    // close on both sides. A stream whose call has answered completely (trailers sent) but whose
+    // client keeps its own half open — a host's StartStream, which it ends only when the plugin
+    // is gone — would hold the plugin for the whole grace period. HTTP/2 lets a server that
+    // sent a complete response end such a stream with RST_STREAM(NO_ERROR) (RFC 9113 §8.1):
+    // done now for answered streams and, for calls still running, as soon as they answer.
+    for (const stream of this.streams) this.closeWhenAnswered(stream);
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.server.forceShutdown();
@@ -70,5 +81,33 @@ export class Endpoint {
         resolve();
       });
     });
+  }
+
+  /**
+   * Follows the HTTP/2 streams of the server's connections. grpc-js exposes no hook for
+   * them: its connection injector owns one `http2.Http2Server` (kept in the server's private
+   * `http2Servers` map), whose `stream` event is Node's public API. Without it (another
+   * grpc-js layout) shutdown still works, only waiting for the client as grpc-js does.
+   */
+  private trackStreams(): void {
+    const servers = (this.server as unknown as { http2Servers?: Map<http2.Http2Server, unknown> }).http2Servers;
+    for (const h2 of servers?.keys() ?? []) {
+      h2.on("stream", (stream: http2.ServerHttp2Stream) => {
+        this.streams.add(stream);
+        stream.once("close", () => this.streams.delete(stream));
+        if (this.stopped) this.closeWhenAnswered(stream);
+      });
+    }
+  }
+
+  private closeWhenAnswered(stream: http2.ServerHttp2Stream): void {
+    const check = (): void => {
+      if (stream.closed || stream.destroyed) return;
+      // localClose: this side sent END_STREAM (the trailers), i.e. the call has answered.
+      if (stream.state.localClose) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    };
+    check();
+    // The trailers go out after the last data frame ('finish'), in a later turn.
+    stream.once("finish", () => setImmediate(check));
   }
 }

@@ -20,6 +20,7 @@ import { bind } from "./listen.js";
 import { log, setLogLevel, type Level } from "./log.js";
 import { MuxRouter } from "./mux.js";
 import { internalProtos } from "./protos.js";
+import { REFLECTION_SERVICES, serveReflection } from "./reflection.js";
 import { StdioRelay } from "./stdio.js";
 import type { Pinned } from "./tls.js";
 
@@ -71,6 +72,8 @@ export interface PluginOptions extends GrpcBrokerOptions {
   relayStdio?: boolean;
   /** The SDK's own log level on stderr (default `info`). */
   logLevel?: Level;
+  /** Serve gRPC server reflection over the plugin's services (default `true`). */
+  reflection?: boolean;
 }
 
 interface Registered extends ServiceEntry {
@@ -202,6 +205,7 @@ export const BUILT_IN_SERVICES: readonly string[] = [
   "plugin.GRPCController",
   "plugin.GRPCStdio",
   "plugin.GRPCBroker",
+  ...REFLECTION_SERVICES,
 ];
 
 /** One run of a plugin: from listening to stopped. */
@@ -232,25 +236,24 @@ class Serving {
     const pinned: Pinned | undefined =
       this.env.clientCert !== undefined ? { identity: generateIdentity(), hostCert: this.env.clientCert } : undefined;
     const protos = internalProtos();
-    const endpoint = new Endpoint(
-      [
-        ...this.services,
-        { service: protos.health, implementation: healthImplementation() },
-        {
-          service: protos.controller,
-          implementation: {
-            Shutdown: (_call: unknown, callback: grpc.sendUnaryData<object>) => {
-              // The server stops gracefully, so this response is still delivered.
-              callback(null, {});
-              this.stop(StopReason.ShutdownRequested);
-            },
+    const entries: ServiceEntry[] = [
+      ...this.services,
+      { service: protos.health, implementation: healthImplementation() },
+      {
+        service: protos.controller,
+        implementation: {
+          Shutdown: (_call: unknown, callback: grpc.sendUnaryData<object>) => {
+            // The server stops gracefully, so this response is still delivered.
+            callback(null, {});
+            this.stop(StopReason.ShutdownRequested);
           },
         },
-        { service: protos.stdio, implementation: { StreamStdio: this.relay.handler() } },
-        { service: protos.broker, implementation: { StartStream: this.broker.startStreamHandler() } },
-      ],
-      pinned,
-    );
+      },
+      { service: protos.stdio, implementation: { StreamStdio: this.relay.handler() } },
+      { service: protos.broker, implementation: { StartStream: this.broker.startStreamHandler() } },
+    ];
+    const endpoint = new Endpoint(entries, pinned);
+    if (this.options.reflection !== false) serveReflection(endpoint.server, entries);
 
     const bound = await bind(this.env, this.options.transport ?? "unix");
     const multiplex = this.env.multiplex === true && this.options.multiplex !== false;

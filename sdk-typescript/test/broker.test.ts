@@ -11,6 +11,15 @@ import { MuxRouter } from "../src/mux.js";
 import { Session, type YamuxStream } from "../src/yamux.js";
 import { internalProtos } from "../src/protos.js";
 
+/** Polls `condition` (state another side changes without an event to await) for up to 2 s. */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 2_000;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 function connected(broker: GRPCBroker, mux?: MuxRouter): string {
   const dir = mkdtempSync(path.join(tmpdir(), "tether-broker-test-"));
   broker.connect({ pinned: undefined, socketDir: dir, mux });
@@ -78,7 +87,14 @@ test("only local addresses are dialled", () => {
 });
 
 /** A plugin-side broker in multiplexed mode, and the host's yamux session and broker stream. */
-function multiplexed(): { broker: GRPCBroker; hostStreams: YamuxStream[]; sent: ConnInfo[]; dir: string; host: Session } {
+function multiplexed(): {
+  broker: GRPCBroker;
+  hostStreams: YamuxStream[];
+  sent: ConnInfo[];
+  dir: string;
+  host: Session;
+  mux: MuxRouter;
+} {
   const aToB = new PassThrough();
   const bToA = new PassThrough();
   const end = (readable: PassThrough, writable: PassThrough): Duplex =>
@@ -104,23 +120,37 @@ function multiplexed(): { broker: GRPCBroker; hostStreams: YamuxStream[]; sent: 
   const call = Object.assign(new PassThrough({ objectMode: true }), { cancelled: false, end: () => undefined });
   call.on("data", (info: ConnInfo) => sent.push(info));
   broker.startStreamHandler()(call as never);
-  return { broker, hostStreams, sent, dir, host };
+  return { broker, hostStreams, sent, dir, host, mux };
 }
 
-test("a late knock acknowledgement opens and drops a stream, so the next stream reaches the right id", async () => {
-  const { broker, hostStreams, sent, dir, host } = multiplexed();
+test("a late knock acknowledgement opens and drops a stream, so the next dial's stream reaches its own id", async () => {
+  const { broker, hostStreams, sent, dir, host, mux } = multiplexed();
   // The dial for id 4 gives up: the host never answers in time.
   await assert.rejects(broker.dial(4, internalProtos().health, { timeoutMs: 30 }), /did not acknowledge the knock/);
   assert.deepEqual(sent.map((i) => [i.service_id, i.knock?.knock, i.knock?.ack]), [[4, true, false]]);
-  // Its acknowledgement arrives late: the host now routes the next stream it accepts to id 4.
+  // Its acknowledgement arrives late: the host (like go-plugin's) now hands the next stream it
+  // accepts to id 4's listener.
   broker.receive({ service_id: 4, network: "", address: "", knock: { knock: true, ack: true, error: "" } });
-  await new Promise((r) => setImmediate(r));
-  assert.equal(hostStreams.length, 1, "a stream was opened for the late acknowledgement");
-  const dropped = hostStreams[0] as YamuxStream;
-  // ... and dropped at once: the host sees it reset, so nothing is served on it.
-  if (!dropped.destroyed) await new Promise<void>((resolve) => dropped.once("close", () => resolve()));
-  assert.ok(dropped.destroyed);
+  // The next dial, for id 5, is acknowledged in time.
+  const dialing = broker.dial(5, internalProtos().health, { timeoutMs: 1000 });
+  await until(() => sent.length >= 2, "the knock for id 5");
+  assert.deepEqual(sent.map((i) => [i.service_id, i.knock?.knock, i.knock?.ack]), [
+    [4, true, false],
+    [5, true, false],
+  ]);
+  broker.receive({ service_id: 5, network: "", address: "", knock: { knock: true, ack: true, error: "" } });
+  const client = await dialing;
+  await until(() => hostStreams.length >= 2, "two streams at the host (the dropped one, then id 5's)");
+  // The host routes streams in acknowledgement order: the first to id 4, the second to id 5.
+  const [for4, for5] = hostStreams as [YamuxStream, YamuxStream];
+  if (!for4.destroyed) await new Promise<void>((resolve) => for4.once("close", () => resolve()));
+  assert.ok(for4.destroyed, "the stream for the late acknowledgement was dropped: nothing is served on it");
+  // id 5's stream is the one its dial's gRPC connection runs on (HTTP/2 preface first).
+  const first = await new Promise<Buffer>((resolve) => for5.once("data", resolve));
+  assert.equal(first.subarray(0, 3).toString(), "PRI");
+  client.close();
   await broker.close();
+  mux.close();
   host.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -151,5 +181,35 @@ test("a knock for an id not yet served is answered once it is", async () => {
   await served.stop(0);
   await broker.close();
   host.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("when a second StartStream ends, announcements still reach the host on the first", async () => {
+  const broker = new GRPCBroker();
+  const dir = connected(broker);
+  const fakeCall = (): { call: PassThrough & { cancelled: boolean }; sent: ConnInfo[]; ended: () => boolean } => {
+    const sent: ConnInfo[] = [];
+    let ended = false;
+    const call = Object.assign(new PassThrough({ objectMode: true }), { cancelled: false });
+    call.write = ((info: ConnInfo) => {
+      sent.push(info);
+      return true;
+    }) as typeof call.write;
+    call.end = (() => {
+      ended = true;
+      return call;
+    }) as typeof call.end;
+    broker.startStreamHandler()(call as never);
+    return { call, sent, ended: () => ended };
+  };
+  const first = fakeCall();
+  const second = fakeCall();
+  second.call.emit("end"); // the host (e.g. a conformance probe) ends the second stream
+  const served = await broker.acceptAndServe(broker.nextId(), []);
+  assert.equal(first.sent.length, 1, "announced on the stream still open");
+  assert.equal(first.sent[0]?.service_id, served.id);
+  await served.stop(0);
+  await broker.close();
+  assert.ok(first.ended(), "closing the broker ends every open StartStream");
   rmSync(dir, { recursive: true, force: true });
 });

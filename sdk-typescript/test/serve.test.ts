@@ -7,7 +7,14 @@ import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 
-import { derToPem, generateIdentity, loadProto, serviceClient, type Identity } from "../src/index.js";
+import {
+  DEFAULT_SHUTDOWN_GRACE_MS,
+  derToPem,
+  generateIdentity,
+  loadProto,
+  serviceClient,
+  type Identity,
+} from "../src/index.js";
 import { internalProtos } from "../src/protos.js";
 
 const FIXTURE = fileURLToPath(new URL("../test-fixtures/stdio-plugin.js", import.meta.url));
@@ -89,6 +96,40 @@ test("a host over pinned AutoMTLS: health, calls, stdout over GRPCStdio, Shutdow
   assert.equal(existsSync(address ?? ""), false, "the socket is removed");
   assert.equal(existsSync(path.dirname(address ?? "")), false, "its private directory too");
   for (const c of [health, stdio, client]) c.close();
+  rmSync(plugin.tmp, { recursive: true, force: true });
+});
+
+test("Shutdown ends the plugin at once, not after the grace period, while the host keeps its broker streams open", async () => {
+  const plugin = await start({ PLUGIN_PROTOCOL_VERSIONS: "1" });
+  const target = `unix:${plugin.fields[3]}`;
+  const insecure = grpc.credentials.createInsecure();
+  type Broker = { StartStream(): grpc.ClientDuplexStream<object, object> };
+  const broker = new (internalProtos().broker)(target, insecure, OPTIONS);
+  // Like a tether host: its StartStream stays open (its own half too) until the plugin is gone.
+  const held = (broker as unknown as Broker).StartStream();
+  held.on("error", () => {});
+  held.on("data", () => {});
+  // A call after it on the same connection: once answered, the plugin has the held stream.
+  const health = new (internalProtos().health)(target, insecure, OPTIONS);
+  assert.deepEqual(await unary(health, "Check", { service: "plugin" }), { status: 1 });
+  // Like tether conformance's probe: a second StartStream the host ends at once.
+  const probe = (broker as unknown as Broker).StartStream();
+  probe.on("error", () => {});
+  probe.on("data", () => {});
+  probe.end();
+  // Answered once the plugin has handled both (streams of one connection, in order).
+  await new Promise((resolve) => probe.once("status", resolve));
+
+  const asked = Date.now();
+  await unary(new (internalProtos().controller)(target, insecure, OPTIONS), "Shutdown", {});
+  assert.equal(await plugin.exited, 0);
+  const took = Date.now() - asked;
+  // Measured to the exit event. Before: the held stream (answered, but half open on the
+  // host's side) and the probe (which made the broker forget the held one) kept the plugin
+  // for the whole grace.
+  assert.ok(took < DEFAULT_SHUTDOWN_GRACE_MS / 2, `exited ${took} ms after Shutdown (grace ${DEFAULT_SHUTDOWN_GRACE_MS} ms)`);
+  broker.close();
+  health.close();
   rmSync(plugin.tmp, { recursive: true, force: true });
 });
 

@@ -110,6 +110,27 @@ pub fn target_profile_dir() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// How many connected sockets the kernel lists for the unix socket `socket` (accepted
+/// connections carry the listener's path in `/proc/net/unix`; the listener itself is not
+/// connected): the proof that a multiplexed plugin has exactly one connection.
+///
+/// # Panics
+/// When `/proc/net/unix` cannot be read or `socket` is not UTF-8.
+#[must_use]
+pub fn unix_connections_to(socket: &Path) -> usize {
+    let table = fs::read_to_string("/proc/net/unix").expect("/proc/net/unix is readable");
+    let path = socket.to_str().expect("socket paths in tests are UTF-8");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // Num RefCount Protocol Flags Type St Inode Path; St 03 = connected.
+            fields.len() == 8 && fields[5] == "03" && fields[7] == path
+        })
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

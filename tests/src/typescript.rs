@@ -17,10 +17,6 @@ pub const NODE: &str = "node";
 /// Oldest Node major version the SDK supports (`engines` in its `package.json`).
 pub const MIN_NODE_MAJOR: u32 = 20;
 
-/// Where Node's OpenSSL reads its configuration at start-up (`openssl.cnf`); a confined Node
-/// that cannot read it exits with status 13 ("OpenSSL configuration error").
-pub const OPENSSL_CONFIG_DIR: &str = "/etc/ssl";
-
 /// A usable Node with the SDK built.
 #[derive(Debug, Clone)]
 pub struct NodePeer {
@@ -62,49 +58,14 @@ impl NodePeer {
         ])
     }
 
-    /// Paths a confined Node plugin needs beyond the default sandbox, as `(exec, read)`.
-    ///
-    /// tether hosts resolve a `node` runtime themselves (`Runtime::Auto`, see
-    /// `tests/tests/interpreted.rs`); the interop tests still pass these explicitly with
-    /// `--allow-exec` / `--allow-read` (the library's `sandbox_allow_exec` /
-    /// `sandbox_allow_read`), which go-plugin-style hosts need.
-    #[must_use]
-    pub fn sandbox_paths(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
-        (
-            vec![self.prefix.clone()],
-            vec![self.sdk.clone(), PathBuf::from(OPENSSL_CONFIG_DIR)],
-        )
-    }
-
-    /// `kv-host` / `counter-host` options that let the confined plugin run Node and the SDK.
-    #[must_use]
-    pub fn host_sandbox_args(&self) -> Vec<String> {
-        let (exec, read) = self.sandbox_paths();
-        let mut args = Vec::new();
-        for path in exec {
-            args.push("--allow-exec".to_owned());
-            args.push(path.to_string_lossy().into_owned());
-        }
-        for path in read {
-            args.push("--allow-read".to_owned());
-            args.push(path.to_string_lossy().into_owned());
-        }
-        args
-    }
-
-    /// The same allowances for a host built with the library.
-    pub fn allow<H>(
-        &self,
-        mut builder: tether_host::PluginClientBuilder<H>,
-    ) -> tether_host::PluginClientBuilder<H> {
-        let (exec, read) = self.sandbox_paths();
-        for path in exec {
-            builder = builder.sandbox_allow_exec(path);
-        }
-        for path in read {
-            builder = builder.sandbox_allow_read(path);
-        }
-        builder
+    /// A library host for an example, run as tether runs Node plugins: the `node` runtime
+    /// ([`Runtime::Node`](tether_host::Runtime::Node)) asks Node for its real executable and
+    /// module directories and allows exactly those, OpenSSL's configuration and the script's
+    /// project (`sdk-typescript/`) — no hand-written sandbox allowances.
+    pub fn builder(&self, example: &str) -> tether_host::PluginClientBuilder {
+        tether_host::PluginClient::builder(&self.node)
+            .args([self.example(example)])
+            .runtime(tether_host::Runtime::Node)
     }
 }
 

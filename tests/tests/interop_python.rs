@@ -1,8 +1,10 @@
 //! Interop with plugins written with the Python SDK (`sdk-python/`, grpcio):
 //!
-//! - tether's `kv-host` and the library drive the Python KV plugin (AutoMTLS and plaintext);
-//! - go-plugin's own KV host (v1.8 and Debian's 1.0.1) drives it with AutoMTLS — go-plugin's
-//!   P-521 certificates, which the SDK accepts by terminating TLS with Python's `ssl`;
+//! - tether's `kv-host`/`counter-host` and the library drive the Python KV and counter plugins
+//!   (AutoMTLS, plaintext, and go-plugin's multiplexed broker with `--multiplex`);
+//! - go-plugin's own hosts (v1.8 and Debian's 1.0.1) drive them with AutoMTLS — go-plugin's
+//!   P-521 certificates, which the SDK accepts by terminating TLS with Python's `ssl` — and
+//!   v1.8 with `GRPCBrokerMultiplex` on, which refuses plugins that do not multiplex;
 //! - a Python plugin exits by itself when its host dies.
 //!
 //! Without Python and the SDK's packages the tests print why and pass as skipped, unless
@@ -12,7 +14,12 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use tether_examples::counter;
+use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
+use tether_examples::counter::counter_client::CounterClient;
+use tether_host::{callbacks::BrokerMode, launch::Address};
 
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
@@ -48,13 +55,10 @@ fn kv_host_runs_the_python_kv_plugin_with_automtls() {
     );
 }
 
-/// The Python SDK never prints the multiplexing field: a host that offers multiplexing runs
-/// it in the default mode.
+/// A host that offers multiplexing gets it: the main connection is a yamux stream.
 #[test]
-fn kv_host_offering_multiplexing_runs_the_python_kv_plugin_in_the_default_mode() {
-    let Some(py) = python::python_or_skip(
-        "kv_host_offering_multiplexing_runs_the_python_kv_plugin_in_the_default_mode",
-    ) else {
+fn kv_host_runs_the_python_kv_plugin_multiplexed() {
+    let Some(py) = python::python_or_skip("kv_host_runs_the_python_kv_plugin_multiplexed") else {
         return;
     };
     let mut args = py.kv_host_sandbox_args();
@@ -81,7 +85,7 @@ fn kv_host_runs_the_python_kv_plugin_in_plaintext() {
 }
 
 macro_rules! go_host_tests {
-    ($($name:ident: $variant:expr, $tls:expr;)*) => {$(
+    ($($name:ident: $variant:expr, $options:expr, $tls:expr;)*) => {$(
         #[test]
         fn $name() {
             let Some(py) = python::python_or_skip(stringify!($name)) else {
@@ -90,16 +94,21 @@ macro_rules! go_host_tests {
             let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
                 return;
             };
-            kv_round_trip(&go.host, &py.kv_plugin_command(), &[], $tls);
+            let options: &[&str] = $options;
+            let args: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
+            kv_round_trip(&go.host, &py.kv_plugin_command(), &args, $tls);
         }
     )*};
 }
 
 go_host_tests! {
-    go_host_v1_8_runs_the_python_kv_plugin_with_automtls: GoPlugin::V18, true;
-    go_host_v1_0_1_runs_the_python_kv_plugin_with_automtls: GoPlugin::V101, true;
-    go_host_v1_8_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V18, false;
-    go_host_v1_0_1_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V101, false;
+    go_host_v1_8_runs_the_python_kv_plugin_with_automtls: GoPlugin::V18, &[], true;
+    go_host_v1_0_1_runs_the_python_kv_plugin_with_automtls: GoPlugin::V101, &[], true;
+    go_host_v1_8_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V18, &[], false;
+    go_host_v1_0_1_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V101, &[], false;
+    // GRPCBrokerMultiplex on: go-plugin refuses a plugin that does not accept it.
+    go_host_v1_8_with_multiplexing_runs_the_python_kv_plugin_with_automtls: GoPlugin::V18, &["--multiplex"], true;
+    go_host_v1_8_with_multiplexing_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V18, &["--multiplex"], false;
 }
 
 /// Through the library: the connection really is mutual TLS with the Python plugin's own
@@ -249,6 +258,26 @@ fn counter_host_and_the_python_counter_plugin_add_through_a_callback_in_plaintex
 
 /// The host registers `AddHelper` once as a tether host service; the Python plugin reaches it
 /// with `broker.host_services()` (no id in the message, `add_server` 0).
+macro_rules! tether_counter_host_tests {
+    ($($name:ident: $options:expr, $tls:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let Some(py) = python::python_or_skip(stringify!($name)) else {
+                return;
+            };
+            let mut args = py.kv_host_sandbox_args();
+            args.extend($options.iter().map(|o: &&str| (*o).to_owned()));
+            counter_round_trip(Path::new(bins::COUNTER_HOST.path()), &py, &args, $tls);
+        }
+    )*};
+}
+
+tether_counter_host_tests! {
+    counter_host_and_the_python_counter_plugin_add_through_a_multiplexed_callback_with_automtls: ["--multiplex"], true;
+    counter_host_and_the_python_counter_plugin_add_through_a_multiplexed_callback_in_plaintext: ["--multiplex"], false;
+    the_python_counter_plugin_reaches_a_host_service_over_the_multiplexed_connection: ["--multiplex", "--host-service"], true;
+}
+
 #[test]
 fn the_python_counter_plugin_reaches_a_tether_host_service_without_an_id() {
     let Some(py) = python::python_or_skip(
@@ -265,7 +294,7 @@ fn the_python_counter_plugin_reaches_a_tether_host_service_without_an_id() {
 /// plugin dials the Go host's broker, whose P-521 certificate gRPC's TLS cannot verify, so the
 /// SDK relays the dial through Python's `ssl`.
 macro_rules! go_counter_host_tests {
-    ($($name:ident: $variant:expr, $tls:expr;)*) => {$(
+    ($($name:ident: $variant:expr, $options:expr, $tls:expr;)*) => {$(
         #[test]
         fn $name() {
             let Some(py) = python::python_or_skip(stringify!($name)) else {
@@ -274,13 +303,179 @@ macro_rules! go_counter_host_tests {
             let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
                 return;
             };
-            counter_round_trip(&go.counter_host, &py, &[], $tls);
+            let options: &[&str] = $options;
+            let args: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
+            counter_round_trip(&go.counter_host, &py, &args, $tls);
         }
     )*};
 }
 
 go_counter_host_tests! {
-    go_host_v1_8_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V18, true;
-    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V101, true;
-    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_in_plaintext: GoPlugin::V101, false;
+    go_host_v1_8_serves_multiplexed_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V18, &["--multiplex"], true;
+    go_host_v1_8_serves_multiplexed_callbacks_to_the_python_counter_plugin_in_plaintext: GoPlugin::V18, &["--multiplex"], false;
+    go_host_v1_8_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V18, &[], true;
+    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V101, &[], true;
+    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_in_plaintext: GoPlugin::V101, &[], false;
+}
+
+/// Through the library, in both broker modes: the Python counter plugin calls back into the
+/// host (a fresh `AddHelper` id per `Put`, dialled by the plugin), the negotiated mode is the
+/// offered one, and a multiplexed plugin has exactly one connection while the callbacks run.
+/// Prints the time per `Put` (knock or announcement, dial, TLS, `Sum`) for BENCHMARKS.md.
+#[tokio::test]
+async fn tether_host_and_the_python_counter_plugin_call_back_in_both_broker_modes() {
+    let test = "tether_host_and_the_python_counter_plugin_call_back_in_both_broker_modes";
+    let Some(py) = python::python_or_skip(test) else {
+        return;
+    };
+    for multiplex in [false, true] {
+        let work = tempfile::tempdir().unwrap();
+        let plugin = py
+            .allow(PluginClient::builder(&py.interpreter))
+            .args([py.sdk.join("examples/counter_plugin.py")])
+            .current_dir(work.path())
+            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+            .multiplex(multiplex)
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let expected = if multiplex {
+            BrokerMode::Multiplexed
+        } else {
+            BrokerMode::Default
+        };
+        assert_eq!(plugin.broker_mode(), expected);
+        let broker = plugin.broker();
+        let mut counter = CounterClient::new(plugin.channel());
+        let puts = 30;
+        let timed = Instant::now();
+        for _ in 0..puts {
+            let id = broker.next_id();
+            let served = broker
+                .accept_and_serve(id, AddHelperServer::new(Adder))
+                .await
+                .unwrap();
+            counter
+                .put(counter::PutRequest {
+                    add_server: id,
+                    key: "c".into(),
+                    value: 2,
+                })
+                .await
+                .unwrap();
+            drop(served);
+        }
+        let per_put = timed.elapsed() / puts;
+        let value = counter
+            .get(counter::GetRequest { key: "c".into() })
+            .await
+            .unwrap()
+            .into_inner()
+            .value;
+        assert_eq!(value, 2 * i64::from(puts));
+        if multiplex {
+            let Address::Unix(socket) = plugin.address() else {
+                panic!("not a unix socket: {}", plugin.address());
+            };
+            assert_eq!(
+                procs::unix_connections_to(socket),
+                1,
+                "one connection to the plugin"
+            );
+        }
+        eprintln!(
+            "python counter plugin, {expected} broker: Put with a callback {per_put:?} per call"
+        );
+        let outcome = plugin.shutdown().await.unwrap();
+        assert!(
+            matches!(outcome, ShutdownOutcome::Graceful(status) if status.success()),
+            "{outcome}"
+        );
+        assert!(procs::in_dir(work.path()).is_empty());
+    }
+}
+
+/// The host's adder for the counter plugin.
+struct Adder;
+
+#[tonic::async_trait]
+impl AddHelper for Adder {
+    async fn sum(
+        &self,
+        request: tonic::Request<counter::SumRequest>,
+    ) -> Result<tonic::Response<counter::SumResponse>, tonic::Status> {
+        let counter::SumRequest { a, b } = request.into_inner();
+        Ok(tonic::Response::new(counter::SumResponse { r: a + b }))
+    }
+}
+
+/// The other direction, in both broker modes: the Python plugin serves a callback with
+/// `accept_and_serve` (announced in the default mode; answering the host's knock and routing
+/// the host's stream in the multiplexed one) and the host dials that id.
+#[tokio::test]
+async fn tether_host_dials_a_callback_the_python_plugin_serves_in_both_broker_modes() {
+    let test = "tether_host_dials_a_callback_the_python_plugin_serves_in_both_broker_modes";
+    let Some(py) = python::python_or_skip(test) else {
+        return;
+    };
+    for multiplex in [false, true] {
+        let work = tempfile::tempdir().unwrap();
+        let plugin = py
+            .allow(PluginClient::builder(&py.interpreter))
+            .args([py.sdk.join("tests/serving_plugin.py")])
+            .current_dir(work.path())
+            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+            .multiplex(multiplex)
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let expected = if multiplex {
+            BrokerMode::Multiplexed
+        } else {
+            BrokerMode::Default
+        };
+        assert_eq!(plugin.broker_mode(), expected);
+        let mut kv = KvClient::new(plugin.channel());
+        for _ in 0..2 {
+            let value = kv
+                .get(GetRequest {
+                    key: "serve".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .value;
+            let id: u32 = String::from_utf8(value).unwrap().parse().unwrap();
+            let channel = plugin.broker().dial(id).await.unwrap();
+            let status = tonic_health::pb::health_client::HealthClient::new(channel)
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: "callback".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .status;
+            assert_eq!(
+                status,
+                tonic_health::pb::health_check_response::ServingStatus::Serving as i32,
+                "{expected} broker, id {id}"
+            );
+        }
+        if multiplex {
+            let Address::Unix(socket) = plugin.address() else {
+                panic!("not a unix socket: {}", plugin.address());
+            };
+            assert_eq!(
+                procs::unix_connections_to(socket),
+                1,
+                "one connection to the plugin"
+            );
+        }
+        let outcome = plugin.shutdown().await.unwrap();
+        assert!(
+            matches!(outcome, ShutdownOutcome::Graceful(status) if status.success()),
+            "{outcome}"
+        );
+        assert!(procs::in_dir(work.path()).is_empty());
+    }
 }

@@ -9,8 +9,9 @@
 //! - the library host sees the plugin's own certificate and the negotiated broker mode, and
 //!   `Shutdown` ends it with status 0; a plugin exits by itself when its host dies.
 //!
-//! The plugins run confined (tether's default sandbox), with Node's prefix, the SDK folder and
-//! OpenSSL's configuration allowed explicitly until tether hosts know a `node` runtime.
+//! The plugins run confined (tether's default sandbox) with no hand-written allowances: the
+//! example hosts resolve the `node` runtime by themselves (`Runtime::Auto`, the program is
+//! `node`), the library tests say `Runtime::Node` — what a catalog's `runtime = "node"` does.
 //! Without Node or the SDK's dependencies the tests print why and pass as skipped, unless
 //! `TETHER_REQUIRE_PEERS=1` (CI sets it): then they fail.
 
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{HandshakeConfig, PluginClient, ShutdownOutcome};
+use tether_host::{HandshakeConfig, ShutdownOutcome};
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};
@@ -34,7 +35,7 @@ use tether_transport::BrokerMode;
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Runs `round_trip` with a TypeScript example under a tether example host, with `options`
-/// (and the sandbox allowances) before the subcommand.
+/// before the subcommand (no sandbox allowances: the host resolves the `node` runtime).
 fn tether_host(host: &str, ts: &NodePeer, example: &str, options: &[&str]) -> ExampleHost {
     let program = Path::new(host);
     let command = ts.command(example);
@@ -43,8 +44,7 @@ fn tether_host(host: &str, ts: &NodePeer, example: &str, options: &[&str]) -> Ex
     } else {
         ExampleHost::counter(program, command)
     };
-    host.options(ts.host_sandbox_args())
-        .options(options.iter().copied())
+    host.options(options.iter().copied())
 }
 
 macro_rules! tether_host_tests {
@@ -115,6 +115,7 @@ macro_rules! go_host_tests {
 go_host_tests! {
     go_host_v1_8_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V18, "kv", &[];
     go_host_v1_8_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V18, "kv", &["--plaintext"];
+    go_host_v1_8_with_multiplexing_runs_the_typescript_kv_plugin: GoPlugin::V18, "kv", &["--multiplex"];
     go_host_v1_0_1_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V101, "kv", &[];
     go_host_v1_0_1_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V101, "kv", &["--plaintext"];
     go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: GoPlugin::V18, "counter", &[];
@@ -138,8 +139,7 @@ async fn tether_host_calls_the_typescript_plugin_over_pinned_automtls_in_both_mo
         let work = tempfile::tempdir().unwrap();
         let started = Instant::now();
         let plugin = ts
-            .allow(PluginClient::builder(&ts.node))
-            .args([ts.example("kv")])
+            .builder("kv")
             .current_dir(work.path())
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
             .multiplex(multiplex)
@@ -285,5 +285,43 @@ async fn a_typescript_plugin_exits_when_its_host_dies() {
     assert!(
         !socket_dir.exists(),
         "the plugin removes its private socket directory when its host dies"
+    );
+}
+
+/// The SDK serves gRPC server reflection: `tether inspect` lists the plugin's own service and
+/// describes its methods and messages without any `.proto` file.
+#[test]
+fn tether_inspect_lists_and_describes_a_typescript_plugins_services_through_reflection() {
+    let Some(ts) = typescript::node_or_skip(
+        "tether_inspect_lists_and_describes_a_typescript_plugins_services_through_reflection",
+    ) else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(bins::TETHER.path())
+        .args(["inspect", "--cmd", &ts.command("counter")])
+        .args(["--cookie", "BASIC_PLUGIN=hello"])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let services = stdout
+        .lines()
+        .find(|l| l.starts_with("services: "))
+        .unwrap_or_else(|| panic!("no services line:\n{stdout}"));
+    assert!(services.contains("proto.Counter"), "{services}");
+    assert!(
+        !services.contains("proto.AddHelper"),
+        "only served services are listed: {services}"
+    );
+    assert!(
+        stdout.contains("rpc Put(proto.PutRequest) returns (proto.Empty)")
+            && stdout.contains("uint32 add_server = 1;"),
+        "{stdout}"
     );
 }

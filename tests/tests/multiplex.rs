@@ -29,22 +29,6 @@ use tonic::{Request, Response, Status};
 
 const STREAMS_PLUGIN: &str = env!("CARGO_BIN_EXE_streams-plugin");
 
-/// How many connected sockets the kernel lists for `socket` (accepted connections carry the
-/// listener's path in `/proc/net/unix`; the listener itself is not connected).
-fn connections_to(socket: &Path) -> usize {
-    let table = std::fs::read_to_string("/proc/net/unix").unwrap();
-    let path = socket.to_str().unwrap();
-    table
-        .lines()
-        .skip(1)
-        .filter(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            // Num RefCount Protocol Flags Type St Inode Path; St 03 = connected.
-            fields.len() == 8 && fields[5] == "03" && fields[7] == path
-        })
-        .count()
-}
-
 /// The unix sockets in `dir`.
 fn sockets_in(dir: &Path) -> Vec<PathBuf> {
     use std::os::unix::fs::FileTypeExt as _;
@@ -76,7 +60,11 @@ fn assert_transport(plugin: &PluginClient, mode: BrokerMode) {
                 std::slice::from_ref(&socket),
                 "only the plugin's socket"
             );
-            assert_eq!(connections_to(&socket), 1, "one connection to the plugin");
+            assert_eq!(
+                procs::unix_connections_to(&socket),
+                1,
+                "one connection to the plugin"
+            );
         }
         _ => assert!(
             sockets.len() > 1,

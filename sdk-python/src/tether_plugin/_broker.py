@@ -1,4 +1,4 @@
-"""``plugin.GRPCBroker`` (go-plugin's default, non-multiplexed mode): callbacks both ways.
+"""``plugin.GRPCBroker``: callbacks both ways, in go-plugin's default and multiplexed modes.
 
 Each side numbers its own broker ids from 1. To offer a service, a side listens on a new socket,
 serves gRPC there and announces ``ConnInfo{service_id, network, address}`` on the broker stream
@@ -13,6 +13,10 @@ presents its own certificate and accepts only the host's exact certificate. When
 cannot verify the host's certificate (go-plugin hosts use P-521), dials go through a local relay
 that does TLS with Python's :mod:`ssl` (see :mod:`._terminator`), and served ids are terminated
 the same way as the main socket.
+
+In the multiplexed mode (the host set ``PLUGIN_MULTIPLEX_GRPC`` and the plugin accepted) nothing
+is announced: knocks on the broker stream say which id the next stream of the one connection is
+for (see :mod:`._mux`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 
 import grpc
 
-from . import _listen, _terminator, _tls
+from . import _listen, _mux, _terminator, _tls
 from ._proto.plugin import grpc_broker_pb2, grpc_broker_pb2_grpc
 from .errors import GrpcBrokerError
 
@@ -71,6 +75,8 @@ class _Setup:
     #: ``TETHER_HOST_SERVICES``: ``True`` served, ``False`` none (``host_services`` fails at
     #: once), ``None`` not said (go-plugin hosts): wait for the announcement.
     host_services: bool | None = None
+    #: The multiplexed mode's router (``None`` in the default mode).
+    router: _mux.MuxRouter | None = None
 
 
 class Served:
@@ -127,6 +133,7 @@ class GRPCBroker:
         self._channels: list[grpc.Channel] = []
         self._relays: list[_terminator.TlsDialRelay] = []
         self._served: list[Served] = []
+        self._mux: _mux.MuxBroker | None = None
 
     # -- the author's API ------------------------------------------------------------------
 
@@ -145,7 +152,13 @@ class GRPCBroker:
         has stopped, no announcement arrives in time, or the announced address is not an
         absolute unix socket path or a loopback TCP address.
         """
-        info = self._wait_for(broker_id, self.dial_timeout if timeout is None else timeout)
+        timeout = self.dial_timeout if timeout is None else timeout
+        mux = self._require_mux()
+        if mux is not None:
+            address = mux.dial(broker_id, timeout, self._stream_state)
+            info = grpc_broker_pb2.ConnInfo(service_id=broker_id, network="unix", address=address)
+        else:
+            info = self._wait_for(broker_id, timeout)
         channel = self._connect(broker_id, info)
         with self._lock:
             self._channels.append(channel)
@@ -192,7 +205,14 @@ class GRPCBroker:
         for add, servicer in services:
             add(servicer, server)
         cleanup: list = [lambda: executor.shutdown(wait=False, cancel_futures=True)]
+        mux = self._require_mux()
         try:
+            if mux is not None:
+                # Served on a socket in a private directory; the host's streams are relayed to it.
+                private = _listen.private_socket()
+                cleanup.append(private.cleanup)
+                cleanup.insert(0, lambda: mux.router.unroute(broker_id))
+                setup = _Setup(tls=setup.tls, socket_dir=private.private_dir)
             network, address = self._listen(server, setup, cleanup)
             server.start()
         except BaseException:
@@ -208,7 +228,12 @@ class GRPCBroker:
                     f"broker id {broker_id}: the broker has stopped (the plugin is stopping)"
                 )
             self._served.append(served)
-        self._outbound.put(grpc_broker_pb2.ConnInfo(service_id=broker_id, network=network, address=address))
+        if mux is not None:
+            mux.served(broker_id, address, self.unclaimed_ttl)
+        else:
+            self._outbound.put(
+                grpc_broker_pb2.ConnInfo(service_id=broker_id, network=network, address=address)
+            )
         return served
 
     # -- used by the SDK ------------------------------------------------------------------
@@ -217,6 +242,8 @@ class GRPCBroker:
         """Makes the broker usable (called once the main socket is bound)."""
         with self._lock:
             self._setup = setup
+            if setup.router is not None:
+                self._mux = _mux.MuxBroker(setup.router, self._outbound.put, self._lock)
 
     def servicer(self) -> grpc_broker_pb2_grpc.GRPCBrokerServicer:
         """The ``plugin.GRPCBroker`` service the plugin serves to the host."""
@@ -230,7 +257,10 @@ class GRPCBroker:
             served, self._served = self._served, []
             channels, self._channels = self._channels, []
             relays, self._relays = self._relays, []
+            mux = self._mux
             self._lock.notify_all()
+        if mux is not None:
+            mux.close()
         self._outbound.put(None)
         for s in served:
             s.stop(0)
@@ -241,9 +271,16 @@ class GRPCBroker:
 
     def _arrive(self, info: Any) -> None:
         """Records the host's announcement ``info`` (a ``ConnInfo``)."""
-        if info.HasField("knock"):
-            # Multiplexed mode, which this SDK never offers (no 7th handshake field).
-            log.debug("ignoring a multiplexed-broker knock for id %d", info.service_id)
+        if info.HasField("knock") and (info.knock.knock or info.knock.ack):
+            with self._lock:
+                mux = self._mux
+            if mux is None:
+                log.warning(
+                    "ignoring a multiplexing knock for id %d: this connection does not multiplex",
+                    info.service_id,
+                )
+            else:
+                mux.receive(info)
             return
         now = time.monotonic()
         with self._lock:
@@ -270,6 +307,16 @@ class GRPCBroker:
                     "the broker is not connected yet: use it while the plugin serves (inside a call handler)"
                 )
             return self._setup
+
+    def _require_mux(self) -> _mux.MuxBroker | None:
+        self._require_setup()
+        with self._lock:
+            return self._mux
+
+    def _stream_state(self) -> str:
+        return "broker stream " + (
+            "open" if self._stream_open else "not open (the host never started StartStream)"
+        )
 
     def _expire(self, now: float) -> None:
         stale = [

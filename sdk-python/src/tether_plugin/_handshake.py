@@ -1,9 +1,12 @@
 """The handshake line a plugin prints first on stdout (sans-IO).
 
-``CORE|APP|NETWORK|ADDRESS|PROTOCOL|SERVER_CERT``, e.g. ``1|1|unix|/tmp/x/plugin.sock|grpc|MIIB…``.
+``CORE|APP|NETWORK|ADDRESS|PROTOCOL|SERVER_CERT[|MULTIPLEX]``, e.g.
+``1|1|unix|/tmp/x/plugin.sock|grpc|MIIB…``.
 The certificate is DER in base64's standard alphabet *without padding* (Go's
-``RawStdEncoding``; Go hosts reject padded input) and empty without AutoMTLS. The optional 7th
-(multiplexing) field is never printed: go-plugin 1.0.1 hosts split into at most six fields.
+``RawStdEncoding``; Go hosts reject padded input) and empty without AutoMTLS. The 7th
+(multiplexing) field is printed only when the host offered multiplexing
+(``PLUGIN_MULTIPLEX_GRPC``): hosts before go-plugin 1.6 (1.0.1 too) split into at most six
+fields, so a seventh would become part of the certificate.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ class Handshake:
     address: str
     #: AutoMTLS: the plugin's certificate, DER; ``None`` for plaintext.
     server_cert_der: bytes | None = None
+    #: The 7th field: ``None`` when the host did not offer multiplexing (left out), else
+    #: whether the plugin multiplexes.
+    multiplex: bool | None = None
 
     def line(self) -> str:
         """The handshake line, newline included."""
@@ -50,4 +56,6 @@ class Handshake:
             PROTOCOL_GRPC,
             cert,
         )
+        if self.multiplex is not None:
+            fields = (*fields, "true" if self.multiplex else "false")
         return "|".join(fields) + "\n"

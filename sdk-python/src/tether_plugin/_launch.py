@@ -25,6 +25,9 @@ ENV_UNIX_SOCKET_DIR = "PLUGIN_UNIX_SOCKET_DIR"
 #: Group to give the unix socket (go-plugin ≥ 1.5).
 ENV_UNIX_SOCKET_GROUP = "PLUGIN_UNIX_SOCKET_GROUP"
 
+#: go-plugin ≥ 1.6: the host can multiplex brokered connections over one (Go's boolean syntax).
+ENV_MULTIPLEX_GRPC = "PLUGIN_MULTIPLEX_GRPC"
+
 #: tether hosts: ``served`` or ``none``, whether the host serves host services (go-plugin hosts
 #: never set it).
 ENV_HOST_SERVICES = "TETHER_HOST_SERVICES"
@@ -60,6 +63,19 @@ class Launch:
     #: ``TETHER_HOST_SERVICES``: ``True`` served, ``False`` none, ``None`` not said (go-plugin
     #: hosts) or a value this version does not know.
     host_services: bool | None = None
+    #: ``PLUGIN_MULTIPLEX_GRPC``: ``None`` when the host did not set it (then the handshake must
+    #: not carry the seventh field), else whether the host asks for the multiplexed broker.
+    multiplex: bool | None = None
+
+
+def parse_go_bool(name: str, text: str) -> bool:
+    """Go's ``strconv.ParseBool``, which go-plugin hosts use: ``1 t T TRUE true True`` and
+    ``0 f F FALSE false False``."""
+    if text in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if text in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    raise LaunchError(f"{name}={text!r} is not a boolean (Go's strconv.ParseBool syntax, e.g. true)")
 
 
 def check_cookie(key: str, expected: str, found: str | None) -> None:
@@ -138,6 +154,7 @@ def read_launch(
     except ValueError as e:
         raise LaunchError(f"{ENV_CLIENT_CERT} is not one PEM certificate: {e}") from e
     ports = parse_port_range(var(ENV_MIN_PORT), var(ENV_MAX_PORT)) if tcp else PortRange()
+    multiplex = var(ENV_MULTIPLEX_GRPC)
     return Launch(
         app_version=choose_version(offered, app_versions),
         client_cert_der=client_cert,
@@ -145,4 +162,5 @@ def read_launch(
         ports=ports,
         socket_group=var(ENV_UNIX_SOCKET_GROUP),
         host_services={"served": True, "none": False}.get(var(ENV_HOST_SERVICES) or ""),
+        multiplex=None if multiplex is None else parse_go_bool(ENV_MULTIPLEX_GRPC, multiplex),
     )

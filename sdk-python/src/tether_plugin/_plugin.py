@@ -15,7 +15,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
-from . import _listen, _log, _stdio, _terminator, _tls
+from . import _listen, _log, _mux, _stdio, _terminator, _tls
 from ._broker import GRPCBroker, _Setup, _Tls
 from ._handshake import Handshake
 from ._host import HostWatch, StopReason, StopWaiter
@@ -109,7 +109,8 @@ class Plugin:
     plugins ignore it), ``log_level`` and ``install_log_handler`` (hclog JSON on stderr via
     :func:`~tether_plugin.install_logging` unless the root logger has handlers), ``reflection``
     (serve gRPC server reflection, default on), ``relay_stdio`` (stream later
-    ``sys.stdout``/``sys.stderr`` over ``plugin.GRPCStdio``, default on).
+    ``sys.stdout``/``sys.stderr`` over ``plugin.GRPCStdio``, default on), ``multiplex``
+    (accept go-plugin's multiplexed broker when the host offers it, default on).
     """
 
     def __init__(
@@ -127,6 +128,7 @@ class Plugin:
         install_log_handler: bool = True,
         reflection: bool = True,
         relay_stdio: bool = True,
+        multiplex: bool = True,
     ) -> None:
         self.cookie_key = cookie_key
         self.cookie_value = cookie_value
@@ -140,6 +142,7 @@ class Plugin:
         self.install_log_handler = install_log_handler
         self.reflection = reflection
         self.relay_stdio = relay_stdio
+        self.multiplex = multiplex
         self._services: list[_Service] = []
         self._broker = GRPCBroker()
 
@@ -296,7 +299,8 @@ class Plugin:
         if self.reflection:
             _enable_reflection(server, [*recorder.names, *sorted(BUILT_IN_SERVICES)])
 
-        inner = None
+        multiplex = launch.multiplex is True and self.multiplex
+        inner = main_private = router = mux_listener = None
         if identity is not None and credentials is None:
             # TLS terminated in Python (see _terminator): gRPC listens in plaintext on a socket
             # in a private directory, the terminator on the announced address.
@@ -311,10 +315,26 @@ class Plugin:
         else:
             add = _listen.grpc_binder(server, credentials)
         try:
-            bound = _listen.bind(add, launch, self.transport)
+            if multiplex:
+                # The announced socket is the plugin's own (its first connection carries yamux);
+                # the main server listens privately and the host's main stream is relayed to it.
+                main_private = _listen.private_socket()
+                try:
+                    add(f"unix:{main_private.address}")
+                except RuntimeError as e:
+                    raise ListenError(
+                        f"cannot listen on the private unix socket {main_private.address!r}: {e}"
+                    ) from e
+                router = _mux.MuxRouter(main_private.address)
+                sockets: list = []
+                bound = _listen.bind(_mux.MuxListener.binder(sockets), launch, self.transport)
+                mux_listener = _mux.MuxListener(sockets[0], router.start)
+            else:
+                bound = _listen.bind(add, launch, self.transport)
         except BaseException:
-            if inner is not None:
-                inner.cleanup()
+            for private in (inner, main_private):
+                if private is not None:
+                    private.cleanup()
             raise
         self._broker._connect_setup(
             _Setup(
@@ -323,6 +343,7 @@ class Plugin:
                 # plugin's private one); TCP plugins broker over TCP.
                 socket_dir=os.path.dirname(bound.address) if bound.network == "unix" else None,
                 host_services=launch.host_services,
+                router=router,
             )
         )
         saved = (sys.stdout, sys.stderr)
@@ -338,13 +359,18 @@ class Plugin:
                 network=bound.network,
                 address=bound.address,
                 server_cert_der=identity.cert_der if identity else None,
+                # The 7th field only when the host offered multiplexing (older hosts split into 6).
+                multiplex=None if launch.multiplex is None else multiplex,
             )
+            if mux_listener is not None:
+                mux_listener.start()
             _print_handshake(handshake.line())
             log.debug(
-                "serving on %s %s (%s)",
+                "serving on %s %s (%s, %s broker)",
                 bound.network,
                 bound.address,
                 "AutoMTLS" if identity else "plaintext",
+                "multiplexed" if multiplex else "default",
             )
             if self.relay_stdio:
                 sys.stdout = _stdio.relay_text_stream(relay, _stdio.STDOUT, saved[0], 1)
@@ -367,11 +393,16 @@ class Plugin:
                 log.warning("calls still running after the shutdown grace period; stopping anyway")
             if terminator is not None:
                 terminator.stop()
+            if router is not None:
+                router.close()
+            if mux_listener is not None:
+                mux_listener.close()
             sys.stdout, sys.stderr = saved
             executor.shutdown(wait=False, cancel_futures=True)
             bound.cleanup()
-            if inner is not None:
-                inner.cleanup()
+            for private in (inner, main_private):
+                if private is not None:
+                    private.cleanup()
         return reason
 
 

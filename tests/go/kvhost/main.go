@@ -1,9 +1,12 @@
 // kvhost is a go-plugin host for the KV contract of go-plugin's examples/grpc.
 //
-//	KV_PLUGIN="<command> [args]" kvhost [--plaintext] put KEY VALUE
-//	KV_PLUGIN="<command> [args]" kvhost [--plaintext] get KEY
+//	KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] put KEY VALUE
+//	KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] get KEY
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] bench --calls N --launches L [--concurrency C]
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] measure METRIC [options]   (see measure.go)
+//
+// --multiplex (before the command) sets GRPCBrokerMultiplex (go-plugin ≥ 1.6 only; the v101
+// build refuses it): the host then refuses plugins that do not accept multiplexing.
 //
 // AutoMTLS is on unless --plaintext is given. Only the gRPC protocol is allowed. KV_PLUGIN is
 // split on whitespace. Exit status: 0 ok, 1 error, 2 usage error, 3 Get of a missing key
@@ -35,8 +38,8 @@ import (
 )
 
 const usage = `usage:
-  KV_PLUGIN="<command> [args]" kvhost [--plaintext] put KEY VALUE
-  KV_PLUGIN="<command> [args]" kvhost [--plaintext] get KEY
+  KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] put KEY VALUE
+  KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] get KEY
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] bench --calls N --launches L [--concurrency C]
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] measure launch|unary|rate|payload|plugin-rss|host-rss [options]
 `
@@ -77,9 +80,11 @@ func run(args []string) error {
 	global := flag.NewFlagSet("kvhost", flag.ContinueOnError)
 	global.SetOutput(ioutil.Discard)
 	plaintext := global.Bool("plaintext", false, "disable AutoMTLS")
+	multiplex := global.Bool("multiplex", false, "turn on gRPC broker multiplexing (go-plugin >= 1.6)")
 	if err := global.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
+	multiplexed = *multiplex
 	rest := global.Args()
 	if len(rest) == 0 {
 		return usageError{"missing command"}
@@ -116,6 +121,9 @@ func run(args []string) error {
 	}
 }
 
+// multiplexed is --multiplex, for every client this run makes.
+var multiplexed bool
+
 func newClient(plaintext bool) (*plugin.Client, error) {
 	fields := strings.Fields(os.Getenv("KV_PLUGIN"))
 	if len(fields) == 0 {
@@ -125,7 +133,7 @@ func newClient(plaintext bool) (*plugin.Client, error) {
 	if s := os.Getenv("KVHOST_LOG_LEVEL"); s != "" {
 		level = hclog.LevelFromString(s)
 	}
-	return plugin.NewClient(&plugin.ClientConfig{
+	config := &plugin.ClientConfig{
 		HandshakeConfig:  shared.Handshake,
 		Plugins:          shared.PluginMap(nil),
 		Cmd:              exec.Command(fields[0], fields[1:]...),
@@ -136,7 +144,11 @@ func newClient(plaintext bool) (*plugin.Client, error) {
 			Output: os.Stderr,
 			Level:  level,
 		}),
-	}), nil
+	}
+	if err := setMultiplex(config, multiplexed); err != nil {
+		return nil, err
+	}
+	return plugin.NewClient(config), nil
 }
 
 func dispense(client *plugin.Client) (proto.KVClient, error) {
