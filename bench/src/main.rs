@@ -222,6 +222,7 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
                     multiplex: true,
                 }),
                 tether: true,
+                multiplex: true,
             },
         },
         System {
@@ -237,6 +238,7 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
                     multiplex: true,
                 }),
                 tether: false,
+                multiplex: true,
             },
         },
         System {
@@ -263,6 +265,7 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
                     multiplex: false,
                 }),
                 tether: false,
+                multiplex: false,
             },
         });
     }

@@ -101,7 +101,7 @@ if want v18; then
 		unset GOROOT
 		export GO111MODULE=on GOWORK=off GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=0
 		"$GO" build -buildvcs=false -o "$OUT/kvplugin-v18" ./kvplugin
-		"$GO" build -buildvcs=false -o "$OUT/kvhost-v18" ./kvhost
+		"$GO" build -buildvcs=false -tags goplugin_mux -o "$OUT/kvhost-v18" ./kvhost
 		"$GO" build -buildvcs=false -o "$OUT/probeplugin-v18" ./probeplugin
 		"$GO" build -buildvcs=false -o "$OUT/counterplugin-v18" ./counterplugin
 		"$GO" build -buildvcs=false -tags goplugin_mux -o "$OUT/counterhost-v18" ./counterhost

@@ -12,7 +12,9 @@ mod measurement;
 mod metrics;
 mod systems;
 
-pub use counts::{CONCURRENCY_LEVELS, Counts, DEFAULT_ROUNDS, MIB};
+pub use counts::{
+    CONCURRENCY_LEVELS, Counts, DEFAULT_ROUNDS, MIB, MULTIPLEXED_CONCURRENCY, UNARY_SIZES,
+};
 pub use measurement::{CallbackMode, Measurement, Value};
 pub use metrics::{Better, METRICS, MetricSpec, TETHER_ONLY, metric};
 pub use systems::{CounterPrograms, System, SystemKind};

@@ -3,9 +3,11 @@
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] put KEY VALUE
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] get KEY
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] bench --calls N --launches L [--concurrency C]
-//	KV_PLUGIN="<command> [args]" kvhost [--plaintext] measure METRIC [options]   (see measure.go)
+//	KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] measure METRIC [options]   (see measure.go)
 //
-// AutoMTLS is on unless --plaintext is given. Only the gRPC protocol is allowed. KV_PLUGIN is
+// AutoMTLS is on unless --plaintext is given. --multiplex sets GRPCBrokerMultiplex (go-plugin ≥ 1.6
+// only; the v101 build refuses it): the plugin's connection is then a yamux session whose first
+// stream carries the calls. Only the gRPC protocol is allowed. KV_PLUGIN is
 // split on whitespace. Exit status: 0 ok, 1 error, 2 usage error, 3 Get of a missing key
 // (gRPC NotFound). Host log level: KVHOST_LOG_LEVEL (trace|debug|info|warn|error, default warn).
 package main
@@ -38,7 +40,7 @@ const usage = `usage:
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] put KEY VALUE
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] get KEY
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] bench --calls N --launches L [--concurrency C]
-  KV_PLUGIN="<command> [args]" kvhost [--plaintext] measure launch|unary|rate|payload|plugin-rss|host-rss [options]
+  KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] measure launch|unary|rate|payload|plugin-rss|host-rss [options]
 `
 
 type usageError struct{ msg string }
@@ -77,6 +79,7 @@ func run(args []string) error {
 	global := flag.NewFlagSet("kvhost", flag.ContinueOnError)
 	global.SetOutput(ioutil.Discard)
 	plaintext := global.Bool("plaintext", false, "disable AutoMTLS")
+	global.BoolVar(&multiplexBroker, "multiplex", false, "turn on gRPC broker multiplexing (go-plugin >= 1.6)")
 	if err := global.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -116,6 +119,9 @@ func run(args []string) error {
 	}
 }
 
+// multiplexBroker is the global --multiplex flag, read by every newClient.
+var multiplexBroker bool
+
 func newClient(plaintext bool) (*plugin.Client, error) {
 	fields := strings.Fields(os.Getenv("KV_PLUGIN"))
 	if len(fields) == 0 {
@@ -125,7 +131,7 @@ func newClient(plaintext bool) (*plugin.Client, error) {
 	if s := os.Getenv("KVHOST_LOG_LEVEL"); s != "" {
 		level = hclog.LevelFromString(s)
 	}
-	return plugin.NewClient(&plugin.ClientConfig{
+	config := &plugin.ClientConfig{
 		HandshakeConfig:  shared.Handshake,
 		Plugins:          shared.PluginMap(nil),
 		Cmd:              exec.Command(fields[0], fields[1:]...),
@@ -136,7 +142,11 @@ func newClient(plaintext bool) (*plugin.Client, error) {
 			Output: os.Stderr,
 			Level:  level,
 		}),
-	}), nil
+	}
+	if err := setMultiplex(config, multiplexBroker); err != nil {
+		return nil, err
+	}
+	return plugin.NewClient(config), nil
 }
 
 func dispense(client *plugin.Client) (proto.KVClient, error) {
