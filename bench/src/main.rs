@@ -28,10 +28,13 @@ struct Cli {
     /// Rounds (default 3; 1 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: Option<u32>,
-    /// Where `kv-bench`, `kv-plugin`, `counter-bench`, `counter-plugin` and `pingpong` are
-    /// (release builds).
+    /// Where `kv-bench`, `counter-bench` and `pingpong` are (release builds).
     #[arg(long, default_value = "target/release")]
     bin_dir: PathBuf,
+    /// Where `kv-plugin` and `counter-plugin` are [default: the --bin-dir]. `bench/run.sh`
+    /// passes the plugins built as the SDK recommends: the `plugin` profile, statically linked.
+    #[arg(long)]
+    plugin_dir: Option<PathBuf>,
     /// Where `tests/go/build.sh` put the Go peers.
     #[arg(long, default_value = "target/go-peers")]
     go_peers: PathBuf,
@@ -208,16 +211,17 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
             ))
         }
     };
+    let plugin_dir = cli.plugin_dir.as_deref().unwrap_or(&cli.bin_dir);
     let mut systems = vec![
         System {
             id: report::TETHER,
             label: "tether".into(),
             kind: SystemKind::KvHost {
                 host: need(&cli.bin_dir, "kv-bench")?,
-                plugin: need(&cli.bin_dir, "kv-plugin")?,
+                plugin: need(plugin_dir, "kv-plugin")?,
                 counter: Some(CounterPrograms {
                     host: need(&cli.bin_dir, "counter-bench")?,
-                    plugin: need(&cli.bin_dir, "counter-plugin")?,
+                    plugin: need(plugin_dir, "counter-plugin")?,
                     host_args: Vec::new(),
                     multiplex: true,
                 }),
