@@ -299,7 +299,7 @@ fn tools(go_plugin: Option<&str>, grpc: Option<&str>) -> Vec<String> {
     };
     let mut tools = Vec::new();
     tools.extend(first_line("rustc", "-V"));
-    tools.push("tonic 0.14, rustls 0.23 (release build, current-thread runtimes)".into());
+    tools.push("tonic 0.14, rustls 0.23 (release build; plugins in the `plugin` profile, statically linked where run.sh can; current-thread runtimes)".into());
     tools.extend(first_line("go", "version"));
     tools.push(format!(
         "go-plugin {} with grpc-go {} (primary baseline)",
