@@ -32,10 +32,13 @@ struct Cli {
     /// Rounds (default 3; 1 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: Option<u32>,
-    /// Where `kv-bench`, `kv-plugin`, `counter-bench`, `counter-plugin` and `pingpong` are
-    /// (release builds).
+    /// Where `kv-bench`, `counter-bench` and `pingpong` are (release builds).
     #[arg(long, default_value = "target/release")]
     bin_dir: PathBuf,
+    /// Where `kv-plugin` and `counter-plugin` are [default: the --bin-dir]. `bench/run.sh`
+    /// passes the plugins built as the SDK recommends: the `plugin` profile, statically linked.
+    #[arg(long)]
+    plugin_dir: Option<PathBuf>,
     /// Where `tests/go/build.sh` put the Go peers.
     #[arg(long, default_value = "target/go-peers")]
     go_peers: PathBuf,
@@ -240,7 +243,14 @@ fn runner_setup(cli: &Cli, work: &tempfile::TempDir) -> Result<Runners, String> 
     Ok(Runners {
         programs: RunnerPrograms {
             host: program("kv-bench")?,
-            plugin: program("kv-plugin")?,
+            // The same plugin build as the other rows (the `plugin` profile from run.sh).
+            plugin: std::path::absolute(
+                cli.plugin_dir
+                    .as_deref()
+                    .unwrap_or(&cli.bin_dir)
+                    .join("kv-plugin"),
+            )
+            .map_err(|e| format!("kv-plugin: {e}"))?,
             step,
         },
         report: RunnerReport {
@@ -321,20 +331,22 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
             ))
         }
     };
+    let plugin_dir = cli.plugin_dir.as_deref().unwrap_or(&cli.bin_dir);
     let mut systems = vec![
         System {
             id: report::TETHER,
             label: "tether".into(),
             kind: SystemKind::KvHost {
                 host: need(&cli.bin_dir, "kv-bench")?,
-                plugin: need(&cli.bin_dir, "kv-plugin")?,
+                plugin: need(plugin_dir, "kv-plugin")?,
                 counter: Some(CounterPrograms {
                     host: need(&cli.bin_dir, "counter-bench")?,
-                    plugin: need(&cli.bin_dir, "counter-plugin")?,
+                    plugin: need(plugin_dir, "counter-plugin")?,
                     host_args: Vec::new(),
                     multiplex: true,
                 }),
                 tether: true,
+                multiplex: true,
             },
         },
         System {
@@ -350,6 +362,7 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
                     multiplex: true,
                 }),
                 tether: false,
+                multiplex: true,
             },
         },
         System {
@@ -376,6 +389,7 @@ fn systems(cli: &Cli, go_plugin_version: Option<&str>) -> Result<Vec<System>, St
                     multiplex: false,
                 }),
                 tether: false,
+                multiplex: false,
             },
         });
     }
@@ -405,7 +419,7 @@ fn tools(go_plugin: Option<&str>, grpc: Option<&str>) -> Vec<String> {
     };
     let mut tools = Vec::new();
     tools.extend(first_line("rustc", "-V"));
-    tools.push("tonic 0.14, rustls 0.23 (release build, current-thread runtimes)".into());
+    tools.push("tonic 0.14, rustls 0.23 (release build; plugins in the `plugin` profile, statically linked where run.sh can; current-thread runtimes)".into());
     tools.extend(first_line("go", "version"));
     tools.push(format!(
         "go-plugin {} with grpc-go {} (primary baseline)",

@@ -234,17 +234,23 @@ mod tests {
                     multiplex: true,
                 }),
                 tether: true,
+                multiplex: true,
             },
         };
         let cmd = command(
             &system,
-            Measurement::Unary,
+            Measurement::Unary { size: 64 },
             &Counts::QUICK,
             Path::new("/tmp"),
         )
         .unwrap();
         let args: Vec<_> = cmd.get_args().map(|a| a.to_str().unwrap()).collect();
-        assert_eq!(args, ["measure", "unary", "--calls", "50", "--warmup", "5"]);
+        assert_eq!(
+            args,
+            [
+                "measure", "unary", "--calls", "50", "--warmup", "5", "--size", "64"
+            ]
+        );
         let env: Vec<_> = cmd.get_envs().collect();
         assert_eq!(
             env,
@@ -270,6 +276,7 @@ mod tests {
                     multiplex: false,
                 }),
                 tether: false,
+                multiplex: false,
             },
         };
         let mode = crate::suite::CallbackMode::Default;
@@ -314,6 +321,7 @@ mod tests {
                 plugin: "/bin/kv-plugin".into(),
                 counter: None,
                 tether: true,
+                multiplex: true,
             },
         };
         let cmd = command(
@@ -340,6 +348,7 @@ mod tests {
                 plugin: "/my dir/kvplugin".into(),
                 counter: None,
                 tether: false,
+                multiplex: false,
             },
         };
         assert!(matches!(
@@ -364,7 +373,7 @@ mod tests {
         };
         let err = run(
             &system,
-            Measurement::Unary,
+            Measurement::Unary { size: 64 },
             &Counts::QUICK,
             Path::new("/"),
             DEFAULT_RUN_TIMEOUT,

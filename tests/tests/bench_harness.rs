@@ -39,6 +39,7 @@ fn kv(
     plugin: &Path,
     counter: Option<CounterPrograms>,
     tether: bool,
+    multiplex: bool,
 ) -> System {
     System {
         id,
@@ -48,6 +49,7 @@ fn kv(
             plugin: plugin.into(),
             counter,
             tether,
+            multiplex,
         },
     }
 }
@@ -112,6 +114,7 @@ fn every_measurement_of_the_tether_host_yields_numbers_including_64_mib_messages
             true,
         ),
         true,
+        true,
     );
     let values = measure_all(&system, work.path());
     assert_positive_except(&values, &[]);
@@ -119,7 +122,10 @@ fn every_measurement_of_the_tether_host_yields_numbers_including_64_mib_messages
     for id in [
         "launch_p99",
         "unary_p50",
+        "unary_1kib_p99",
+        "unary_64kib_p50",
         "rate_c64",
+        "rate_mux_c64",
         "payload_64mib",
         "plugin_rss",
         "host_rss_per_plugin",
@@ -159,11 +165,17 @@ fn go_plugin_refuses_64_mib_messages_and_yields_every_other_measurement() {
         &go.plugin,
         counter(&go.counter_host, &go.counter_plugin, &[], true),
         false,
+        true,
     );
     let values = measure_all(&system, work.path());
     assert_positive_except(&values, &["payload_64mib"]);
     assert!(values.iter().any(|(_, id, _)| *id == "callback_p50"));
     assert!(values.iter().any(|(_, id, _)| *id == "callback_mux_p50"));
+    assert!(values.iter().any(|(_, id, _)| *id == "unary_64kib_p50"));
+    assert!(
+        values.iter().any(|(_, id, _)| *id == "rate_mux_c64"),
+        "kvhost takes --multiplex"
+    );
     assert!(
         !values.iter().any(|(_, id, _)| *id == "catalog_load"),
         "go-plugin has no catalog"
@@ -198,6 +210,7 @@ fn go_plugin_1_0_1_measures_a_callback_in_plaintext() {
             &["--plaintext"],
             false,
         ),
+        false,
         false,
     );
     let m = Measurement::Callback {
@@ -241,6 +254,10 @@ fn the_raw_socket_floor_yields_launch_unary_payload_and_memory() {
             "launch_p99",
             "unary_p50",
             "unary_p99",
+            "unary_1kib_p50",
+            "unary_1kib_p99",
+            "unary_64kib_p50",
+            "unary_64kib_p99",
             "payload_1mib",
             "payload_64mib",
             "plugin_rss"

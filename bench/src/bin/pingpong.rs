@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! pingpong launch --count L              samples_ns=…   spawn → connect → one 64 B exchange
-//! pingpong unary --calls N [--warmup W]  samples_ns=…   64 B exchanges
+//! pingpong unary --calls N [--warmup W] [--size B]  samples_ns=…   B-byte exchanges (default 64)
 //! pingpong payload --size B --rounds K   bytes=… elapsed_ns=…   B bytes there, B bytes back
 //! pingpong plugin-rss                    rss_kb=…       the echo child's VmRSS after one exchange
 //! ```
@@ -44,7 +44,7 @@ enum Mode {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         count: u64,
     },
-    /// Sequential 64-byte exchanges.
+    /// Sequential SIZE-byte exchanges (64 bytes by default).
     Unary {
         /// Timed exchanges.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -52,6 +52,9 @@ enum Mode {
         /// Untimed exchanges first.
         #[arg(long, default_value_t = DEFAULT_WARMUP)]
         warmup: u64,
+        /// Bytes each way.
+        #[arg(long, default_value_t = SMALL as u64, value_parser = clap::value_parser!(u64).range(1..))]
+        size: u64,
     },
     /// SIZE bytes to the child and SIZE bytes back, ROUNDS times after one untimed round.
     Payload {
@@ -98,9 +101,14 @@ fn run(mode: Mode) -> io::Result<()> {
             }
             format!("samples_ns={}", join_ns(&samples))
         }
-        Mode::Unary { calls, warmup } => {
-            let mut pair = Pair::start(SMALL)?;
-            let mut buf = [0x5a; SMALL];
+        Mode::Unary {
+            calls,
+            warmup,
+            size,
+        } => {
+            let size = usize::try_from(size).map_err(io::Error::other)?;
+            let mut pair = Pair::start(size)?;
+            let mut buf = vec![0x5a; size];
             for _ in 0..warmup {
                 pair.exchange(&mut buf)?;
             }

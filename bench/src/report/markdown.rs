@@ -24,6 +24,13 @@ fn cell(results: &Results, system: &str, spec: &MetricSpec) -> String {
     }
 }
 
+/// tether ÷ `other` for `metric`, or `—`.
+fn ratio_cell(results: &Results, other: &str, metric: &str) -> String {
+    results
+        .ratio(TETHER, other, metric)
+        .map_or_else(|| "—".into(), |r| format!("{}×", format_ratio(r)))
+}
+
 fn load_text(load: Option<[f64; 3]>) -> String {
     load.map_or_else(
         || "unknown".into(),
@@ -59,7 +66,8 @@ pub fn markdown(results: &Results, ctx: &Context) -> String {
         md,
         "- {} rounds; in each, every measurement runs on every system back to back, the \
          systems' order rotating from round to round. Each cell is the **median round**. Per \
-         round: {} launches, {} sequential calls, {} calls per concurrency level ({} warm-up \
+         round: {} launches, {} sequential calls per value size (64 B, 1 KiB, 64 KiB), {} calls \
+         per concurrency level and broker mode ({} warm-up \
          calls first), {} × 1 MiB and {} × 64 MiB round trips, {} live plugins, {} (plain \
          call, callback call) pairs ({} warm-up pairs first), {} loads of a {}-manifest catalog \
          using {} plugins.",
@@ -86,12 +94,15 @@ pub fn markdown(results: &Results, ctx: &Context) -> String {
         if i == 1 && s.id == BASELINE {
             let _ = write!(md, " ratio |");
         }
+        if s.id == FLOOR {
+            let _ = write!(md, " tether ÷ floor |");
+        }
     }
     let _ = writeln!(md);
     let _ = write!(md, "|---|");
     for (i, s) in columns.iter().enumerate() {
         let _ = write!(md, "---:|");
-        if i == 1 && s.id == BASELINE {
+        if (i == 1 && s.id == BASELINE) || s.id == FLOOR {
             let _ = write!(md, "---:|");
         }
     }
@@ -101,10 +112,10 @@ pub fn markdown(results: &Results, ctx: &Context) -> String {
         for (i, s) in columns.iter().enumerate() {
             let _ = write!(md, " {} |", cell(results, s.id, spec));
             if i == 1 && s.id == BASELINE {
-                let ratio = results
-                    .ratio(TETHER, BASELINE, spec.id)
-                    .map_or_else(|| "—".into(), |r| format!("{}×", format_ratio(r)));
-                let _ = write!(md, " {ratio} |");
+                let _ = write!(md, " {} |", ratio_cell(results, BASELINE, spec.id));
+            }
+            if s.id == FLOOR {
+                let _ = write!(md, " {} |", ratio_cell(results, FLOOR, spec.id));
             }
         }
         let _ = writeln!(md);
@@ -112,7 +123,9 @@ pub fn markdown(results: &Results, ctx: &Context) -> String {
     let _ = writeln!(md);
     let _ = writeln!(
         md,
-        "ratio = tether ÷ go-plugin (below 1 is better for times and memory, above 1 for rates). \
+        "ratio = tether ÷ go-plugin (below 1 is better for times and memory, above 1 for rates); \
+         tether ÷ floor is the same against the raw socket (for MB/s, the fraction of the \
+         floor's rate tether reaches). \
          MB/s counts request and response payload bytes (10⁶ B/s). Memory is VmRSS. The floor \
          is `pingpong`: two processes exchanging the same bytes over a unix socket with \
          blocking reads and writes (launch: spawn → connect → one 64 B exchange); it has no \

@@ -49,33 +49,66 @@ fn one_failed_round_makes_the_summary_a_failure() {
 
 #[test]
 fn a_ratio_goal_is_met_at_or_under_its_limit_and_reports_the_ratio() {
+    let goal = GOALS.iter().find(|g| g.metric == "plugin_rss").unwrap();
     let r = results(&[
-        (TETHER, "launch_p50", &[6.0]),
-        (BASELINE, "launch_p50", &[40.0]),
+        (TETHER, "plugin_rss", &[6.0]),
+        (BASELINE, "plugin_rss", &[15.0]),
     ]);
-    let outcome = GOALS[0].judge(&r);
+    let outcome = goal.judge(&r);
     assert_eq!(outcome.met, Some(true));
-    assert_eq!(outcome.measured, "0.15×");
+    assert_eq!(outcome.measured, "0.40×");
     let r = results(&[
-        (TETHER, "launch_p50", &[8.0]),
-        (BASELINE, "launch_p50", &[40.0]),
+        (TETHER, "plugin_rss", &[8.0]),
+        (BASELINE, "plugin_rss", &[15.0]),
     ]);
-    assert_eq!(GOALS[0].judge(&r).met, Some(false));
+    assert_eq!(goal.judge(&r).met, Some(false));
 }
 
 #[test]
-fn an_at_least_goal_fails_below_its_limit_and_when_the_call_fails() {
-    let goal = GOALS.iter().find(|g| g.metric == "payload_64mib").unwrap();
-    let r = results(&[(TETHER, "payload_64mib", &[186.0])]);
+fn floor_goals_compare_with_the_floor_in_both_directions() {
+    let launch = GOALS.iter().find(|g| g.metric == "launch_p50").unwrap();
+    let r = results(&[
+        (TETHER, "launch_p50", &[5.0]),
+        (FLOOR, "launch_p50", &[2.0]),
+    ]);
+    assert_eq!(launch.judge(&r).met, Some(true));
+    let r = results(&[
+        (TETHER, "launch_p50", &[5.1]),
+        (FLOOR, "launch_p50", &[2.0]),
+    ]);
+    assert_eq!(launch.judge(&r).met, Some(false));
+    let big = GOALS.iter().find(|g| g.metric == "payload_64mib").unwrap();
+    let r = results(&[
+        (TETHER, "payload_64mib", &[1_000.0]),
+        (FLOOR, "payload_64mib", &[4_000.0]),
+    ]);
+    assert_eq!(
+        big.judge(&r),
+        Outcome {
+            met: Some(false),
+            measured: "0.25×".into()
+        }
+    );
+    let r = results(&[
+        (TETHER, "payload_64mib", &[2_000.0]),
+        (FLOOR, "payload_64mib", &[4_000.0]),
+    ]);
+    assert_eq!(big.judge(&r).met, Some(true));
+}
+
+#[test]
+fn an_absolute_goal_fails_beyond_its_limit_and_when_the_call_fails() {
+    let goal = GOALS.iter().find(|g| g.metric == "catalog_load").unwrap();
+    let r = results(&[(TETHER, "catalog_load", &[51.0])]);
     assert_eq!(
         goal.judge(&r),
         Outcome {
             met: Some(false),
-            measured: "186 MB/s".into()
+            measured: "51.0 ms".into()
         }
     );
     let mut r = Results::default();
-    r.record(TETHER, "payload_64mib", Value::Failed("Internal".into()));
+    r.record(TETHER, "catalog_load", Value::Failed("Internal".into()));
     assert_eq!(goal.judge(&r).met, Some(false));
 }
 
@@ -146,12 +179,12 @@ fn the_table_puts_the_ratio_between_tether_and_go_plugin_and_marks_the_4_mib_cap
     };
     let md = markdown(&r, &ctx);
     assert!(
-        md.contains("| metric | TETHER | GO18 | ratio | FLOOR |"),
+        md.contains("| metric | TETHER | GO18 | ratio | FLOOR | tether ÷ floor |"),
         "{md}"
     );
     assert!(
         md.contains(
-            "| unary 64 B round trip, sequential, p50 | 50.0 µs | 100 µs | 0.50× | 40.0 µs |"
+            "| unary 64 B round trip, sequential, p50 | 50.0 µs | 100 µs | 0.50× | 40.0 µs | 1.25× |"
         ),
         "{md}"
     );
@@ -162,7 +195,7 @@ fn the_table_puts_the_ratio_between_tether_and_go_plugin_and_marks_the_4_mib_cap
         "the multiplexed callback has a row and a goal: {md}"
     );
     assert!(
-        md.contains("| lazy catalog: plugin processes started | — | n/a | — | n/a |"),
+        md.contains("| lazy catalog: plugin processes started | — | n/a | — | n/a | — |"),
         "go-plugin has no catalog: {md}"
     );
     assert!(md.starts_with(BEGIN_MARKER) && md.trim_end().ends_with(END_MARKER));

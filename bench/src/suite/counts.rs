@@ -77,3 +77,9 @@ pub const MIB: u64 = 1024 * 1024;
 
 /// Concurrency levels of the calls/s measurement.
 pub const CONCURRENCY_LEVELS: [u64; 3] = [1, 16, 64];
+
+/// Concurrent callers of the calls/s measurement in the multiplexed broker mode.
+pub const MULTIPLEXED_CONCURRENCY: u64 = 64;
+
+/// Value sizes of the unary measurement: 64 B, 1 KiB, 64 KiB.
+pub const UNARY_SIZES: [u64; 3] = [64, 1024, 64 * 1024];

@@ -41,16 +41,25 @@ impl Measurement {
                     ("launch_p99", pct(&s, 0.99, 1e6, "samples_ns")?),
                 ]
             }
-            Self::Unary => {
+            Self::Unary { size } => {
                 let s = ns("samples_ns")?;
+                let [p50, p99] = unary_ids(*size);
                 vec![
-                    ("unary_p50", pct(&s, 0.5, 1e3, "samples_ns")?),
-                    ("unary_p99", pct(&s, 0.99, 1e3, "samples_ns")?),
+                    (p50, pct(&s, 0.5, 1e3, "samples_ns")?),
+                    (p99, pct(&s, 0.99, 1e3, "samples_ns")?),
                 ]
             }
-            Self::Rate { concurrency } => {
+            Self::Rate {
+                concurrency,
+                multiplex,
+            } => {
                 let calls = line.number("calls")? as f64;
-                vec![(rate_id(*concurrency), Value::Number(per_second(calls)?))]
+                let id = if *multiplex {
+                    "rate_mux_c64"
+                } else {
+                    rate_id(*concurrency)
+                };
+                vec![(id, Value::Number(per_second(calls)?))]
             }
             Self::Payload { size } => {
                 let value = match line.text("failed") {
@@ -119,6 +128,15 @@ impl Measurement {
                 ]
             }
         })
+    }
+}
+
+/// Metric ids (p50, p99) of a unary size of [`UNARY_SIZES`](super::UNARY_SIZES).
+fn unary_ids(size: u64) -> [&'static str; 2] {
+    match size {
+        1024 => ["unary_1kib_p50", "unary_1kib_p99"],
+        65_536 => ["unary_64kib_p50", "unary_64kib_p99"],
+        _ => ["unary_p50", "unary_p99"],
     }
 }
 

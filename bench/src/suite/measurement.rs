@@ -1,6 +1,6 @@
 //! The measurements: what each program run does and which arguments it takes.
 
-use super::counts::{CONCURRENCY_LEVELS, Counts, MIB};
+use super::counts::{CONCURRENCY_LEVELS, Counts, MIB, MULTIPLEXED_CONCURRENCY, UNARY_SIZES};
 use super::systems::SystemKind;
 
 /// One program run, yielding one or more metric values.
@@ -8,12 +8,18 @@ use super::systems::SystemKind;
 pub enum Measurement {
     /// Spawn → first call done, repeatedly.
     Launch,
-    /// Sequential 64-byte calls.
-    Unary,
+    /// Sequential calls returning a value of this many bytes.
+    Unary {
+        /// Bytes of the value each call returns (one of [`UNARY_SIZES`]).
+        size: u64,
+    },
     /// 64-byte calls over this many concurrent callers.
     Rate {
         /// Concurrent callers.
         concurrency: u64,
+        /// Whether the host offers go-plugin's multiplexed broker (`--multiplex`): the calls
+        /// then travel on a yamux stream of the plugin's one connection.
+        multiplex: bool,
     },
     /// Request/response round trips carrying this many bytes each way.
     Payload {
@@ -99,12 +105,16 @@ impl Measurement {
     /// Every measurement, in the order a round runs them.
     #[must_use]
     pub fn all() -> Vec<Self> {
-        let mut all = vec![Self::Launch, Self::Unary];
-        all.extend(
-            CONCURRENCY_LEVELS
-                .iter()
-                .map(|&concurrency| Self::Rate { concurrency }),
-        );
+        let mut all = vec![Self::Launch];
+        all.extend(UNARY_SIZES.iter().map(|&size| Self::Unary { size }));
+        all.extend(CONCURRENCY_LEVELS.iter().map(|&concurrency| Self::Rate {
+            concurrency,
+            multiplex: false,
+        }));
+        all.push(Self::Rate {
+            concurrency: MULTIPLEXED_CONCURRENCY,
+            multiplex: true,
+        });
         all.extend([
             Self::Payload { size: MIB },
             Self::Payload { size: 64 * MIB },
@@ -125,8 +135,15 @@ impl Measurement {
     pub fn name(&self) -> String {
         match self {
             Self::Launch => "launch".into(),
-            Self::Unary => "unary".into(),
-            Self::Rate { concurrency } => format!("rate c={concurrency}"),
+            Self::Unary { size } => format!("unary {size} B"),
+            Self::Rate {
+                concurrency,
+                multiplex: false,
+            } => format!("rate c={concurrency}"),
+            Self::Rate {
+                concurrency,
+                multiplex: true,
+            } => format!("rate c={concurrency} multiplexed"),
             Self::Payload { size } => format!("payload {} MiB", size / MIB),
             Self::PluginRss => "plugin-rss".into(),
             Self::HostRss => "host-rss".into(),
@@ -142,11 +159,17 @@ impl Measurement {
     pub fn applies_to(&self, kind: &SystemKind) -> bool {
         match kind {
             SystemKind::KvHost {
-                counter, tether, ..
+                counter,
+                tether,
+                multiplex,
+                ..
             } => match self {
                 Self::Callback { mode } => counter
                     .as_ref()
                     .is_some_and(|c| *mode == CallbackMode::Default || c.multiplex),
+                Self::Rate {
+                    multiplex: true, ..
+                } => *multiplex,
                 Self::LaunchConfinementOff | Self::Catalog => *tether,
                 _ => true,
             },
@@ -166,6 +189,13 @@ impl Measurement {
     pub fn host_args(&self) -> Vec<String> {
         match self {
             Self::Callback { mode } => mode.host_args().iter().map(|&a| a.to_owned()).collect(),
+            Self::Rate {
+                multiplex: true, ..
+            } => CallbackMode::Multiplexed
+                .host_args()
+                .iter()
+                .map(|&a| a.to_owned())
+                .collect(),
             Self::LaunchConfinementOff => vec!["--sandbox".into(), "off".into()],
             _ => Vec::new(),
         }
@@ -180,14 +210,16 @@ impl Measurement {
                 "--count".into(),
                 counts.launches.to_string(),
             ],
-            Self::Unary => vec![
+            Self::Unary { size } => vec![
                 "unary".into(),
                 "--calls".into(),
                 counts.unary_calls.to_string(),
                 "--warmup".into(),
                 counts.warmup.to_string(),
+                "--size".into(),
+                size.to_string(),
             ],
-            Self::Rate { concurrency } => vec![
+            Self::Rate { concurrency, .. } => vec![
                 "rate".into(),
                 "--calls".into(),
                 counts.rate_calls.to_string(),

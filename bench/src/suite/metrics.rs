@@ -49,6 +49,30 @@ pub const METRICS: &[MetricSpec] = &[
         better: Better::Lower,
     },
     MetricSpec {
+        id: "unary_1kib_p50",
+        label: "unary 1 KiB round trip, sequential, p50",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "unary_1kib_p99",
+        label: "unary 1 KiB round trip, sequential, p99",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "unary_64kib_p50",
+        label: "unary 64 KiB round trip, sequential, p50",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "unary_64kib_p99",
+        label: "unary 64 KiB round trip, sequential, p99",
+        unit: "µs",
+        better: Better::Lower,
+    },
+    MetricSpec {
         id: "rate_c1",
         label: "calls/s, 1 caller",
         unit: "calls/s",
@@ -63,6 +87,12 @@ pub const METRICS: &[MetricSpec] = &[
     MetricSpec {
         id: "rate_c64",
         label: "calls/s, 64 concurrent callers",
+        unit: "calls/s",
+        better: Better::Higher,
+    },
+    MetricSpec {
+        id: "rate_mux_c64",
+        label: "calls/s, 64 concurrent callers, multiplexed broker",
         unit: "calls/s",
         better: Better::Higher,
     },

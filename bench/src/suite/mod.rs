@@ -13,7 +13,9 @@ mod metrics;
 mod runners;
 mod systems;
 
-pub use counts::{CONCURRENCY_LEVELS, Counts, DEFAULT_ROUNDS, MIB};
+pub use counts::{
+    CONCURRENCY_LEVELS, Counts, DEFAULT_ROUNDS, MIB, MULTIPLEXED_CONCURRENCY, UNARY_SIZES,
+};
 pub use measurement::{CallbackMode, Measurement, Value};
 pub use metrics::{Better, METRICS, MetricSpec, TETHER_ONLY, metric};
 pub use runners::{

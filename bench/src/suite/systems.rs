@@ -29,6 +29,9 @@ pub enum SystemKind {
         /// Whether the host is tether's, with the measurements only tether has (lazy catalog,
         /// confinement off).
         tether: bool,
+        /// Whether the host takes `--multiplex` (go-plugin's multiplexed broker: tether and
+        /// go-plugin ≥ 1.6, not 1.0.1).
+        multiplex: bool,
     },
     /// The raw two-process unix-socket floor (`pingpong`).
     Floor {

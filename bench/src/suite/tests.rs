@@ -22,14 +22,53 @@ fn launch_samples_become_p50_and_p99_in_milliseconds() {
 
 #[test]
 fn unary_samples_become_microseconds() {
-    let values = eval(Measurement::Unary, "samples_ns=50000");
+    let values = eval(Measurement::Unary { size: 64 }, "samples_ns=50000");
     assert_eq!(values[0], ("unary_p50", Value::Number(50.0)));
+}
+
+#[test]
+fn each_unary_size_has_rows_of_its_own_and_passes_its_size() {
+    let kib = eval(Measurement::Unary { size: 1024 }, "samples_ns=50000");
+    assert_eq!(kib[0], ("unary_1kib_p50", Value::Number(50.0)));
+    let big = eval(Measurement::Unary { size: 65_536 }, "samples_ns=50000");
+    assert_eq!(big[1], ("unary_64kib_p99", Value::Number(50.0)));
+    let args = Measurement::Unary { size: 1024 }.args(&Counts::QUICK);
+    assert_eq!(args[args.len() - 2..], ["--size", "1024"]);
+}
+
+#[test]
+fn the_multiplexed_rate_has_its_own_row_and_runs_only_on_hosts_that_offer_it() {
+    let muxed = Measurement::Rate {
+        concurrency: 64,
+        multiplex: true,
+    };
+    let values = eval(muxed, "calls=1000 elapsed_ns=500000000");
+    assert_eq!(values, vec![("rate_mux_c64", Value::Number(2000.0))]);
+    assert_eq!(muxed.host_args(), ["--multiplex"]);
+    let host = |multiplex| SystemKind::KvHost {
+        host: "h".into(),
+        plugin: "p".into(),
+        counter: None,
+        tether: false,
+        multiplex,
+    };
+    assert!(muxed.applies_to(&host(true)));
+    assert!(!muxed.applies_to(&host(false)));
+    let plain = Measurement::Rate {
+        concurrency: 64,
+        multiplex: false,
+    };
+    assert!(plain.applies_to(&host(false)));
+    assert!(plain.host_args().is_empty());
 }
 
 #[test]
 fn a_rate_is_calls_over_elapsed_seconds() {
     let values = eval(
-        Measurement::Rate { concurrency: 64 },
+        Measurement::Rate {
+            concurrency: 64,
+            multiplex: false,
+        },
         "calls=1000 elapsed_ns=500000000",
     );
     assert_eq!(values, vec![("rate_c64", Value::Number(2000.0))]);
@@ -103,6 +142,7 @@ fn tether_only_measurements_skip_go_plugin_and_callbacks_need_counter_programs()
         plugin: "kvplugin".into(),
         counter: None,
         tether: false,
+        multiplex: false,
     };
     assert!(!Measurement::Catalog.applies_to(&go));
     assert!(!Measurement::LaunchConfinementOff.applies_to(&go));
@@ -125,6 +165,7 @@ fn the_multiplexed_callback_runs_only_on_hosts_that_take_multiplex() {
             multiplex,
         }),
         tether: false,
+        multiplex: false,
     };
     let muxed = Measurement::Callback {
         mode: CallbackMode::Multiplexed,
@@ -143,9 +184,12 @@ fn the_multiplexed_callback_runs_only_on_hosts_that_take_multiplex() {
 fn zero_elapsed_time_is_rejected_rather_than_infinite() {
     let line = Line::parse("calls=10 elapsed_ns=0").unwrap();
     assert!(
-        Measurement::Rate { concurrency: 1 }
-            .evaluate(&line)
-            .is_err()
+        Measurement::Rate {
+            concurrency: 1,
+            multiplex: false
+        }
+        .evaluate(&line)
+        .is_err()
     );
 }
 
@@ -153,7 +197,7 @@ fn zero_elapsed_time_is_rejected_rather_than_infinite() {
 fn every_measurement_yields_only_metrics_the_report_knows() {
     for m in Measurement::all() {
         let line = match m {
-            Measurement::Launch | Measurement::Unary | Measurement::LaunchConfinementOff => {
+            Measurement::Launch | Measurement::Unary { .. } | Measurement::LaunchConfinementOff => {
                 "samples_ns=1,2"
             }
             Measurement::Callback { .. } => "unary_ns=1,2 callback_ns=3,4",
@@ -171,8 +215,14 @@ fn the_floor_skips_measurements_it_cannot_make() {
     let floor = SystemKind::Floor {
         pingpong: "pingpong".into(),
     };
-    assert!(Measurement::Unary.applies_to(&floor));
-    assert!(!Measurement::Rate { concurrency: 16 }.applies_to(&floor));
+    assert!(Measurement::Unary { size: 1024 }.applies_to(&floor));
+    assert!(
+        !Measurement::Rate {
+            concurrency: 16,
+            multiplex: false
+        }
+        .applies_to(&floor)
+    );
     assert!(!Measurement::HostRss.applies_to(&floor));
 }
 

@@ -3,12 +3,11 @@
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] put KEY VALUE
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] get KEY
 //	KV_PLUGIN="<command> [args]" kvhost [--plaintext] bench --calls N --launches L [--concurrency C]
-//	KV_PLUGIN="<command> [args]" kvhost [--plaintext] measure METRIC [options]   (see measure.go)
+//	KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] measure METRIC [options]   (see measure.go)
 //
-// --multiplex (before the command) sets GRPCBrokerMultiplex (go-plugin ≥ 1.6 only; the v101
-// build refuses it): the host then refuses plugins that do not accept multiplexing.
-//
-// AutoMTLS is on unless --plaintext is given. Only the gRPC protocol is allowed. KV_PLUGIN is
+// AutoMTLS is on unless --plaintext is given. --multiplex sets GRPCBrokerMultiplex (go-plugin ≥ 1.6
+// only; the v101 build refuses it): the plugin's connection is then a yamux session whose first
+// stream carries the calls. Only the gRPC protocol is allowed. KV_PLUGIN is
 // split on whitespace. Exit status: 0 ok, 1 error, 2 usage error, 3 Get of a missing key
 // (gRPC NotFound). Host log level: KVHOST_LOG_LEVEL (trace|debug|info|warn|error, default warn).
 package main
@@ -41,7 +40,7 @@ const usage = `usage:
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] put KEY VALUE
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] get KEY
   KV_PLUGIN="<command> [args]" kvhost [--plaintext] bench --calls N --launches L [--concurrency C]
-  KV_PLUGIN="<command> [args]" kvhost [--plaintext] measure launch|unary|rate|payload|plugin-rss|host-rss [options]
+  KV_PLUGIN="<command> [args]" kvhost [--plaintext] [--multiplex] measure launch|unary|rate|payload|plugin-rss|host-rss [options]
 `
 
 type usageError struct{ msg string }
@@ -80,11 +79,10 @@ func run(args []string) error {
 	global := flag.NewFlagSet("kvhost", flag.ContinueOnError)
 	global.SetOutput(ioutil.Discard)
 	plaintext := global.Bool("plaintext", false, "disable AutoMTLS")
-	multiplex := global.Bool("multiplex", false, "turn on gRPC broker multiplexing (go-plugin >= 1.6)")
+	global.BoolVar(&multiplexBroker, "multiplex", false, "turn on gRPC broker multiplexing (go-plugin >= 1.6)")
 	if err := global.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
-	multiplexed = *multiplex
 	rest := global.Args()
 	if len(rest) == 0 {
 		return usageError{"missing command"}
@@ -121,8 +119,8 @@ func run(args []string) error {
 	}
 }
 
-// multiplexed is --multiplex, for every client this run makes.
-var multiplexed bool
+// multiplexBroker is the global --multiplex flag, read by every newClient.
+var multiplexBroker bool
 
 func newClient(plaintext bool) (*plugin.Client, error) {
 	fields := strings.Fields(os.Getenv("KV_PLUGIN"))
@@ -145,7 +143,7 @@ func newClient(plaintext bool) (*plugin.Client, error) {
 			Level:  level,
 		}),
 	}
-	if err := setMultiplex(config, multiplexed); err != nil {
+	if err := setMultiplex(config, multiplexBroker); err != nil {
 		return nil, err
 	}
 	return plugin.NewClient(config), nil

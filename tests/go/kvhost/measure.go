@@ -7,7 +7,7 @@ package main
 // pairs; sample lists are comma-separated nanoseconds.
 //
 //	measure launch --count L                 samples_ns=…   spawn -> first 64-byte Put done
-//	measure unary --calls N [--warmup W]     samples_ns=…   sequential 64-byte Gets
+//	measure unary --calls N [--warmup W] [--size B]   samples_ns=…   sequential Gets of a B-byte value (default 64)
 //	measure rate --calls N --concurrency C [--warmup W]   calls=N elapsed_ns=…
 //	measure payload --size B --rounds K      bytes=… elapsed_ns=…  or  failed=CODE
 //	measure plugin-rss                       rss_kb=…       plugin VmRSS after one Put + Get
@@ -34,6 +34,12 @@ import (
 // defaultWarmupCalls matches kv-host's DEFAULT_WARMUP_CALLS.
 const defaultWarmupCalls = 100
 
+// unaryKey is the key the unary metric writes and reads.
+const unaryKey = "bench_unary"
+
+// unaryMaxSize is the largest unary --size (larger values are payload's), as in kv-bench.
+const unaryMaxSize = 1 << 20
+
 // payloadKey is the key the payload metric writes and reads.
 const payloadKey = "bench_payload"
 
@@ -42,7 +48,7 @@ var benchValue = []byte(strings.Repeat("0123456789abcdef", 4)) // 64 bytes
 // metricFlags lists the flags each metric takes (and requires, except warmup).
 var metricFlags = map[string][]string{
 	"launch":     {"count"},
-	"unary":      {"calls", "warmup"},
+	"unary":      {"calls", "warmup", "size"},
 	"rate":       {"calls", "concurrency", "warmup"},
 	"payload":    {"size", "rounds"},
 	"plugin-rss": {},
@@ -66,6 +72,9 @@ func measure(plaintext bool, args []string) error {
 		if name == "warmup" {
 			def = defaultWarmupCalls
 		}
+		if name == "size" && metric == "unary" {
+			def = len(benchValue)
+		}
 		values[name] = fs.Int(name, def, name)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
@@ -85,6 +94,9 @@ func measure(plaintext bool, args []string) error {
 		if *v < min {
 			return usageError{fmt.Sprintf("measure %s needs --%s >= %d", metric, name, min)}
 		}
+		if name == "size" && metric == "unary" && *v > unaryMaxSize {
+			return usageError{fmt.Sprintf("measure unary needs --size <= %d", unaryMaxSize)}
+		}
 	}
 	get := func(name string) int { return *values[name] }
 
@@ -96,7 +108,7 @@ func measure(plaintext bool, args []string) error {
 	case "launch":
 		line, err = measureLaunch(plaintext, get("count"))
 	case "unary":
-		line, err = measureUnary(plaintext, get("calls"), get("warmup"))
+		line, err = measureUnary(plaintext, get("calls"), get("warmup"), get("size"))
 	case "rate":
 		line, err = measureRate(plaintext, get("calls"), get("concurrency"), get("warmup"))
 	case "payload":
@@ -121,12 +133,17 @@ func putSmall(kv proto.KVClient) error {
 }
 
 func getSmall(kv proto.KVClient) error {
-	resp, err := kv.Get(context.Background(), &proto.GetRequest{Key: "bench"})
+	return getSized(kv, "bench", len(benchValue))
+}
+
+// getSized Gets key and checks that its value has size bytes.
+func getSized(kv proto.KVClient, key string, size int) error {
+	resp, err := kv.Get(context.Background(), &proto.GetRequest{Key: key})
 	if err != nil {
 		return fmt.Errorf("get failed: %w", err)
 	}
-	if len(resp.Value) != len(benchValue) {
-		return fmt.Errorf("get: got %d bytes, want %d", len(resp.Value), len(benchValue))
+	if len(resp.Value) != size {
+		return fmt.Errorf("get: got %d bytes, want %d", len(resp.Value), size)
 	}
 	return nil
 }
@@ -161,21 +178,21 @@ func measureLaunch(plaintext bool, count int) (string, error) {
 	return "samples_ns=" + joinNs(samples), nil
 }
 
-func measureUnary(plaintext bool, calls, warmup int) (string, error) {
+func measureUnary(plaintext bool, calls, warmup, size int) (string, error) {
 	var line string
 	err := withKV(plaintext, func(kv proto.KVClient) error {
-		if err := putSmall(kv); err != nil {
-			return err
+		if _, err := kv.Put(context.Background(), &proto.PutRequest{Key: unaryKey, Value: bytes.Repeat([]byte{0x5a}, size)}); err != nil {
+			return fmt.Errorf("put failed: %w", err)
 		}
 		for i := 0; i < warmup; i++ {
-			if err := getSmall(kv); err != nil {
+			if err := getSized(kv, unaryKey, size); err != nil {
 				return err
 			}
 		}
 		samples := make([]time.Duration, 0, calls)
 		for i := 0; i < calls; i++ {
 			t0 := time.Now()
-			if err := getSmall(kv); err != nil {
+			if err := getSized(kv, unaryKey, size); err != nil {
 				return err
 			}
 			samples = append(samples, time.Since(t0))

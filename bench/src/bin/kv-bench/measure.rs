@@ -8,7 +8,7 @@
 //! | metric | what is timed | output |
 //! |---|---|---|
 //! | `launch --count L` | spawn → handshake → mTLS → first 64-byte `Put` done, L times (shutdown not timed) | `samples_ns=…` |
-//! | `unary --calls N` | N sequential `Get`s of a 64-byte value after `--warmup` unmeasured ones | `samples_ns=…` |
+//! | `unary --calls N [--size B]` | N sequential `Get`s of a B-byte value (default 64) after `--warmup` unmeasured ones | `samples_ns=…` |
 //! | `rate --calls N --concurrency C` | N `Get`s of a 64-byte value spread over C concurrent callers | `calls=N elapsed_ns=…` |
 //! | `payload --size B --rounds K` | K × (`Put` of B bytes, `Get` of them back) after one unmeasured round | `bytes=… elapsed_ns=…` or `failed=CODE` |
 //! | `plugin-rss` | VmRSS of the plugin process after one `Put` and one `Get` | `rss_kb=…` |
@@ -36,6 +36,12 @@ use crate::workflow;
 /// Unmeasured `Get`s before `unary` and `rate` start timing (connection and allocator warm-up).
 pub(crate) const DEFAULT_WARMUP_CALLS: u64 = 100;
 
+/// The key `unary` writes and reads.
+const UNARY_KEY: &str = "bench_unary";
+
+/// Largest `unary --size`: 1 MiB (larger values are `payload`'s).
+const UNARY_MAX_SIZE: u64 = 1 << 20;
+
 /// The key `payload` writes and reads.
 const PAYLOAD_KEY: &str = "bench_payload";
 
@@ -48,7 +54,7 @@ pub(crate) enum Metric {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         count: u64,
     },
-    /// Sequential 64-byte `Get`s on one plugin: `samples_ns=…`.
+    /// Sequential `Get`s of a SIZE-byte value (64 by default) on one plugin: `samples_ns=…`.
     Unary {
         /// Number of timed calls.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -56,6 +62,9 @@ pub(crate) enum Metric {
         /// Untimed calls first.
         #[arg(long, default_value_t = DEFAULT_WARMUP_CALLS)]
         warmup: u64,
+        /// Value size in bytes (the `Get` response carries it).
+        #[arg(long, default_value_t = BENCH_VALUE.len() as u64, value_parser = clap::value_parser!(u64).range(1..=UNARY_MAX_SIZE))]
+        size: u64,
     },
     /// 64-byte `Get`s over concurrent callers on one plugin: `calls=N elapsed_ns=…`.
     Rate {
@@ -133,17 +142,28 @@ pub(crate) async fn run(launcher: &Launcher, metric: Metric) -> Result<(), Failu
             }
             format!("samples_ns={}", join_ns(&samples))
         }
-        Metric::Unary { calls, warmup } => {
+        Metric::Unary {
+            calls,
+            warmup,
+            size,
+        } => {
+            // The clap range bounds `size` by UNARY_MAX_SIZE, far below usize::MAX.
+            let size = size as usize;
             with_plugin(launcher, async |plugin| {
-                put_small(plugin).await?;
                 let mut kv = kv_client(plugin.channel());
+                kv.put(PutRequest {
+                    key: UNARY_KEY.into(),
+                    value: vec![0x5a; size],
+                })
+                .await
+                .map_err(|status| format!("put failed: {status}"))?;
                 for _ in 0..warmup {
-                    get_small(&mut kv).await?;
+                    get_sized(&mut kv, UNARY_KEY, size).await?;
                 }
                 let mut samples = Vec::new();
                 for _ in 0..calls {
                     let t0 = Instant::now();
-                    get_small(&mut kv).await?;
+                    get_sized(&mut kv, UNARY_KEY, size).await?;
                     samples.push(t0.elapsed());
                 }
                 Ok(format!("samples_ns={}", join_ns(&samples)))
@@ -241,16 +261,23 @@ async fn put_small(plugin: &PluginClient) -> Result<(), Failure> {
 async fn get_small(
     kv: &mut tether_examples::kv::kv_client::KvClient<tonic::transport::Channel>,
 ) -> Result<(), Failure> {
+    get_sized(kv, BENCH_KEY, BENCH_VALUE.len()).await
+}
+
+/// `Get`s `key` and checks that its value has `size` bytes.
+async fn get_sized(
+    kv: &mut tether_examples::kv::kv_client::KvClient<tonic::transport::Channel>,
+    key: &str,
+    size: usize,
+) -> Result<(), Failure> {
     let value = kv
-        .get(GetRequest {
-            key: BENCH_KEY.into(),
-        })
+        .get(GetRequest { key: key.into() })
         .await
         .map_err(|status| format!("get failed: {status}"))?
         .into_inner()
         .value;
-    if value.len() != BENCH_VALUE.len() {
-        return Err(format!("get: got {} bytes, want {}", value.len(), BENCH_VALUE.len()).into());
+    if value.len() != size {
+        return Err(format!("get: got {} bytes, want {size}", value.len()).into());
     }
     Ok(())
 }
