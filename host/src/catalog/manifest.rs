@@ -12,12 +12,13 @@ use toml::Spanned;
 
 pub use crate::catalog::errors::{FileKind, ManifestError, ManifestErrors};
 use crate::catalog::keys::{self, Schema};
+use crate::catalog::runner::{self, RawGvisor, RawRunner, interpreter_hint};
 pub use crate::catalog::text::MAX_NAME_LEN;
 use crate::catalog::text::{check_name, expand_env, line_column};
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
-use crate::launch::runner::options::{GvisorOptions, Runner};
+use crate::launch::runner::options::Runner;
 use crate::launch::runtime::Runtime;
 
 /// Idle timeout of a plugin whose manifest sets none: stopped after this long unused.
@@ -200,24 +201,6 @@ fn schema() -> Schema {
         .table("limits", Schema::of::<Limits>())
         .table("restart", Schema::of::<RawRestart>())
         .table("gvisor", Schema::of::<RawGvisor>())
-}
-
-/// The manifest's `[gvisor]` table: the sandbox's own memory and CPU limits (its cgroup),
-/// for `runner = "gvisor"` only.
-#[derive(Deserialize, Default, Clone, Copy)]
-#[serde(deny_unknown_fields)]
-struct RawGvisor {
-    memory_mib: Option<u64>,
-    cpu_millis: Option<u64>,
-}
-
-/// The manifest's `runner` key; gVisor with its default options.
-#[derive(Deserialize, Default, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum RawRunner {
-    #[default]
-    Process,
-    Gvisor,
 }
 
 #[derive(Deserialize)]
@@ -439,41 +422,17 @@ impl Checker<'_> {
         Ok(values.iter().map(|v| v.get_ref().clone()).collect())
     }
 
-    /// `runner` with its `[gvisor]` limits; the table with the process runner is refused.
+    /// `runner` with its `[gvisor]` limits, located at the table when refused.
     fn runner(
         &self,
         runner: RawRunner,
         gvisor: Option<&Spanned<RawGvisor>>,
     ) -> Result<Runner, ManifestError> {
-        match (runner, gvisor) {
-            (RawRunner::Process, None) => Ok(Runner::Process),
-            (RawRunner::Process, Some(table)) => Err(self.error(
-                table,
-                "gvisor",
-                "sets the gVisor sandbox's limits, but the plugin runs as a process: add \
-                 `runner = \"gvisor\"` or use `[limits]`",
-            )),
-            (RawRunner::Gvisor, None) => Ok(Runner::Gvisor(GvisorOptions::new())),
-            (RawRunner::Gvisor, Some(table)) => {
-                let limits = *table.get_ref();
-                let mut options = GvisorOptions::new();
-                for (key, value) in [
-                    ("gvisor.memory_mib", limits.memory_mib),
-                    ("gvisor.cpu_millis", limits.cpu_millis),
-                ] {
-                    if value == Some(0) {
-                        return Err(self.error(table, key, "must be above 0"));
-                    }
-                }
-                if let Some(mib) = limits.memory_mib {
-                    options = options.memory_mib(mib);
-                }
-                if let Some(millis) = limits.cpu_millis {
-                    options = options.cpu_millis(millis);
-                }
-                Ok(Runner::Gvisor(options))
-            }
-        }
+        let Some(table) = gvisor else {
+            return Ok(runner::plain(runner));
+        };
+        runner::with_table(runner, table.get_ref())
+            .map_err(|(key, message)| self.error(table, key, message))
     }
 
     fn relative_path(&self, value: &Spanned<String>, key: &str) -> Result<PathBuf, ManifestError> {
@@ -545,25 +504,6 @@ impl Checker<'_> {
     ) -> Result<Duration, ManifestError> {
         value.map_or(Ok(default), |v| self.duration(v, key))
     }
-}
-
-/// For a manifest whose command is an interpreter's bare name (`python3`, `node`): how to
-/// run an interpreted plugin from a catalog instead.
-fn interpreter_hint(command: &str) -> Option<String> {
-    let interpreter = command == "node"
-        || command == "python"
-        || command.strip_prefix("python").is_some_and(|v| {
-            v.split('.')
-                .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-        });
-    interpreter.then(|| {
-        format!(
-            "names the interpreter `{command}`, but a command is a program in the catalog: \
-             link the plugin's script into it (e.g. `bin/NAME` → your script, whose `#!` line \
-             names `{command}`) and set `command = \"bin/NAME\"`; the host then resolves and \
-             confines the real interpreter (`runtime`)"
-        )
-    })
 }
 
 #[cfg(test)]

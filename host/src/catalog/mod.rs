@@ -7,6 +7,7 @@ pub(crate) mod keys;
 pub(crate) mod launch;
 pub(crate) mod manifest;
 pub(crate) mod request;
+pub(crate) mod runner;
 pub(crate) mod secrets;
 pub(crate) mod text;
 
