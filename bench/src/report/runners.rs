@@ -70,6 +70,8 @@ fn workflow_cell(results: &Results, system: &str, size: WorkflowSize, steps: u64
 pub fn markdown(results: &Results, report: &RunnerReport) -> String {
     let mut md = String::new();
     let c = &report.counts;
+    // A blank line first: the section follows the goals table.
+    let _ = writeln!(md);
     let _ = writeln!(
         md,
         "### Runners: gVisor vs process, and one container per step"
