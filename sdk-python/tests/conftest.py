@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 
 import pytest
 from cryptography import x509
@@ -12,8 +13,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tether_plugin import Identity, generate_identity
 
-# The SDK's own test kit, as plugin authors get it (installed, it registers itself).
-pytest_plugins = ["tether_plugin.pytest_plugin"]
+# The SDK's own test kit, as plugin authors get it. Installed (`pip install ./sdk-python`, which
+# also leaves `src/tether_plugin.egg-info` behind), it registers itself through its `pytest11`
+# entry point, and registering it here too would be refused; from a bare checkout, register it.
+if not any(
+    ep.value == "tether_plugin.pytest_plugin" for ep in importlib.metadata.entry_points(group="pytest11")
+):
+    pytest_plugins = ["tether_plugin.pytest_plugin"]
 
 
 def make_cert(curve: ec.EllipticCurve, *, ca: bool, issuer: Identity | None = None) -> Identity:

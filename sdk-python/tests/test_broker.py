@@ -273,3 +273,31 @@ def test_an_announcement_nobody_dials_expires_but_host_services_do_not(sockets):
         assert status_of(host.broker.host_services(), "host") == health_pb2.HealthCheckResponse.SERVING
     finally:
         host.close()
+
+
+@pytest.mark.parametrize("host_kind", ["tether_host", "go_host"])
+def test_closing_a_dialled_channel_ends_what_its_dial_set_up(host_kind, sockets, request):
+    # go-plugin's examples/bidirectional dials a fresh id per call and closes the channel after
+    # it: a long-running plugin must not keep a relay (go-plugin's P-521 hosts: a thread and an
+    # event loop each) per call until it stops.
+    host_identity = request.getfixturevalue(host_kind)
+    host = StandInHost(GRPCBroker(dial_timeout=2.0), sockets, host_identity, generate_identity())
+    try:
+        host.serve(1, "first")
+        with host.broker.dial(1) as channel:
+            assert status_of(channel, "first") == health_pb2.HealthCheckResponse.SERVING
+
+        def relays():
+            return [t for t in threading.enumerate() if t.name == "tether-plugin-tls-dial"]
+
+        assert relays() == [], "the first channel's relay ended with it"
+        for broker_id in range(2, 22):
+            host.serve(broker_id, "again")
+            channel = host.broker.dial(broker_id)
+            assert status_of(channel, "again") == health_pb2.HealthCheckResponse.SERVING
+            channel.close()
+            assert relays() == [], f"id {broker_id}: its relay outlived its channel"
+        assert host.broker._channels == [], "the broker still holds closed channels"
+        channel.close()  # closing twice is harmless
+    finally:
+        host.close()

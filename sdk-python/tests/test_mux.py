@@ -2,6 +2,7 @@
 socketpair: early knocks, refused knocks, and a late acknowledgement that must not route the
 next stream to the wrong id."""
 
+import os
 import socket
 import threading
 import time
@@ -163,3 +164,22 @@ def test_a_stream_with_no_knock_before_it_goes_to_the_main_server(tmp_path):
     router.close()
     session.close()
     main.close()
+
+
+def test_releasing_a_dial_relay_removes_its_socket_and_ends_its_thread(host):
+    # A channel's close releases its relay: a plugin dialling a fresh id per call must not keep
+    # a socket and a thread per call until it stops.
+    before = set(threading.enumerate())
+    dialing = threading.Thread(target=lambda: host.__setattr__("relay", host.mux.dial(8, 5, str)))
+    dialing.start()
+    host.wait(lambda: len(host.sent) == 1)
+    host.mux.receive(ack(8))
+    dialing.join(5)
+    started = [t for t in set(threading.enumerate()) - before if t.name == "tether-mux-dial"]
+    assert len(started) == 1, started
+    assert os.path.exists(host.relay.address)
+    host.mux.release(host.relay)
+    assert not os.path.exists(host.relay.address), "the relay's socket is removed"
+    started[0].join(5)
+    assert not started[0].is_alive(), "the relay's thread ended"
+    assert host.mux._relays == []

@@ -36,6 +36,7 @@ from typing import Any
 import grpc
 
 from . import _listen, _mux, _terminator, _tls
+from ._channel import DialledChannel
 from ._proto.plugin import grpc_broker_pb2, grpc_broker_pb2_grpc
 from .errors import GrpcBrokerError
 
@@ -130,8 +131,7 @@ class GRPCBroker:
         self._closed = False
         self._stream_open = False
         self._host_channel: grpc.Channel | None = None
-        self._channels: list[grpc.Channel] = []
-        self._relays: list[_terminator.TlsDialRelay] = []
+        self._channels: list[DialledChannel] = []
         self._served: list[Served] = []
         self._mux: _mux.MuxBroker | None = None
 
@@ -154,15 +154,28 @@ class GRPCBroker:
         """
         timeout = self.dial_timeout if timeout is None else timeout
         mux = self._require_mux()
+        cleanups: list = []
         if mux is not None:
-            address = mux.dial(broker_id, timeout, self._stream_state)
-            info = grpc_broker_pb2.ConnInfo(service_id=broker_id, network="unix", address=address)
+            relay = mux.dial(broker_id, timeout, self._stream_state)
+            cleanups.append(lambda: mux.release(relay))
+            info = grpc_broker_pb2.ConnInfo(service_id=broker_id, network="unix", address=relay.address)
         else:
             info = self._wait_for(broker_id, timeout)
-        channel = self._connect(broker_id, info)
+        channel = DialledChannel(self._connect(broker_id, info, cleanups), cleanups, self._forget)
         with self._lock:
-            self._channels.append(channel)
+            closed = self._closed
+            if not closed:
+                self._channels.append(channel)
+        if closed:
+            channel.close()
+            raise GrpcBrokerError(f"broker id {broker_id}: the broker has stopped (the plugin is stopping)")
         return channel
+
+    def _forget(self, channel: DialledChannel) -> None:
+        """A dialled channel was closed: the broker no longer holds it."""
+        with self._lock:
+            if channel in self._channels:
+                self._channels.remove(channel)
 
     def host_services(self, timeout: float | None = None) -> grpc.Channel:
         """A channel to the services a tether host serves to all its plugins (its
@@ -256,7 +269,6 @@ class GRPCBroker:
             self._closed = True
             served, self._served = self._served, []
             channels, self._channels = self._channels, []
-            relays, self._relays = self._relays, []
             mux = self._mux
             self._lock.notify_all()
         if mux is not None:
@@ -266,8 +278,6 @@ class GRPCBroker:
             s.stop(0)
         for channel in channels:
             channel.close()
-        for relay in relays:
-            relay.stop()
 
     def _arrive(self, info: Any) -> None:
         """Records the host's announcement ``info`` (a ``ConnInfo``)."""
@@ -357,7 +367,9 @@ class GRPCBroker:
                     )
                 self._lock.wait(remaining)
 
-    def _connect(self, broker_id: int, info: Any) -> grpc.Channel:
+    def _connect(self, broker_id: int, info: Any, cleanups: list) -> grpc.Channel:
+        """A channel to ``info``'s address; what it needs stopped when closed goes to
+        ``cleanups``."""
         target = _dial_target(broker_id, info.network, info.address)
         setup = self._require_setup()
         tls = setup.tls
@@ -382,8 +394,7 @@ class GRPCBroker:
             info.address,
         )
         relay.start()
-        with self._lock:
-            self._relays.append(relay)
+        cleanups.append(relay.stop)
         return grpc.insecure_channel(f"unix:{relay.address}", options=_AUTHORITY)
 
     def _listen(self, server: grpc.Server, setup: _Setup, cleanup: list) -> tuple[str, str]:

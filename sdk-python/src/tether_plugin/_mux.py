@@ -290,10 +290,11 @@ class MuxBroker:
                     )
             return waiter.answer
 
-    def dial(self, broker_id: int, timeout: float, what: Callable[[], str]) -> str:
-        """A unix socket grpcio can dial: each connection to it is a knock for ``broker_id`` and
-        a stream, relayed. The first stream is opened here, so a refused or unanswered knock
-        fails the dial."""
+    def dial(self, broker_id: int, timeout: float, what: Callable[[], str]) -> _DialRelay:
+        """A unix socket grpcio can dial (the relay's ``address``): each connection to it is a
+        knock for ``broker_id`` and a stream, relayed. The first stream is opened here, so a
+        refused or unanswered knock fails the dial. :meth:`release` it when its channel
+        closes."""
         first = self.knock_and_open(broker_id, time.monotonic() + timeout, what)
         relay = _DialRelay(self, broker_id, first, timeout, what)
         with self._lock:
@@ -303,7 +304,14 @@ class MuxBroker:
                     f"broker id {broker_id}: the broker has stopped (the plugin is stopping)"
                 )
             self._relays.append(relay)
-        return relay.address
+        return relay
+
+    def release(self, relay: _DialRelay) -> None:
+        """Stops a relay :meth:`dial` made (its channel was closed)."""
+        with self._lock:
+            if relay in self._relays:
+                self._relays.remove(relay)
+        relay.stop()
 
     def close(self) -> None:
         with self._lock:
