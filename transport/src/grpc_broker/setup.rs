@@ -15,6 +15,13 @@ use tokio_rustls::rustls::ClientConfig;
 use crate::conn::Target;
 use crate::mux::Mux;
 
+/// TLS 1.3 session tickets a brokered server sends per connection (rustls sends 2 by default).
+///
+/// A brokered connection is dialled once per call id, one after another: each resumed
+/// handshake consumes one ticket and brings the next, so one is enough for sequential dials;
+/// concurrent dials beyond the first do full handshakes (still pinned, still TLS 1.3).
+pub const BROKER_TLS13_TICKETS: usize = 1;
+
 /// The TLS configurations of brokered connections: this side's identity, pinning the peer's
 /// certificate, as TLS server (accepting) and as TLS client (dialling).
 #[derive(Clone)]
@@ -29,8 +36,10 @@ impl BrokerTls {
     /// # Errors
     /// [`TlsError`] if rustls refuses the key or certificate.
     pub fn new(own: &Identity, peer: CertificateDer<'static>) -> Result<Self, TlsError> {
+        let mut server = tls::server_config(own, peer.clone())?;
+        server.send_tls13_tickets = BROKER_TLS13_TICKETS;
         Ok(Self {
-            server: TlsAcceptor::from(Arc::new(tls::server_config(own, peer.clone())?)),
+            server: TlsAcceptor::from(Arc::new(server)),
             client: Arc::new(tls::client_config(own, peer)?),
         })
     }
