@@ -101,3 +101,53 @@ impl fmt::Debug for BrokerSetup {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio_rustls::TlsConnector;
+    use tokio_rustls::rustls::HandshakeKind;
+
+    use super::*;
+
+    /// One brokered TLS connection over an in-memory pipe: the client's handshake kind.
+    async fn dial_once(host: &BrokerTls, plugin: &BrokerTls) -> Option<HandshakeKind> {
+        let (client_io, server_io) = tokio::io::duplex(16 * 1024);
+        let acceptor = host.server.clone();
+        let server = tokio::spawn(async move {
+            let mut tls = acceptor.accept(server_io).await.unwrap();
+            let mut byte = [0u8; 1];
+            tls.read_exact(&mut byte).await.unwrap();
+            tls.write_all(&byte).await.unwrap();
+            tls.flush().await.unwrap();
+        });
+        let connector = TlsConnector::from(Arc::clone(&plugin.client));
+        let mut tls = connector
+            .connect(tls::server_name(), client_io)
+            .await
+            .unwrap();
+        // A round trip after the handshake, so the client has read the session ticket.
+        tls.write_all(b"x").await.unwrap();
+        let mut byte = [0u8; 1];
+        tls.read_exact(&mut byte).await.unwrap();
+        server.await.unwrap();
+        tls.get_ref().1.handshake_kind()
+    }
+
+    #[tokio::test]
+    async fn each_dial_after_the_first_resumes_the_previous_session() {
+        let (host, plugin) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+        let host_tls = BrokerTls::new(&host, plugin.cert_der().clone()).unwrap();
+        let plugin_tls = BrokerTls::new(&plugin, host.cert_der().clone()).unwrap();
+        assert_eq!(
+            dial_once(&host_tls, &plugin_tls).await,
+            Some(HandshakeKind::Full)
+        );
+        for _ in 0..3 {
+            assert_eq!(
+                dial_once(&host_tls, &plugin_tls).await,
+                Some(HandshakeKind::Resumed)
+            );
+        }
+    }
+}
