@@ -33,5 +33,5 @@ pub use config::{
     DEFAULT_UNCLAIMED_TTL, GrpcBrokerConfig,
 };
 pub use served::Served;
-pub use setup::{AddressPolicy, BrokerSetup, BrokerTls, ListenOn};
+pub use setup::{AddressPolicy, BROKER_TLS13_TICKETS, BrokerSetup, BrokerTls, ListenOn};
 pub use table::{HOST_SERVICES_ID, MAX_UNCLAIMED};

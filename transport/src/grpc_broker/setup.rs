@@ -15,6 +15,13 @@ use tokio_rustls::rustls::ClientConfig;
 use crate::conn::Target;
 use crate::mux::Mux;
 
+/// TLS 1.3 session tickets a brokered server sends per connection (rustls sends 2 by default).
+///
+/// A brokered connection is dialled once per call id, one after another: each resumed
+/// handshake consumes one ticket and brings the next, so one is enough for sequential dials;
+/// concurrent dials beyond the first do full handshakes (still pinned, still TLS 1.3).
+pub const BROKER_TLS13_TICKETS: usize = 1;
+
 /// The TLS configurations of brokered connections: this side's identity, pinning the peer's
 /// certificate, as TLS server (accepting) and as TLS client (dialling).
 #[derive(Clone)]
@@ -29,8 +36,10 @@ impl BrokerTls {
     /// # Errors
     /// [`TlsError`] if rustls refuses the key or certificate.
     pub fn new(own: &Identity, peer: CertificateDer<'static>) -> Result<Self, TlsError> {
+        let mut server = tls::server_config(own, peer.clone())?;
+        server.send_tls13_tickets = BROKER_TLS13_TICKETS;
         Ok(Self {
-            server: TlsAcceptor::from(Arc::new(tls::server_config(own, peer.clone())?)),
+            server: TlsAcceptor::from(Arc::new(server)),
             client: Arc::new(tls::client_config(own, peer)?),
         })
     }
@@ -90,5 +99,55 @@ impl fmt::Debug for BrokerSetup {
             .field("listen", &self.listen)
             .field("mux", &self.mux.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio_rustls::TlsConnector;
+    use tokio_rustls::rustls::HandshakeKind;
+
+    use super::*;
+
+    /// One brokered TLS connection over an in-memory pipe: the client's handshake kind.
+    async fn dial_once(host: &BrokerTls, plugin: &BrokerTls) -> Option<HandshakeKind> {
+        let (client_io, server_io) = tokio::io::duplex(16 * 1024);
+        let acceptor = host.server.clone();
+        let server = tokio::spawn(async move {
+            let mut tls = acceptor.accept(server_io).await.unwrap();
+            let mut byte = [0u8; 1];
+            tls.read_exact(&mut byte).await.unwrap();
+            tls.write_all(&byte).await.unwrap();
+            tls.flush().await.unwrap();
+        });
+        let connector = TlsConnector::from(Arc::clone(&plugin.client));
+        let mut tls = connector
+            .connect(tls::server_name(), client_io)
+            .await
+            .unwrap();
+        // A round trip after the handshake, so the client has read the session ticket.
+        tls.write_all(b"x").await.unwrap();
+        let mut byte = [0u8; 1];
+        tls.read_exact(&mut byte).await.unwrap();
+        server.await.unwrap();
+        tls.get_ref().1.handshake_kind()
+    }
+
+    #[tokio::test]
+    async fn each_dial_after_the_first_resumes_the_previous_session() {
+        let (host, plugin) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+        let host_tls = BrokerTls::new(&host, plugin.cert_der().clone()).unwrap();
+        let plugin_tls = BrokerTls::new(&plugin, host.cert_der().clone()).unwrap();
+        assert_eq!(
+            dial_once(&host_tls, &plugin_tls).await,
+            Some(HandshakeKind::Full)
+        );
+        for _ in 0..3 {
+            assert_eq!(
+                dial_once(&host_tls, &plugin_tls).await,
+                Some(HandshakeKind::Resumed)
+            );
+        }
     }
 }
