@@ -93,7 +93,8 @@ pub struct Manifest {
     pub sandbox: SandboxMode,
     /// Where the plugin runs (manifest key `runner`: `"process"`, the default, or `"gvisor"`;
     /// the table `[gvisor]` sets the sandbox's cgroup limits `memory_mib` and `cpu_millis`,
-    /// see [`GvisorOptions::memory_mib`] and [`GvisorOptions::cpu_millis`]).
+    /// see [`GvisorOptions::memory_mib`](crate::launch::GvisorOptions::memory_mib) and
+    /// [`GvisorOptions::cpu_millis`](crate::launch::GvisorOptions::cpu_millis)).
     pub runner: Runner,
     /// Directories the confined plugin may also read and execute below (manifest key
     /// `sandbox_allow_exec`): an interpreter outside the system paths, e.g. a pyenv Python.
