@@ -18,6 +18,7 @@ pub mod cgroups;
 pub mod escape;
 pub mod example_host;
 pub mod gvisor;
+pub mod lease;
 pub mod misbehave;
 pub mod peers;
 pub mod procs;

@@ -10,10 +10,9 @@ use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tether_examples::kv::kv_client::KvClient;
-use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{Catalog, DirSecretSource, Grants, Lease, Supervisor, UseError};
+use tether_host::{Catalog, DirSecretSource, Grants, Supervisor, UseError};
 use tether_tests::bins;
+use tether_tests::lease::{eventually, get, put};
 use tether_tests::procs;
 use tether_tests::world::{PluginSpec, World};
 
@@ -35,32 +34,6 @@ fn broker(world: &World, grants: Grants) -> tether_host::SupervisorBuilder {
                 .shutdown_grace(Duration::from_millis(500))
                 .terminate_grace(Duration::from_millis(500))
         })
-}
-
-async fn get(lease: &Lease, key: &str) -> Result<Vec<u8>, UseError> {
-    let key = key.to_owned();
-    lease
-        .call(|ch| async move { KvClient::new(ch).get(GetRequest { key }).await })
-        .await
-        .map(|r| r.value)
-}
-
-async fn put(lease: &Lease, key: &str, value: &[u8]) -> Result<(), UseError> {
-    let (key, value) = (key.to_owned(), value.to_vec());
-    lease
-        .call(|ch| async move { KvClient::new(ch).put(PutRequest { key, value }).await })
-        .await
-        .map(|_| ())
-}
-
-/// Polls `condition` until it holds (the broker acts in the background; there is no event to
-/// wait for from outside), failing after [`DEADLINE`].
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn pidfd(pid: u32) -> OwnedFd {
@@ -162,8 +135,8 @@ async fn an_idle_plugin_stops_and_starts_again_on_the_next_use() {
     assert_eq!(get(&lease, "secret:a").await.unwrap(), b"alpha");
     let exited = pidfd(first);
     drop(lease);
-    eventually("the idle plugin exits", || has_exited(&exited)).await;
-    eventually("its secrets are removed", || {
+    eventually("the idle plugin exits", DEADLINE, || has_exited(&exited)).await;
+    eventually("its secrets are removed", DEADLINE, || {
         World::leftovers(&world.delivery()).is_empty()
     })
     .await;
@@ -203,7 +176,7 @@ async fn a_crash_fails_the_call_with_its_status_and_stderr_then_the_plugin_resta
     assert_eq!((plugin.as_str(), status.code()), ("a", Some(3)));
     assert!(stderr_tail.contains("crashing on purpose"), "{err}");
     drop(lease);
-    eventually("the crashed plugin's secrets are removed", || {
+    eventually("the crashed plugin's secrets are removed", DEADLINE, || {
         World::leftovers(&world.delivery()).is_empty()
     })
     .await;
@@ -220,7 +193,7 @@ async fn a_crash_fails_the_call_with_its_status_and_stderr_then_the_plugin_resta
         "{err}"
     );
     drop(lease);
-    eventually("the killed plugin's secrets are removed", || {
+    eventually("the killed plugin's secrets are removed", DEADLINE, || {
         World::leftovers(&world.delivery()).is_empty()
     })
     .await;
@@ -271,7 +244,10 @@ async fn a_hung_plugin_is_detected_by_health_checks_and_killed() {
     rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
     let err = get(&lease, "pid:").await.unwrap_err();
     assert!(matches!(err, UseError::Hung { .. }), "{err}");
-    eventually("the hung plugin is killed", || has_exited(&exited)).await;
+    eventually("the hung plugin is killed", DEADLINE, || {
+        has_exited(&exited)
+    })
+    .await;
     drop(lease);
     let lease = broker.acquire("a").await.unwrap();
     assert!(!get(&lease, "pid:").await.unwrap().is_empty());

@@ -22,6 +22,7 @@ use tether_host::{
 };
 use tether_proto::tls::Identity;
 use tether_tests::bins;
+use tether_tests::lease::eventually;
 use tether_tests::world::{PluginSpec, World};
 use tether_tests::{cgroups, procs};
 use tokio_stream::StreamExt as _;
@@ -50,16 +51,6 @@ fn broker(world: &World) -> tether_host::SupervisorBuilder {
             .shutdown_grace(Duration::from_millis(500))
             .terminate_grace(Duration::from_millis(500))
     })
-}
-
-/// Polls `condition` until it holds (the host acts in the background), failing after
-/// [`DEADLINE`].
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn sigkill(pid: u32) -> Instant {
@@ -471,7 +462,7 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
     .unwrap();
     if let Some(dir) = &cgroup {
         // Forks past the limit fail: the bomb is stopped there.
-        eventually("forks are refused at the limit", || {
+        eventually("forks are refused at the limit", DEADLINE, || {
             cgroups::counter(dir, "pids.events", Some("max")).unwrap() > 0
         })
         .await;
@@ -500,7 +491,7 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
             );
         }
     } else {
-        eventually("the bomb has spread", || {
+        eventually("the bomb has spread", DEADLINE, || {
             procs::in_dir(&bomb_dir).len() > 200
         })
         .await;

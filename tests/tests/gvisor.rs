@@ -22,12 +22,13 @@ use tether_host::error::{Phase, StartErrorKind};
 use tether_host::launch::ReattachedOutcome;
 use tether_host::launch::{GvisorOptions, Runner};
 use tether_host::{
-    Catalog, Delivery, DirSecretSource, Grants, HandshakeConfig, Lease, PluginClient,
-    PluginClientBuilder, ReattachConfig, ReattachedPlugin, Supervisor, UseError,
+    Catalog, Delivery, DirSecretSource, Grants, HandshakeConfig, PluginClient, PluginClientBuilder,
+    ReattachConfig, ReattachedPlugin, Supervisor, UseError,
 };
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::gvisor::{self, containers};
+use tether_tests::lease::{eventually, get as lease_get, put as lease_put};
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 use tether_tests::python;
@@ -533,35 +534,6 @@ fn assert_world_clean(world: &World) {
     );
 }
 
-async fn lease_get(lease: &Lease, key: &str) -> Result<Vec<u8>, UseError> {
-    let key = key.to_owned();
-    lease
-        .call(|ch| async move { KvClient::new(ch).get(GetRequest { key }).await })
-        .await
-        .map(|r| r.value)
-}
-
-async fn lease_put(lease: &Lease, key: &str, value: &[u8]) -> Result<(), UseError> {
-    let (key, value) = (key.to_owned(), value.to_vec());
-    lease
-        .call(|ch| async move { KvClient::new(ch).put(PutRequest { key, value }).await })
-        .await
-        .map(|_| ())
-}
-
-/// Polls `condition` until it holds (the supervisor acts in the background; nothing outside
-/// it can be waited for), failing after [`EXIT_DEADLINE`].
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < EXIT_DEADLINE,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_gvisor_plugin_that_crashes_fails_the_call_and_the_supervisor_restarts_it() {
     require_runsc!("a_gvisor_plugin_that_crashes_fails_the_call_and_the_supervisor_restarts_it");
@@ -593,9 +565,11 @@ async fn a_gvisor_plugin_that_crashes_fails_the_call_and_the_supervisor_restarts
     );
     assert!(stderr_tail.contains("crashing on purpose"), "{err}");
     drop(lease);
-    eventually("the crashed plugin's container and files are gone", || {
-        World::leftovers(&world.delivery()).is_empty()
-    })
+    eventually(
+        "the crashed plugin's container and files are gone",
+        EXIT_DEADLINE,
+        || World::leftovers(&world.delivery()).is_empty(),
+    )
     .await;
     assert_world_clean(&world);
 
@@ -640,9 +614,11 @@ async fn an_idle_gvisor_plugin_stops_leaving_no_container_and_starts_again_on_th
     let exited = procs::pidfd(first);
     drop(lease);
     procs::exited(exited, EXIT_DEADLINE).await;
-    eventually("the idle plugin's secrets are removed", || {
-        World::leftovers(&world.delivery()).is_empty()
-    })
+    eventually(
+        "the idle plugin's secrets are removed",
+        EXIT_DEADLINE,
+        || World::leftovers(&world.delivery()).is_empty(),
+    )
     .await;
     assert_eq!(supervisor.pid("a").await, None);
     assert_world_clean(&world);
