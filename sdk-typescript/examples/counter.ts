@@ -56,14 +56,21 @@ function counterService(broker: GRPCBroker): grpc.UntypedServiceImplementation {
       try {
         const { add_server, key, value } = call.request;
         const current = await read(key);
+        // A fresh id per call, as go-plugin's example does: close the client after the call,
+        // which also ends what the dial set up (closing a host-services client leaves their
+        // shared connection open).
         const helper =
           add_server === 0
             ? await broker.hostServices<AddHelperClient>(AddHelper)
             : await broker.dial<AddHelperClient>(add_server, AddHelper);
-        const total = await new Promise<number>((resolve, reject) =>
-          helper.Sum({ a: current, b: value }, (error, response) => (error ? reject(error) : resolve(response?.r ?? 0))),
-        );
-        if (add_server !== 0) helper.close();
+        let total: number;
+        try {
+          total = await new Promise<number>((resolve, reject) =>
+            helper.Sum({ a: current, b: value }, (error, response) => (error ? reject(error) : resolve(response?.r ?? 0))),
+          );
+        } finally {
+          helper.close();
+        }
         await writeFile(pathFor(key), JSON.stringify({ Value: total }));
         done(null, {});
       } catch (e) {

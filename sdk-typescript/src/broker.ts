@@ -24,17 +24,17 @@
  */
 
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync, unlinkSync } from "node:fs";
+import { unlinkSync } from "node:fs";
 import * as net from "node:net";
-import { tmpdir } from "node:os";
 import * as path from "node:path";
-import type { Duplex } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
 
+import { DialledChannel, SharedChannel } from "./channel.js";
 import { Endpoint, type ServiceEntry } from "./endpoint.js";
 import { GrpcBrokerError } from "./errors.js";
 import { log } from "./log.js";
 import { MuxRouter } from "./mux.js";
+import { MuxRelay } from "./relay.js";
 import { DIAL_CHANNEL_OPTIONS, dialCredentials, type Pinned } from "./tls.js";
 import type { YamuxStream } from "./yamux.js";
 
@@ -147,9 +147,9 @@ export class GRPCBroker {
   private readonly arrived = new Map<number, Arrival>();
   private readonly arrivalWaiters = new Set<() => void>();
   private readonly served = new Set<Served>();
-  private readonly channels = new Set<grpc.Channel>();
-  private readonly cleanups = new Set<() => void>();
-  private hostChannel: Promise<grpc.Channel> | undefined;
+  /** Dialled connections not closed yet (each closed one removes itself). */
+  private readonly channels = new Set<DialledChannel>();
+  private hostChannel: Promise<SharedChannel> | undefined;
   // Multiplexed mode.
   private readonly ackWaiters = new Map<number, (knock: Knock) => void>();
   private readonly earlyKnocks = new Map<number, number>();
@@ -176,7 +176,10 @@ export class GRPCBroker {
    * type as `dial<MyClient>(…)`) for the service
    * the host serves under `id`. In the default mode this waits up to `timeoutMs` (default
    * {@link dialTimeoutMs}) for the host's announcement; in the multiplexed mode for the
-   * acknowledgement of its knock. The connection is closed when the plugin stops.
+   * acknowledgement of its knock. Close the client (`client.close()`) when done with it: that
+   * closes its connection (after its running calls) and, in the multiplexed mode, the relay the
+   * dial set up — a plugin that dials a fresh id per call keeps nothing per call. Clients
+   * still open are closed when the plugin stops.
    *
    * @throws {GrpcBrokerError} naming the id: not serving yet or stopped, nothing announced in
    *   time, a refused knock, or an announced address that is not a local socket.
@@ -186,13 +189,14 @@ export class GRPCBroker {
     Client: ClientConstructor<C> | grpc.ServiceClientConstructor,
     options: { timeoutMs?: number } = {},
   ): Promise<C> {
-    const channel = await this.dialChannel(id, options.timeoutMs);
+    const channel = await this.dialChannel(id, DialledChannel, options.timeoutMs);
     return clientOn(channel, Client);
   }
 
   /**
    * A client of `Client` for the services a tether host serves to all its plugins (its host
-   * services), on one connection dialled on first use and then shared. Fails at once when the
+   * services), on one connection dialled on first use and then shared: closing one of these
+   * clients leaves it open for the others; it is closed when the plugin stops. Fails at once when the
    * host announced that it serves none; go-plugin hosts never serve (nor announce) any, so
    * there it fails after `timeoutMs`.
    */
@@ -205,7 +209,7 @@ export class GRPCBroker {
       throw new GrpcBrokerError(noHostServices(`the host said so at launch, ${HOST_SERVICES_VAR}=none`));
     }
     if (this.hostChannel === undefined) {
-      const dialing = this.dialChannel(HOST_SERVICES_ID, options.timeoutMs);
+      const dialing = this.dialChannel(HOST_SERVICES_ID, SharedChannel, options.timeoutMs);
       this.hostChannel = dialing;
       dialing.catch(() => {
         if (this.hostChannel === dialing) this.hostChannel = undefined;
@@ -286,10 +290,7 @@ export class GRPCBroker {
     for (const wake of [...this.arrivalWaiters]) wake();
     for (const [, answer] of this.ackWaiters) answer({ knock: true, ack: true, error: "the broker has stopped" });
     this.ackWaiters.clear();
-    for (const channel of this.channels) channel.close();
-    this.channels.clear();
-    for (const cleanup of this.cleanups) cleanup();
-    this.cleanups.clear();
+    for (const channel of [...this.channels]) channel.end();
     this.stream = undefined;
     for (const stream of [...this.streams]) if (!stream.cancelled) stream.end();
     this.streams.clear();
@@ -351,17 +352,36 @@ export class GRPCBroker {
     }
   }
 
-  private async dialChannel(id: number, timeoutMs: number = this.dialTimeoutMs): Promise<grpc.Channel> {
+  /** A connection to `id`, which releases its relay and leaves {@link channels} when it ends. */
+  private async dialChannel<T extends DialledChannel>(
+    id: number,
+    Kind: new (...args: ConstructorParameters<typeof DialledChannel>) => T,
+    timeoutMs: number = this.dialTimeoutMs,
+  ): Promise<T> {
     const setup = this.requireSetup(id);
     const credentials = setup.pinned ? dialCredentials(setup.pinned) : grpc.credentials.createInsecure();
+    let relay: MuxRelay | undefined;
     let target: string;
     if (setup.mux !== undefined) {
-      target = await this.muxRelay(setup.mux, id, timeoutMs);
+      const mux = setup.mux;
+      // The first stream is opened before the relay listens, so that a refused or unanswered
+      // knock fails the dial; later connections (grpc-js reconnecting) knock again.
+      const first = await this.knockAndOpen(mux, id, Date.now() + timeoutMs);
+      relay = await MuxRelay.start(mux, id, first, () => this.knockAndOpen(mux, id, Date.now() + this.dialTimeoutMs));
+      target = relay.target;
     } else {
       const info = await this.waitForAnnouncement(id, timeoutMs);
       target = dialTarget(id, info);
     }
-    const channel = new grpc.Channel(target, credentials, DIAL_CHANNEL_OPTIONS);
+    const channel: T = new Kind(target, credentials, DIAL_CHANNEL_OPTIONS, () => {
+      relay?.stop();
+      this.channels.delete(channel);
+    });
+    if (this.closed) {
+      // The plugin began stopping while this dial waited: nothing may outlive the broker.
+      channel.end();
+      throw new GrpcBrokerError(`broker id ${id}: the broker has stopped (the plugin is stopping)`);
+    }
     this.channels.add(channel);
     channel.getConnectivityState(true); // connect now, not at the first call
     return channel;
@@ -493,42 +513,6 @@ export class GRPCBroker {
       this.send({ service_id: id, network: "", address: "", knock: { knock: true, ack: false, error: "" } });
     });
   }
-
-  /**
-   * A unix socket in a private directory that grpc-js dials: each connection to it is a knock
-   * for `id` and a yamux stream, relayed byte for byte (TLS, when on, runs end to end inside).
-   * The first stream is opened here, so that a refused or unanswered knock fails the dial.
-   */
-  private async muxRelay(mux: MuxRouter, id: number, timeoutMs: number): Promise<string> {
-    let first: YamuxStream | undefined = await this.knockAndOpen(mux, id, Date.now() + timeoutMs);
-    const dir = mkdtempSync(path.join(tmpdir(), "tether-relay-"));
-    const socketPath = path.join(dir, "relay.sock");
-    const relay = net.createServer((conn) => {
-      const stream = first;
-      first = undefined;
-      const opening = stream !== undefined ? Promise.resolve(stream) : this.knockAndOpen(mux, id, Date.now() + this.dialTimeoutMs);
-      opening.then(
-        (s) => pipeBoth(conn, s),
-        (e: Error) => {
-          log("debug", "a multiplexed brokered connection failed", { id, error: e.message });
-          conn.destroy();
-        },
-      );
-    });
-    const cleanup = (): void => {
-      first?.destroy();
-      first = undefined;
-      relay.close();
-      rmSync(dir, { recursive: true, force: true });
-    };
-    this.cleanups.add(cleanup);
-    mux.onEnd(() => relay.close());
-    await new Promise<void>((resolve, reject) => {
-      relay.once("error", reject);
-      relay.listen(socketPath, () => resolve());
-    });
-    return `unix:${socketPath}`;
-  }
 }
 
 /** A generated (or loaded) client class. */
@@ -563,19 +547,6 @@ export function dialTarget(id: number, info: ConnInfo): string {
   throw new GrpcBrokerError(
     `broker id ${id}: the host announced ${info.network}:${info.address}, which is not an absolute unix socket path or a loopback TCP address; refusing to dial it`,
   );
-}
-
-function pipeBoth(a: Duplex, b: Duplex): void {
-  a.pipe(b);
-  b.pipe(a);
-  const end = (): void => {
-    a.destroy();
-    b.destroy();
-  };
-  a.on("error", end);
-  b.on("error", end);
-  a.on("close", end);
-  b.on("close", end);
 }
 
 function removeQuietly(file: string): void {

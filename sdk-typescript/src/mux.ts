@@ -22,7 +22,7 @@ export class MuxRouter {
   private readonly routes = new Map<number, (stream: YamuxStream) => void>();
   private readonly knocked: number[] = [];
   private dialQueue: Promise<void> = Promise.resolve();
-  private readonly endListeners: Array<() => void> = [];
+  private readonly endListeners = new Set<() => void>();
 
   constructor(private readonly main: (stream: YamuxStream) => void) {}
 
@@ -33,7 +33,9 @@ export class MuxRouter {
       log("debug", "the multiplexed connection ended", error ? { error: error.message } : {});
       this.routes.clear();
       this.knocked.length = 0;
-      for (const listener of this.endListeners.splice(0)) listener();
+      const listeners = [...this.endListeners];
+      this.endListeners.clear();
+      for (const listener of listeners) listener();
     });
   }
 
@@ -42,9 +44,10 @@ export class MuxRouter {
     return this.session !== undefined;
   }
 
-  /** Calls `listener` when the session ends. */
-  onEnd(listener: () => void): void {
-    this.endListeners.push(listener);
+  /** Calls `listener` when the session ends, unless the returned function is called first. */
+  onEnd(listener: () => void): () => void {
+    this.endListeners.add(listener);
+    return () => this.endListeners.delete(listener);
   }
 
   /** Streams knocked for `id` go to `route` until {@link unroute}. */

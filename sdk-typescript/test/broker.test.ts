@@ -1,9 +1,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { PassThrough, Duplex } from "node:stream";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
+import * as grpc from "@grpc/grpc-js";
 
 import { GRPCBroker, HOST_SERVICES_ID, dialTarget, type ConnInfo } from "../src/broker.js";
 import { GrpcBrokerError } from "../src/errors.js";
@@ -87,7 +88,7 @@ test("only local addresses are dialled", () => {
 });
 
 /** A plugin-side broker in multiplexed mode, and the host's yamux session and broker stream. */
-function multiplexed(): {
+function multiplexed(onHostStream: (stream: YamuxStream) => void = () => undefined): {
   broker: GRPCBroker;
   hostStreams: YamuxStream[];
   sent: ConnInfo[];
@@ -110,7 +111,10 @@ function multiplexed(): {
       },
     });
   const hostStreams: YamuxStream[] = [];
-  const host = new Session(end(bToA, aToB), { client: true, onStream: (s) => hostStreams.push(s) });
+  const host = new Session(end(bToA, aToB), { client: true, onStream: (s) => {
+    hostStreams.push(s);
+    onHostStream(s);
+  } });
   const mux = new MuxRouter(() => assert.fail("no main connection in this test"));
   mux.start(end(aToB, bToA));
   const broker = new GRPCBroker({ dialTimeoutMs: 200 });
@@ -212,4 +216,133 @@ test("when a second StartStream ends, announcements still reach the host on the 
   await broker.close();
   assert.ok(first.ended(), "closing the broker ends every open StartStream");
   rmSync(dir, { recursive: true, force: true });
+});
+
+/** grpc-js's health service answering SERVING, standing in for a host's AddHelper. */
+function healthServer(): grpc.Server {
+  const server = new grpc.Server();
+  server.addService(internalProtos().health.service, {
+    Check: (_call: unknown, done: grpc.sendUnaryData<{ status: number }>) => done(null, { status: 1 }),
+  });
+  return server;
+}
+
+function check(client: grpc.Client): Promise<unknown> {
+  const health = client as grpc.Client & {
+    Check(request: object, done: (error: grpc.ServiceError | null, response?: unknown) => void): void;
+  };
+  return new Promise((resolve, reject) => health.Check({}, (e, r) => (e ? reject(e) : resolve(r))));
+}
+
+/** What the broker holds for dials not yet closed (a private field: the state under test). */
+function held(broker: GRPCBroker): number {
+  return (broker as unknown as { channels: Set<unknown> }).channels.size;
+}
+
+/** Open unix socket handles of this process (listeners and connections). */
+function pipes(): number {
+  return process.getActiveResourcesInfo().filter((r) => r === "PipeWrap").length;
+}
+
+test("closing a dialled client ends the relay its dial set up, and the broker forgets it (multiplexed mode)", async () => {
+  // go-plugin's examples/bidirectional dials a fresh id per call and closes the client after
+  // it: a long-running plugin must not keep a relay socket and listener per call.
+  const server = healthServer();
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const { broker, sent, dir, host, mux } = multiplexed((s) => injector.injectConnection(s));
+  const before = pipes();
+  try {
+    for (let id = 1; id <= 20; id++) {
+      const dialing = broker.dial(id, internalProtos().health, { timeoutMs: 1000 });
+      await until(() => sent.length === id, `the knock for id ${id}`);
+      broker.receive({ service_id: id, network: "", address: "", knock: { knock: true, ack: true, error: "" } });
+      const client = await dialing;
+      assert.deepEqual(await check(client), { status: 1 });
+      const relaySocket = client.getChannel().getTarget().replace(/^unix:/, "");
+      assert.ok(existsSync(relaySocket), `id ${id}: the relay's socket exists while its client is open`);
+      client.close();
+      assert.ok(!existsSync(path.dirname(relaySocket)), `id ${id}: the relay's socket outlived its client`);
+    }
+    assert.equal(held(broker), 0, "the broker still holds closed clients' channels");
+    const endListeners = (mux as unknown as { endListeners: Set<unknown> }).endListeners;
+    assert.equal(endListeners.size, 0, "the multiplexed session still holds closed relays' end listeners");
+    await until(() => pipes() <= before, "every relay listener and relayed connection to end");
+  } finally {
+    await broker.close();
+    mux.close();
+    host.close();
+    server.forceShutdown();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("closing a dialled client makes the broker forget its channel (default mode)", async () => {
+  const broker = new GRPCBroker();
+  const dir = connected(broker);
+  const server = healthServer();
+  const socket = path.join(dir, "host.sock");
+  await new Promise<void>((resolve, reject) =>
+    server.bindAsync(`unix:${socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
+  );
+  try {
+    for (let id = 1; id <= 20; id++) {
+      broker.receive({ service_id: id, network: "unix", address: socket });
+      const client = await broker.dial(id, internalProtos().health, { timeoutMs: 1000 });
+      assert.deepEqual(await check(client), { status: 1 });
+      client.close();
+    }
+    assert.equal(held(broker), 0, "the broker still holds closed clients' channels");
+  } finally {
+    await broker.close();
+    server.forceShutdown();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("closing a host-services client leaves the shared connection open for the next one", async () => {
+  const server = healthServer();
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const { broker, sent, dir, host, mux } = multiplexed((s) => injector.injectConnection(s));
+  const ack = (): void =>
+    broker.receive({ service_id: HOST_SERVICES_ID, network: "", address: "", knock: { knock: true, ack: true, error: "" } });
+  try {
+    const dialing = broker.hostServices(internalProtos().health, { timeoutMs: 1000 });
+    await until(() => sent.length === 1, "the knock for the host services");
+    ack();
+    const first = await dialing;
+    assert.deepEqual(await check(first), { status: 1 });
+    first.close();
+    const second = await broker.hostServices(internalProtos().health, { timeoutMs: 1000 });
+    assert.deepEqual(await check(second), { status: 1 });
+    assert.equal(sent.length, 1, "one knock: the connection is shared, not dialled again");
+    assert.equal(held(broker), 1, "the broker holds the shared connection until it closes");
+  } finally {
+    await broker.close();
+    mux.close();
+    host.close();
+    server.forceShutdown();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  assert.equal(held(broker), 0);
+});
+
+test("closing the broker ends the relays of clients still open", async () => {
+  const { broker, sent, dir, host, mux } = multiplexed();
+  try {
+    const dialing = broker.dial(3, internalProtos().health, { timeoutMs: 1000 });
+    await until(() => sent.length === 1, "the knock for id 3");
+    broker.receive({ service_id: 3, network: "", address: "", knock: { knock: true, ack: true, error: "" } });
+    const client = await dialing;
+    const relaySocket = client.getChannel().getTarget().replace(/^unix:/, "");
+    assert.ok(existsSync(relaySocket));
+    await broker.close();
+    assert.ok(!existsSync(path.dirname(relaySocket)), "the relay's socket outlived the broker");
+    assert.equal(held(broker), 0);
+    assert.equal(client.getChannel().getConnectivityState(false), grpc.connectivityState.SHUTDOWN);
+  } finally {
+    await broker.close();
+    mux.close();
+    host.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
