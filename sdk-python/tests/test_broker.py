@@ -181,8 +181,16 @@ def test_host_services_fail_at_once_when_the_host_said_it_serves_none(sockets):
 def test_host_services_are_dialled_once_and_shared(plaintext):
     plaintext.serve(HOST_SERVICES_ID, "host")
     first = plaintext.broker.host_services()
-    assert plaintext.broker.host_services() is first
+    assert plaintext.broker.host_services()._inner is first._inner, "one connection"
     assert status_of(first, "host") == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_closing_a_host_services_channel_leaves_the_shared_connection_open(plaintext):
+    plaintext.serve(HOST_SERVICES_ID, "host")
+    with plaintext.broker.host_services() as channel:
+        assert status_of(channel, "host") == health_pb2.HealthCheckResponse.SERVING
+    plaintext.broker.host_services().close()
+    assert status_of(plaintext.broker.host_services(), "host") == health_pb2.HealthCheckResponse.SERVING
 
 
 def test_each_announcement_of_an_id_is_dialled_once(plaintext):

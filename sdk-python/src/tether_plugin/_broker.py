@@ -36,7 +36,7 @@ from typing import Any
 import grpc
 
 from . import _listen, _mux, _terminator, _tls
-from ._channel import DialledChannel
+from ._channel import DialledChannel, SharedChannel
 from ._proto.plugin import grpc_broker_pb2, grpc_broker_pb2_grpc
 from .errors import GrpcBrokerError
 
@@ -179,14 +179,15 @@ class GRPCBroker:
 
     def host_services(self, timeout: float | None = None) -> grpc.Channel:
         """A channel to the services a tether host serves to all its plugins (its
-        ``host_service``\\ s), dialled on first use and then shared. A tether host that serves
+        ``host_service``\\ s), dialled on first use and then shared (closing what this returns
+        leaves it open for the other callers). A tether host that serves
         none says so at launch (``TETHER_HOST_SERVICES=none``): then this raises
         :class:`~tether_plugin.errors.GrpcBrokerError` at once. go-plugin hosts serve none and
         do not say so: then it raises after ``timeout`` seconds (default
         :attr:`dial_timeout`)."""
         with self._lock:
             if self._host_channel is not None:
-                return self._host_channel
+                return SharedChannel(self._host_channel)
         if self._require_setup().host_services is False:
             raise GrpcBrokerError(
                 f"broker id {HOST_SERVICES_ID}: the host serves no host services (it said so at "
@@ -197,7 +198,11 @@ class GRPCBroker:
         with self._lock:
             if self._host_channel is None:
                 self._host_channel = channel
-            return self._host_channel
+                channel = None
+            shared = self._host_channel
+        if channel is not None:
+            channel.close()  # another caller's dial won the race
+        return SharedChannel(shared)
 
     def accept_and_serve(
         self,

@@ -66,3 +66,39 @@ class DialledChannel(grpc.Channel):
     def __exit__(self, *exc: object) -> bool:
         self.close()
         return False
+
+
+class SharedChannel(grpc.Channel):
+    """A view of the one host-services channel every caller of ``host_services()`` shares: its
+    ``close`` leaves the connection open for the others (the broker closes it when the plugin
+    stops)."""
+
+    def __init__(self, inner: grpc.Channel) -> None:
+        self._inner = inner
+
+    def subscribe(self, callback: Any, try_to_connect: bool = False) -> None:
+        self._inner.subscribe(callback, try_to_connect)
+
+    def unsubscribe(self, callback: Any) -> None:
+        self._inner.unsubscribe(callback)
+
+    def unary_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.unary_unary(method, *args, **kwargs)
+
+    def unary_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.unary_stream(method, *args, **kwargs)
+
+    def stream_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.stream_unary(method, *args, **kwargs)
+
+    def stream_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.stream_stream(method, *args, **kwargs)
+
+    def close(self) -> None:
+        """Does nothing: the channel is shared."""
+
+    def __enter__(self) -> SharedChannel:
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
