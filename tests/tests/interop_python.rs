@@ -318,6 +318,32 @@ go_counter_host_tests! {
     go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_in_plaintext: GoPlugin::V101, &[], false;
 }
 
+/// `script` of the Python SDK, started in `work` in the broker mode `multiplex` asks for, which
+/// the plugin must have accepted.
+async fn start_in_mode(
+    py: &python::PythonPeer,
+    script: &str,
+    work: &std::path::Path,
+    multiplex: bool,
+) -> PluginClient {
+    let plugin = py
+        .allow(PluginClient::builder(&py.interpreter))
+        .args([py.sdk.join(script)])
+        .current_dir(work)
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+        .multiplex(multiplex)
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let expected = if multiplex {
+        BrokerMode::Multiplexed
+    } else {
+        BrokerMode::Default
+    };
+    assert_eq!(plugin.broker_mode(), expected);
+    plugin
+}
+
 /// Through the library, in both broker modes: the Python counter plugin calls back into the
 /// host (a fresh `AddHelper` id per `Put`, dialled by the plugin), the negotiated mode is the
 /// offered one, and a multiplexed plugin has exactly one connection while the callbacks run.
@@ -330,21 +356,8 @@ async fn tether_host_and_the_python_counter_plugin_call_back_in_both_broker_mode
     };
     for multiplex in [false, true] {
         let work = tempfile::tempdir().unwrap();
-        let plugin = py
-            .allow(PluginClient::builder(&py.interpreter))
-            .args([py.sdk.join("examples/counter_plugin.py")])
-            .current_dir(work.path())
-            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-            .multiplex(multiplex)
-            .start()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let expected = if multiplex {
-            BrokerMode::Multiplexed
-        } else {
-            BrokerMode::Default
-        };
-        assert_eq!(plugin.broker_mode(), expected);
+        let plugin = start_in_mode(&py, "examples/counter_plugin.py", work.path(), multiplex).await;
+        let mode = plugin.broker_mode();
         let broker = plugin.broker();
         let mut counter = CounterClient::new(plugin.channel());
         let puts = 30;
@@ -383,9 +396,7 @@ async fn tether_host_and_the_python_counter_plugin_call_back_in_both_broker_mode
                 "one connection to the plugin"
             );
         }
-        eprintln!(
-            "python counter plugin, {expected} broker: Put with a callback {per_put:?} per call"
-        );
+        eprintln!("python counter plugin, {mode} broker: Put with a callback {per_put:?} per call");
         let outcome = plugin.shutdown().await.unwrap();
         assert!(
             matches!(outcome, ShutdownOutcome::Graceful(status) if status.success()),
@@ -420,21 +431,8 @@ async fn tether_host_dials_a_callback_the_python_plugin_serves_in_both_broker_mo
     };
     for multiplex in [false, true] {
         let work = tempfile::tempdir().unwrap();
-        let plugin = py
-            .allow(PluginClient::builder(&py.interpreter))
-            .args([py.sdk.join("tests/serving_plugin.py")])
-            .current_dir(work.path())
-            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-            .multiplex(multiplex)
-            .start()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let expected = if multiplex {
-            BrokerMode::Multiplexed
-        } else {
-            BrokerMode::Default
-        };
-        assert_eq!(plugin.broker_mode(), expected);
+        let plugin = start_in_mode(&py, "tests/serving_plugin.py", work.path(), multiplex).await;
+        let mode = plugin.broker_mode();
         let mut kv = KvClient::new(plugin.channel());
         for _ in 0..2 {
             let value = kv
@@ -458,7 +456,7 @@ async fn tether_host_dials_a_callback_the_python_plugin_serves_in_both_broker_mo
             assert_eq!(
                 status,
                 tonic_health::pb::health_check_response::ServingStatus::Serving as i32,
-                "{expected} broker, id {id}"
+                "{mode} broker, id {id}"
             );
         }
         if multiplex {
