@@ -126,25 +126,9 @@ fn run(cli: &Cli) -> Result<(), String> {
                     system.id
                 );
                 let timeout = std::time::Duration::from_secs(cli.timeout);
-                match tether_bench::run::run(system, measurement, &counts, work.path(), timeout) {
-                    Ok(values) => {
-                        let shown: Vec<String> = values
-                            .iter()
-                            .map(|(id, v)| match v {
-                                Value::Number(n) => format!("{id}={n:.2}"),
-                                Value::Failed(code) => format!("{id}=failed({code})"),
-                            })
-                            .collect();
-                        eprintln!("{}", shown.join(" "));
-                        for (id, value) in values {
-                            results.record(system.id, id, value);
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("FAILED: {e}");
-                        results.record_error(format!("round {}: {e}", round + 1));
-                    }
-                }
+                let outcome =
+                    tether_bench::run::run(system, measurement, &counts, work.path(), timeout);
+                record(&mut results, system.id, round, outcome);
             }
         }
         runner_round(cli, &runners, round, counts.rounds, &mut results);
@@ -289,30 +273,41 @@ fn runner_round(cli: &Cli, runners: &Runners, round: u32, rounds: u32, results: 
             measurement.name(counts),
             measurement.system()
         );
-        match tether_bench::run::run_runner(
+        let outcome = tether_bench::run::run_runner(
             measurement,
             &runners.programs,
             counts,
             &runners.state,
             timeout,
-        ) {
-            Ok(values) => {
-                let shown: Vec<String> = values
-                    .iter()
-                    .map(|(id, v)| match v {
-                        Value::Number(n) => format!("{id}={n:.2}"),
-                        Value::Failed(code) => format!("{id}=failed({code})"),
-                    })
-                    .collect();
-                eprintln!("{}", shown.join(" "));
-                for (id, value) in values {
-                    results.record(measurement.system(), id, value);
-                }
+        );
+        record(results, measurement.system(), round, outcome);
+    }
+}
+
+/// Prints one run's values (or its failure) on the progress line and keeps them for `system`.
+fn record(
+    results: &mut Results,
+    system: &str,
+    round: u32,
+    outcome: Result<Vec<(&'static str, Value)>, tether_bench::run::RunError>,
+) {
+    match outcome {
+        Ok(values) => {
+            let shown: Vec<String> = values
+                .iter()
+                .map(|(id, v)| match v {
+                    Value::Number(n) => format!("{id}={n:.2}"),
+                    Value::Failed(code) => format!("{id}=failed({code})"),
+                })
+                .collect();
+            eprintln!("{}", shown.join(" "));
+            for (id, value) in values {
+                results.record(system, id, value);
             }
-            Err(e) => {
-                eprintln!("FAILED: {e}");
-                results.record_error(format!("round {}: {e}", round + 1));
-            }
+        }
+        Err(e) => {
+            eprintln!("FAILED: {e}");
+            results.record_error(format!("round {}: {e}", round + 1));
         }
     }
 }

@@ -136,12 +136,7 @@ pub fn run(
     let cmd = command(system, measurement, counts, work_dir)?;
     let program = format!("{} {}", system.id, measurement.name());
     let stdout = output_of(cmd, &program, timeout)?;
-    let outcome = Line::parse(&stdout).and_then(|line| measurement.evaluate(&line));
-    outcome.map_err(|source| RunError::Output {
-        program,
-        stdout: stdout.chars().take(200).collect(),
-        source,
-    })
+    evaluated(program, &stdout, |line| measurement.evaluate(line))
 }
 
 /// Runs one of the runners' measurements ([`RunnerMeasurement`]) and evaluates its output.
@@ -158,12 +153,22 @@ pub fn run_runner(
     let cmd = measurement.command(programs, counts, work_dir);
     let program = format!("{} {}", measurement.system(), measurement.name(counts));
     let stdout = output_of(cmd, &program, timeout)?;
-    let outcome = Line::parse(&stdout).and_then(|line| measurement.evaluate(&line));
-    outcome.map_err(|source| RunError::Output {
-        program,
-        stdout: stdout.chars().take(200).collect(),
-        source,
-    })
+    evaluated(program, &stdout, |line| measurement.evaluate(line))
+}
+
+/// `program`'s one output line, evaluated; an unusable line is a [`RunError::Output`] quoting it.
+fn evaluated(
+    program: String,
+    stdout: &str,
+    evaluate: impl FnOnce(&Line) -> Result<Vec<(&'static str, Value)>, LineError>,
+) -> Result<Vec<(&'static str, Value)>, RunError> {
+    Line::parse(stdout)
+        .and_then(|line| evaluate(&line))
+        .map_err(|source| RunError::Output {
+            program,
+            stdout: stdout.chars().take(200).collect(),
+            source,
+        })
 }
 
 /// Runs `cmd` (called `program` in errors) and returns its stdout; kills it after `timeout`.
