@@ -4,6 +4,7 @@
 use serde::Deserialize;
 
 use crate::launch::runner::options::{GvisorOptions, Runner};
+use crate::launch::runtime::interpreter_named;
 
 /// The manifest's `[gvisor]` table: the sandbox's own memory and CPU limits (its cgroup),
 /// for `runner = "gvisor"` only.
@@ -65,13 +66,7 @@ pub(crate) fn with_table(
 /// For a manifest whose command is an interpreter's bare name (`python3`, `node`): how to
 /// run an interpreted plugin from a catalog instead.
 pub(crate) fn interpreter_hint(command: &str) -> Option<String> {
-    let interpreter = command == "node"
-        || command == "python"
-        || command.strip_prefix("python").is_some_and(|v| {
-            v.split('.')
-                .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-        });
-    interpreter.then(|| {
+    interpreter_named(std::path::Path::new(command)).map(|_| {
         format!(
             "names the interpreter `{command}`, but a command is a program in the catalog: \
              link the plugin's script into it (e.g. `bin/NAME` → your script, whose `#!` line \
