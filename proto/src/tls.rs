@@ -197,8 +197,8 @@ pub fn fingerprint(der: &[u8]) -> String {
 }
 
 /// The crypto provider tether uses everywhere: *ring* for everything that needs randomness
-/// (key exchange, signing, the handshake's random values), aws-lc-rs for verifying the peer's
-/// signatures.
+/// (key exchange, signing, the handshake's random values) and for verifying the signatures it
+/// knows, aws-lc-rs only for the peer signatures *ring* cannot verify ([`VERIFICATION`]).
 ///
 /// aws-lc-rs is needed because only it verifies go-plugin's P-521 signatures. It is kept away
 /// from randomness because AWS-LC seeds its generator from CPU jitter entropy the first time a
@@ -207,11 +207,93 @@ pub fn fingerprint(der: &[u8]) -> String {
 #[must_use]
 pub fn crypto_provider() -> Arc<CryptoProvider> {
     Arc::new(CryptoProvider {
-        signature_verification_algorithms: rustls::crypto::aws_lc_rs::default_provider()
-            .signature_verification_algorithms,
+        signature_verification_algorithms: VERIFICATION,
         ..rustls::crypto::ring::default_provider()
     })
 }
+
+/// The signature algorithms a peer may use, each verified by *ring* where *ring* has it and by
+/// aws-lc-rs otherwise (P-521 and SHA-512 with ECDSA: go-plugin's certificates are P-521).
+///
+/// The schemes are aws-lc-rs's own list minus ML-DSA, which no go-plugin or tether peer uses.
+/// *ring* first because tether ↔ tether handshakes (P-256) then never start AWS-LC: its P-256
+/// verification is the portable fiat code, ≈ 4× the time of *ring*'s assembly here, and its
+/// first use probes the CPU (BENCHMARKS.md, Decisions).
+pub static VERIFICATION: WebPkiSupportedAlgorithms = WebPkiSupportedAlgorithms {
+    all: &[
+        webpki::ring::ECDSA_P256_SHA256,
+        webpki::ring::ECDSA_P256_SHA384,
+        webpki::aws_lc_rs::ECDSA_P256_SHA512,
+        webpki::ring::ECDSA_P384_SHA256,
+        webpki::ring::ECDSA_P384_SHA384,
+        webpki::aws_lc_rs::ECDSA_P384_SHA512,
+        webpki::aws_lc_rs::ECDSA_P521_SHA256,
+        webpki::aws_lc_rs::ECDSA_P521_SHA384,
+        webpki::aws_lc_rs::ECDSA_P521_SHA512,
+        webpki::ring::ED25519,
+        webpki::ring::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
+        webpki::ring::RSA_PSS_2048_8192_SHA384_LEGACY_KEY,
+        webpki::ring::RSA_PSS_2048_8192_SHA512_LEGACY_KEY,
+        webpki::ring::RSA_PKCS1_2048_8192_SHA256,
+        webpki::ring::RSA_PKCS1_2048_8192_SHA384,
+        webpki::ring::RSA_PKCS1_2048_8192_SHA512,
+        webpki::ring::RSA_PKCS1_2048_8192_SHA256_ABSENT_PARAMS,
+        webpki::ring::RSA_PKCS1_2048_8192_SHA384_ABSENT_PARAMS,
+        webpki::ring::RSA_PKCS1_2048_8192_SHA512_ABSENT_PARAMS,
+    ],
+    mapping: &[
+        // For TLS 1.2 the curve is not fixed by the scheme; for TLS 1.3 it is.
+        (
+            SignatureScheme::ECDSA_NISTP384_SHA384,
+            &[
+                webpki::ring::ECDSA_P384_SHA384,
+                webpki::ring::ECDSA_P256_SHA384,
+                webpki::aws_lc_rs::ECDSA_P521_SHA384,
+            ],
+        ),
+        (
+            SignatureScheme::ECDSA_NISTP256_SHA256,
+            &[
+                webpki::ring::ECDSA_P256_SHA256,
+                webpki::ring::ECDSA_P384_SHA256,
+                webpki::aws_lc_rs::ECDSA_P521_SHA256,
+            ],
+        ),
+        (
+            SignatureScheme::ECDSA_NISTP521_SHA512,
+            &[
+                webpki::aws_lc_rs::ECDSA_P521_SHA512,
+                webpki::aws_lc_rs::ECDSA_P384_SHA512,
+                webpki::aws_lc_rs::ECDSA_P256_SHA512,
+            ],
+        ),
+        (SignatureScheme::ED25519, &[webpki::ring::ED25519]),
+        (
+            SignatureScheme::RSA_PSS_SHA512,
+            &[webpki::ring::RSA_PSS_2048_8192_SHA512_LEGACY_KEY],
+        ),
+        (
+            SignatureScheme::RSA_PSS_SHA384,
+            &[webpki::ring::RSA_PSS_2048_8192_SHA384_LEGACY_KEY],
+        ),
+        (
+            SignatureScheme::RSA_PSS_SHA256,
+            &[webpki::ring::RSA_PSS_2048_8192_SHA256_LEGACY_KEY],
+        ),
+        (
+            SignatureScheme::RSA_PKCS1_SHA512,
+            &[webpki::ring::RSA_PKCS1_2048_8192_SHA512],
+        ),
+        (
+            SignatureScheme::RSA_PKCS1_SHA384,
+            &[webpki::ring::RSA_PKCS1_2048_8192_SHA384],
+        ),
+        (
+            SignatureScheme::RSA_PKCS1_SHA256,
+            &[webpki::ring::RSA_PKCS1_2048_8192_SHA256],
+        ),
+    ],
+};
 
 /// A TLS client configuration presenting `identity` and trusting only `peer`.
 ///
@@ -584,5 +666,33 @@ mod tests {
             .signature_verification_algorithms
             .supported_schemes();
         assert!(schemes.contains(&SignatureScheme::ECDSA_NISTP521_SHA512));
+    }
+
+    #[test]
+    fn the_provider_verifies_every_scheme_aws_lc_rs_does_except_ml_dsa() {
+        let ours = crypto_provider()
+            .signature_verification_algorithms
+            .supported_schemes();
+        let aws: Vec<_> = rustls::crypto::aws_lc_rs::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+            .into_iter()
+            .filter(|s| !format!("{s:?}").starts_with("ML_DSA"))
+            .collect();
+        assert_eq!(ours, aws);
+    }
+
+    #[test]
+    fn p256_handshake_signatures_are_verified_by_ring_and_p521_ones_by_aws_lc_rs() {
+        let first = |scheme| {
+            let (_, algs) = VERIFICATION
+                .mapping
+                .iter()
+                .find(|(s, _)| *s == scheme)
+                .expect("scheme is mapped");
+            format!("{:?}", algs[0])
+        };
+        assert!(first(SignatureScheme::ECDSA_NISTP256_SHA256).starts_with("RingAlgorithm"));
+        assert!(first(SignatureScheme::ECDSA_NISTP521_SHA512).starts_with("AwsLcRsAlgorithm"));
     }
 }
