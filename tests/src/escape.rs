@@ -502,3 +502,24 @@ pub fn tcp_listen(address: &str) -> String {
 pub fn unix_connect(path: &str) -> String {
     io_outcome(std::os::unix::net::UnixStream::connect(path))
 }
+
+/// Listens on the abstract unix socket `name` (a socket of the network namespace, not a file)
+/// until the process ends.
+#[must_use]
+pub fn abstract_listen(name: &str) -> String {
+    use std::os::linux::net::SocketAddrExt as _;
+    let listener = std::os::unix::net::SocketAddr::from_abstract_name(name)
+        .and_then(|address| std::os::unix::net::UnixListener::bind_addr(&address));
+    // Kept open for the process's life, for another process to try.
+    io_outcome(listener.map(std::mem::forget))
+}
+
+/// Connects to the abstract unix socket `name`.
+#[must_use]
+pub fn abstract_connect(name: &str) -> String {
+    use std::os::linux::net::SocketAddrExt as _;
+    io_outcome(
+        std::os::unix::net::SocketAddr::from_abstract_name(name)
+            .and_then(|address| std::os::unix::net::UnixStream::connect_addr(&address)),
+    )
+}

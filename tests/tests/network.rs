@@ -144,3 +144,50 @@ async fn a_tcp_handshake_under_no_network_is_refused_with_what_to_change() {
     let text = err.to_string();
     assert!(text.contains("network = \"host\""), "{text}");
 }
+
+#[tokio::test]
+async fn plugins_started_one_after_another_never_share_a_network_namespace() {
+    if !network_namespaces_available() {
+        eprintln!("skipped: the host may not make network namespaces (not root)");
+        return;
+    }
+    // The sandbox off leaves Landlock's scoping of abstract sockets out: only the namespaces
+    // keep the plugins apart. The host makes each launch's namespace ahead of time
+    // (NETWORK_NAMESPACE_RESERVE), so the later plugins enter ones made while the earlier
+    // started.
+    let dir = tempfile::tempdir().unwrap();
+    let mut plugins = Vec::new();
+    for i in 0..3 {
+        let plugin = start(dir.path(), NetworkMode::None, true, SandboxMode::Off).await;
+        assert_eq!(
+            plugin.network_mechanism(),
+            Some(NetworkMechanism::Namespace)
+        );
+        let name = format!("tether-netns-test-{}-{i}", std::process::id());
+        assert_eq!(get(&plugin, &format!("abstract-listen:{name}")).await, "ok");
+        assert_eq!(
+            get(&plugin, &format!("abstract-connect:{name}")).await,
+            "ok",
+            "a plugin reaches its own abstract socket"
+        );
+        plugins.push((plugin, name));
+    }
+    for (i, (plugin, _)) in plugins.iter().enumerate() {
+        for (j, (_, name)) in plugins.iter().enumerate() {
+            if i != j {
+                assert_eq!(
+                    get(plugin, &format!("abstract-connect:{name}")).await,
+                    "ECONNREFUSED",
+                    "plugin {i} reached plugin {j}'s abstract socket"
+                );
+            }
+        }
+    }
+    // Nor does the host's namespace hold them.
+    for (_, name) in &plugins {
+        assert_eq!(tether_tests::escape::abstract_connect(name), "ECONNREFUSED");
+    }
+    for (plugin, _) in plugins {
+        plugin.shutdown().await.unwrap();
+    }
+}

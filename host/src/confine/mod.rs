@@ -7,6 +7,7 @@ pub(crate) mod cgroup_text;
 pub(crate) mod container;
 pub(crate) mod integrity;
 pub(crate) mod janitor;
+pub(crate) mod netns;
 pub mod network;
 pub(crate) mod pids;
 pub(crate) mod process;
@@ -15,6 +16,7 @@ pub mod seccomp;
 pub(crate) mod user;
 
 pub use integrity::{IntegrityError, sha256_file};
+pub use netns::NETWORK_NAMESPACE_RESERVE;
 pub use network::{
     NetworkMechanism, NetworkMode, network_namespaces_available, pathname_sockets_blocked,
 };

@@ -2,8 +2,9 @@
 //! ([`NetworkMechanism`]).
 //!
 //! `none` is enforced, in order of preference, by:
-//! - **an empty network namespace** ([`NetworkMechanism::Namespace`]): `unshare(CLONE_NEWNET)`
-//!   between fork and exec, where the host may (it has `CAP_SYS_ADMIN`, i.e. runs as root).
+//! - **an empty network namespace** ([`NetworkMechanism::Namespace`]), one per plugin, entered
+//!   between fork and exec, where the host may make one (it has `CAP_SYS_ADMIN`, i.e. runs as
+//!   root). The host makes it ahead of the launch ([`NETWORK_NAMESPACE_RESERVE`]).
 //!   The plugin sees only a loopback interface that is down: no TCP, UDP or raw socket
 //!   reaches anything, not even the host's loopback services, and abstract unix sockets are
 //!   those of its own namespace. Pathname unix sockets are files and work across it, so the
@@ -24,6 +25,9 @@
 //! [`pathname_sockets_blocked`] says so, for `tether check` to warn.
 
 use serde::Deserialize;
+
+#[cfg(doc)]
+use crate::confine::NETWORK_NAMESPACE_RESERVE;
 
 /// What network a plugin may use besides the plugin protocol's unix sockets.
 ///

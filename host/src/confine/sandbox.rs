@@ -21,6 +21,7 @@ use landlock::{
 use serde::Deserialize;
 
 use crate::confine::caps::{CAP_SYS_ADMIN, has_capability};
+use crate::confine::netns::{self, NewNamespace};
 use crate::confine::network::NetworkMechanism;
 use crate::confine::seccomp::{self, Filters, SeccompError, SeccompMode};
 
@@ -234,8 +235,8 @@ pub(crate) struct Prepared {
     filters: Option<Arc<Filters>>,
     /// The uid and gid to switch to, after everything that needs root.
     run_as: Option<(u32, u32)>,
-    /// Move into a new, empty network namespace.
-    network_namespace: bool,
+    /// Move into a new, empty network namespace (made ahead by the host, or by the child).
+    network_namespace: Option<NewNamespace>,
     rlimits: [(libc::__rlimit_resource_t, Option<u64>); 5],
     parent: libc::pid_t,
     /// A pids cgroup's `cgroup.procs`, open for writing: the child enters the group.
@@ -310,7 +311,8 @@ impl Prepared {
             no_new_privs: confined || filter_needs_nnp,
             filters,
             run_as: layers.run_as,
-            network_namespace: layers.network == Some(NetworkMechanism::Namespace),
+            network_namespace: (layers.network == Some(NetworkMechanism::Namespace))
+                .then(netns::take),
             rlimits: limits.rlimits(),
             // SAFETY: getpid has no preconditions.
             parent: unsafe { libc::getpid() },
@@ -333,7 +335,7 @@ impl Prepared {
         let no_new_privs = self.no_new_privs;
         let filters = self.filters.clone();
         let run_as = self.run_as;
-        let network_namespace = self.network_namespace;
+        let network_namespace = self.network_namespace.as_ref().map(NewNamespace::enter_fd);
         let rlimits = self.rlimits;
         let parent = self.parent;
         let cgroup_procs = self.cgroup_procs;
@@ -376,9 +378,12 @@ impl Prepared {
                 // before exec). CLOSE_RANGE_CLOEXEC = 1 << 2.
                 check_long(libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 4_u32))?;
                 // No network: a namespace of its own with only a loopback that is down
-                // (needs CAP_SYS_ADMIN, so before the capabilities and the user go).
-                if network_namespace {
-                    check(libc::unshare(libc::CLONE_NEWNET))?;
+                // (needs CAP_SYS_ADMIN, so before the capabilities and the user go): the one
+                // the host made for this launch, or a new one.
+                match network_namespace {
+                    Some(Some(fd)) => check(libc::setns(fd, libc::CLONE_NEWNET))?,
+                    Some(None) => check(libc::unshare(libc::CLONE_NEWNET))?,
+                    None => {}
                 }
                 if drop_capabilities {
                     // No capabilities after exec, even for a root host: a root plugin keeps

@@ -343,6 +343,10 @@ fn spawn(
         .map_or_else(|| plan.program.clone(), VerifiedBinary::exec_path);
     let mut child = spawn::spawn(plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
     drop(verified);
+    let landlock_abi = sandbox.landlock_abi;
+    // The host's descriptors of the Landlock ruleset and of the plugin's network namespace:
+    // the child has applied them.
+    drop(sandbox);
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
     // The janitor kills every process of this cgroup if the host dies: a process that left
@@ -389,7 +393,7 @@ fn spawn(
         stderr,
         identity,
         in_force: InForce {
-            landlock_abi: sandbox.landlock_abi,
+            landlock_abi,
             process_limit,
             network_mechanism,
         },

@@ -17,6 +17,8 @@
 //!   the errno's name (`tether_tests::escape::syscall`);
 //! - `Get "tcp-connect:HOST:PORT"`, `Get "tcp-listen:HOST:PORT"`, `Get "unix-connect:PATH"`:
 //!   `ok` or the errno's name;
+//! - `Get "abstract-listen:NAME"` (kept open until the plugin ends), `Get "abstract-connect:NAME"`:
+//!   an abstract unix socket, `ok` or the errno's name;
 //! - `Put "udp-send:HOST:PORT"`: sends the value as one datagram (`ok` or the errno's name,
 //!   as an `Internal` status);
 //! - `Put "tiocsti:"`: pushes the value into the controlling terminal's input, byte by byte,
@@ -143,6 +145,8 @@ impl Kv for Probe {
             "tcp-connect" => ok(escape::tcp_connect(arg)),
             "tcp-listen" => ok(escape::tcp_listen(arg)),
             "unix-connect" => ok(escape::unix_connect(arg)),
+            "abstract-listen" => ok(escape::abstract_listen(arg)),
+            "abstract-connect" => ok(escape::abstract_connect(arg)),
             "cwd" => std::env::current_dir().map_or_else(
                 |e| Err(fs_error("cwd", "", &e)),
                 |d| ok(d.into_os_string().into_encoded_bytes()),
