@@ -10,6 +10,8 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::yielding::ReadsYield;
+
 /// An address a side agreed to connect to, after its own policy checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -36,7 +38,7 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 /// One accepted connection, ready for tonic's `serve_with_incoming` (TLS already established
 /// when it is on).
 pub struct Conn {
-    io: Box<dyn Io>,
+    io: ReadsYield<Box<dyn Io>>,
     cut: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     /// Whether `cut` has completed.
     is_cut: bool,
@@ -50,7 +52,7 @@ impl Conn {
 
     pub(crate) fn from_box(stream: Box<dyn Io>) -> Self {
         Self {
-            io: stream,
+            io: ReadsYield::new(stream),
             cut: None,
             is_cut: false,
         }
@@ -113,7 +115,7 @@ impl AsyncRead for Conn {
         if let Some(error) = self.poll_cut(cx) {
             return Poll::Ready(Err(error));
         }
-        Pin::new(&mut *self.io).poll_read(cx, buf)
+        Pin::new(&mut self.io).poll_read(cx, buf)
     }
 }
 
@@ -126,18 +128,18 @@ impl AsyncWrite for Conn {
         if let Some(error) = self.cut_error() {
             return Poll::Ready(Err(error));
         }
-        Pin::new(&mut *self.io).poll_write(cx, buf)
+        Pin::new(&mut self.io).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if let Some(error) = self.cut_error() {
             return Poll::Ready(Err(error));
         }
-        Pin::new(&mut *self.io).poll_flush(cx)
+        Pin::new(&mut self.io).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.io).poll_shutdown(cx)
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 
     fn poll_write_vectored(
@@ -148,7 +150,7 @@ impl AsyncWrite for Conn {
         if let Some(error) = self.cut_error() {
             return Poll::Ready(Err(error));
         }
-        Pin::new(&mut *self.io).poll_write_vectored(cx, bufs)
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -139,6 +139,7 @@ mod grpc_broker;
 pub mod internal;
 mod mux;
 mod service;
+mod yielding;
 
 pub use accept::{DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT};
 pub use dial::{BoxError, ConnectError};
