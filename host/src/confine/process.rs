@@ -15,7 +15,6 @@ use std::time::Duration;
 use tether_transport::internal::lock;
 
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
-use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
@@ -27,9 +26,54 @@ const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 pub(crate) struct ProcessGroup {
     pid: Pid,
     plugin: Arc<str>,
-    child: Mutex<Child>,
+    child: Mutex<Leader>,
     exit: watch::Sender<Option<ExitStatus>>,
     on_exit: Mutex<Vec<ExitHook>>,
+}
+
+/// The plugin's process (the group's leader) as the host waits for it.
+#[derive(Debug)]
+pub(crate) enum Leader {
+    /// Spawned by tokio (the gVisor runner's `runsc`).
+    Tokio(tokio::process::Child),
+    /// A child of this process spawned by `launch::spawn`, reaped here; its status once reaped.
+    Spawned(u32, Option<ExitStatus>),
+}
+
+impl Leader {
+    fn id(&self) -> Option<u32> {
+        match self {
+            Self::Tokio(child) => child.id(),
+            Self::Spawned(pid, _) => Some(*pid),
+        }
+    }
+
+    /// Reaps the leader if it has exited.
+    fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        match self {
+            Self::Tokio(child) => child.try_wait(),
+            Self::Spawned(_, Some(status)) => Ok(Some(*status)),
+            Self::Spawned(pid, reaped) => {
+                let Some(pid) = i32::try_from(*pid).ok().and_then(Pid::from_raw) else {
+                    return Err(io::Error::other("the plugin's process id is out of range"));
+                };
+                let status =
+                    rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG)?.map(
+                        |(_, status)| {
+                            std::os::unix::process::ExitStatusExt::from_raw(status.as_raw())
+                        },
+                    );
+                *reaped = status;
+                Ok(status)
+            }
+        }
+    }
+}
+
+impl From<tokio::process::Child> for Leader {
+    fn from(child: tokio::process::Child) -> Self {
+        Self::Tokio(child)
+    }
 }
 
 /// Work to do as soon as the plugin has exited (e.g. removing its delivered secrets).
@@ -44,7 +88,8 @@ impl std::fmt::Debug for ExitHook {
 impl ProcessGroup {
     /// Takes over a child spawned as the leader of its own process group and starts watching
     /// for its exit.
-    pub(crate) fn new(child: Child, plugin: Arc<str>) -> io::Result<Arc<Self>> {
+    pub(crate) fn new(child: impl Into<Leader>, plugin: Arc<str>) -> io::Result<Arc<Self>> {
+        let child = child.into();
         let raw = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -126,11 +171,11 @@ impl ProcessGroup {
         self.check_locked(&mut child)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Child> {
+    fn lock(&self) -> MutexGuard<'_, Leader> {
         lock(&self.child)
     }
 
-    fn check_locked(&self, child: &mut Child) -> io::Result<Option<ExitStatus>> {
+    fn check_locked(&self, child: &mut Leader) -> io::Result<Option<ExitStatus>> {
         if let Some(status) = self.exit_status() {
             return Ok(Some(status));
         }

@@ -10,9 +10,9 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::launch::spawn::PluginPipe;
 use tether_proto::handshake::{self, Handshake, HandshakeError, MAX_LINE_LEN};
 use tokio::io::AsyncRead;
-use tokio::process::ChildStdout;
 
 use crate::error::{Failure, Incompatibility, OutputLimit, Phase, StartErrorKind};
 use crate::launch::output::{self, Line, LineReader};
@@ -209,7 +209,7 @@ pub(crate) async fn stage(
     settings: &Settings,
     config: &HandshakeConfig,
     launched: &Launched,
-    stdout: ChildStdout,
+    stdout: PluginPipe,
     stray: &mut StrayOutput,
 ) -> Result<Accepted, Failure> {
     let plugin = &*launched.plugin;

@@ -22,6 +22,7 @@ pub(crate) mod settings;
 pub(crate) mod shutdown;
 pub(crate) mod spawn;
 pub(crate) mod start;
+pub(crate) mod vfork;
 
 pub use builder::{NoHandshake, PluginClientBuilder};
 pub use client::PluginClient;

@@ -1,15 +1,13 @@
 //! Starting the plugin's process from a [`LaunchPlan`]: the program resolved, its own process
-//! group, exactly the plan's environment, stdin from `/dev/null`, the confinement between fork
-//! and exec.
+//! group, exactly the plan's environment, stdin from `/dev/null`, the confinement between the
+//! process's start and exec ([`vfork`](super::vfork)).
 
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-
-use tokio::process::{Child, Command};
 
 use crate::launch::plan::LaunchPlan;
+use crate::launch::vfork;
 
 /// Where `program` is: itself if it contains a `/`, else the first executable file of that
 /// name in `path` (the plugin's `PATH`), else `program` unchanged.
@@ -28,37 +26,60 @@ pub(crate) fn resolve_program(program: &Path, path: Option<&OsString>) -> PathBu
         .unwrap_or_else(|| program.to_owned())
 }
 
+/// The plugin's stdout or stderr, as the host reads it.
+pub(crate) type PluginPipe = tokio::net::unix::pipe::Receiver;
+
+/// A spawned plugin process: its id (a child of this process, reaped by
+/// [`ProcessGroup`](crate::confine::process::ProcessGroup)) and its output pipes.
+#[derive(Debug)]
+pub(crate) struct PluginProcess {
+    pub(crate) pid: u32,
+    pub(crate) stdout: PluginPipe,
+    pub(crate) stderr: PluginPipe,
+}
+
 /// Spawns the plugin in a session and process group of its own (`pre_exec` calls `setsid`)
-/// with exactly the plan's environment, in its working
-/// directory, stdin from `/dev/null` and
-/// stdout and stderr piped, running `pre_exec` (the confinement) between fork and exec.
-/// `exec` is the file to execute (the verified binary's `/proc/self/fd/N`, or the plan's
-/// program); `argv[0]` and the arguments are the plan's.
+/// with exactly the plan's environment, in its working directory, stdin from `/dev/null` and
+/// stdout and stderr piped, running `pre_exec` (the confinement) between the process's start
+/// and exec — without copying the host ([`vfork`](super::vfork)). `exec` is the file to execute
+/// (the verified binary's `/proc/self/fd/N`, or the plan's program, looked up in the plugin's
+/// `PATH` when it is a bare name); `argv[0]` and the arguments are the plan's.
 pub(crate) fn spawn(
     plan: &LaunchPlan,
     exec: &Path,
-    pre_exec: impl FnMut() -> io::Result<()> + Send + Sync + 'static,
-) -> io::Result<Child> {
-    let mut cmd = Command::new(exec);
-    cmd.arg0(&plan.argv0)
-        .args(&plan.args)
-        .env_clear()
-        .envs(&plan.env.vars)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // No `process_group(0)`: the confinement's `setsid()` makes the plugin the leader of
-        // a session and a process group of its own (pgid = pid), so that signals reach its
-        // children too.
-        // Ending the plugin is the client's job (it signals the whole group).
-        .kill_on_drop(false);
-    cmd.current_dir(&plan.working_dir);
-    // SAFETY: `pre_exec` only makes raw, async-signal-safe system calls on copied values
-    // (see `sandbox::Prepared::pre_exec`).
-    unsafe {
-        cmd.pre_exec(pre_exec);
+    mut pre_exec: impl FnMut() -> io::Result<()> + Send + Sync + 'static,
+) -> io::Result<PluginProcess> {
+    let program = resolve_program(exec, plan.path_var());
+    let mut argv = vec![plan.argv0.as_os_str()];
+    argv.extend(plan.args.iter().map(OsString::as_os_str));
+    let exec = vfork::Exec {
+        program: &program,
+        argv,
+        env: plan
+            .env
+            .vars
+            .iter()
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+            .collect(),
+        cwd: &plan.working_dir,
+    };
+    // `pre_exec` only makes raw, async-signal-safe system calls on copied values (see
+    // `sandbox::Prepared::pre_exec`), as the child of `vfork::spawn` must.
+    let child = vfork::spawn(&exec, &mut pre_exec)?;
+    let pipes = PluginPipe::from_owned_fd(child.stdout)
+        .and_then(|stdout| Ok((stdout, PluginPipe::from_owned_fd(child.stderr)?)));
+    match pipes {
+        Ok((stdout, stderr)) => Ok(PluginProcess {
+            pid: child.pid,
+            stdout,
+            stderr,
+        }),
+        Err(e) => {
+            // Not left running unwatched: killed and reaped.
+            vfork::kill_and_reap(child.pid);
+            Err(e)
+        }
     }
-    cmd.spawn()
 }
 
 #[cfg(test)]

@@ -8,14 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tether_proto::tls::Identity;
-use tokio::process::{ChildStderr, ChildStdout};
 
 use crate::catalog::delivery::{DeliveredDir, delivery_base};
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::janitor::Janitor;
 use crate::confine::network::{NetworkMechanism, NetworkMode};
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
-use crate::confine::process::{ExitHook, ProcessGroup};
+use crate::confine::process::{ExitHook, Leader, ProcessGroup};
 use crate::confine::sandbox;
 use crate::confine::user;
 use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
@@ -33,7 +32,7 @@ use crate::launch::runner::{self, gvisor};
 use crate::launch::runtime::ResolvedRuntime;
 use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::shutdown::Launched;
-use crate::launch::spawn;
+use crate::launch::spawn::{self, PluginPipe};
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
 /// been ended, so the pipe closes almost at once).
@@ -306,8 +305,8 @@ fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<C
 /// A spawned plugin and what the later stages need.
 pub(crate) struct Spawned {
     pub(crate) launched: Launched,
-    pub(crate) stdout: ChildStdout,
-    pub(crate) stderr: ChildStderr,
+    pub(crate) stdout: PluginPipe,
+    pub(crate) stderr: PluginPipe,
     pub(crate) identity: Option<Identity>,
     pub(crate) in_force: InForce,
 }
@@ -341,14 +340,19 @@ fn spawn(
     let exec = verified
         .as_ref()
         .map_or_else(|| plan.program.clone(), VerifiedBinary::exec_path);
-    let mut child = spawn::spawn(plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
+    let child = spawn::spawn(plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
     drop(verified);
     let landlock_abi = sandbox.landlock_abi;
     // The host's descriptors of the Landlock ruleset and of the plugin's network namespace:
     // the child has applied them.
     drop(sandbox);
-    let pipes = child.stdout.take().zip(child.stderr.take());
-    let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
+    let spawn::PluginProcess {
+        pid,
+        stdout,
+        stderr,
+    } = child;
+    let group =
+        ProcessGroup::new(Leader::Spawned(pid, None), Arc::clone(name)).map_err(spawn_error)?;
     // The janitor kills every process of this cgroup if the host dies: a process that left
     // the plugin's process group or session is still in it.
     let cgroup_dir = pids_group.as_ref().map(|g| g.dir().to_owned());
@@ -382,10 +386,6 @@ fn spawn(
         plugin: Arc::clone(name),
         terminate_grace: settings.terminate_grace,
         janitor,
-    };
-    let Some((stdout, stderr)) = pipes else {
-        // Never happens: both are piped by `spawn::spawn`. Dropping `launched` ends the plugin.
-        return Err(spawn_error(std::io::Error::other("stdout or stderr was not piped")).into());
     };
     Ok(Spawned {
         launched,
@@ -425,10 +425,20 @@ fn run_gvisor(
     let started = gvisor::start(options, settings, plan, &program, dir, delivered, name)?;
     // The digest was checked on the file now mounted; kept open until runsc has started.
     drop(verified);
+    let pipe = |fd: std::io::Result<std::os::fd::OwnedFd>| {
+        fd.and_then(PluginPipe::from_owned_fd)
+            .map_err(|source| StartErrorKind::Spawn {
+                program: program.clone(),
+                source,
+            })
+    };
+    // Dropping `launched` on an error ends the plugin.
+    let stdout = pipe(started.stdout.into_owned_fd())?;
+    let stderr = pipe(started.stderr.into_owned_fd())?;
     Ok(Spawned {
         launched: started.launched,
-        stdout: started.stdout,
-        stderr: started.stderr,
+        stdout,
+        stderr,
         identity,
         // gVisor's `--network=none`: the sandbox's own network stack with only a loopback.
         in_force: InForce {
