@@ -23,6 +23,7 @@ const SMOKE: Counts = Counts {
     unary_calls: 5,
     rate_calls: 20,
     warmup: 1,
+    rate_warmup: 2,
     rounds_1mib: 1,
     rounds_64mib: 1,
     live_plugins: 2,

@@ -55,7 +55,8 @@ pub fn json(results: &Results, ctx: &Context) -> Json {
         "tools": ctx.tools,
         "counts": {
             "rounds": c.rounds, "launches": c.launches, "unary_calls": c.unary_calls,
-            "rate_calls": c.rate_calls, "warmup": c.warmup, "rounds_1mib": c.rounds_1mib,
+            "rate_calls": c.rate_calls, "warmup": c.warmup,
+            "rate_warmup": c.rate_warmup, "rounds_1mib": c.rounds_1mib,
             "rounds_64mib": c.rounds_64mib, "live_plugins": c.live_plugins,
             "callback_pairs": c.callback_pairs, "callback_warmup": c.callback_warmup,
             "catalog_manifests": c.catalog_manifests, "catalog_used": c.catalog_used,

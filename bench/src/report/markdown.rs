@@ -67,15 +67,15 @@ pub fn markdown(results: &Results, ctx: &Context) -> String {
         "- {} rounds; in each, every measurement runs on every system back to back, the \
          systems' order rotating from round to round. Each cell is the **median round**. Per \
          round: {} launches, {} sequential calls per value size (64 B, 1 KiB, 64 KiB), {} calls \
-         per concurrency level and broker mode ({} warm-up \
-         calls first), {} × 1 MiB and {} × 64 MiB round trips, {} live plugins, {} (plain \
+         per concurrency level and broker mode ({} warm-up calls at that concurrency \
+         first), {} × 1 MiB and {} × 64 MiB round trips, {} live plugins, {} (plain \
          call, callback call) pairs ({} warm-up pairs first), {} loads of a {}-manifest catalog \
          using {} plugins.",
         c.rounds,
         c.launches,
         c.unary_calls,
         c.rate_calls,
-        c.warmup,
+        c.rate_warmup,
         c.rounds_1mib,
         c.rounds_64mib,
         c.live_plugins,

@@ -11,8 +11,13 @@ pub struct Counts {
     pub unary_calls: u64,
     /// Timed calls per concurrency level per round (`rate`).
     pub rate_calls: u64,
-    /// Untimed calls before `unary` and `rate`.
+    /// Untimed sequential calls before `unary`.
     pub warmup: u64,
+    /// Untimed calls before `rate`, spread over the same concurrent callers as the timed ones,
+    /// so that timing starts with the machine already under that load: with only a few
+    /// sequential calls first, the first ≈ 2,000 concurrent calls ran up to 30 % slower on this
+    /// VM while its CPUs came out of idle (BENCHMARKS.md, Decisions).
+    pub rate_warmup: u64,
     /// Timed 1 MiB round trips per round.
     pub rounds_1mib: u64,
     /// Timed 64 MiB round trips per round.
@@ -37,8 +42,9 @@ impl Counts {
         rounds: DEFAULT_ROUNDS,
         launches: 40,
         unary_calls: 5_000,
-        rate_calls: 10_000,
+        rate_calls: 30_000,
         warmup: 100,
+        rate_warmup: 2_000,
         rounds_1mib: 50,
         rounds_64mib: 3,
         live_plugins: 100,
@@ -57,6 +63,7 @@ impl Counts {
         unary_calls: 50,
         rate_calls: 200,
         warmup: 5,
+        rate_warmup: 20,
         rounds_1mib: 2,
         rounds_64mib: 1,
         live_plugins: 3,

@@ -226,7 +226,7 @@ impl Measurement {
                 "--concurrency".into(),
                 concurrency.to_string(),
                 "--warmup".into(),
-                counts.warmup.to_string(),
+                counts.rate_warmup.to_string(),
             ],
             Self::Payload { size } => vec![
                 "payload".into(),

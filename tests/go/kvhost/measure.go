@@ -8,7 +8,7 @@ package main
 //
 //	measure launch --count L                 samples_ns=…   spawn -> first 64-byte Put done
 //	measure unary --calls N [--warmup W] [--size B]   samples_ns=…   sequential Gets of a B-byte value (default 64)
-//	measure rate --calls N --concurrency C [--warmup W]   calls=N elapsed_ns=…
+//	measure rate --calls N --concurrency C [--warmup W]   calls=N elapsed_ns=…   (the warm-up over the same C callers)
 //	measure payload --size B --rounds K      bytes=… elapsed_ns=…  or  failed=CODE
 //	measure plugin-rss                       rss_kb=…       plugin VmRSS after one Put + Get
 //	measure host-rss --plugins P             first_kb=… last_kb=… plugins=P
@@ -209,39 +209,44 @@ func measureRate(plaintext bool, calls, concurrency, warmup int) (string, error)
 		if err := putSmall(kv); err != nil {
 			return err
 		}
-		for i := 0; i < warmup; i++ {
-			if err := getSmall(kv); err != nil {
-				return err
-			}
+		// The warm-up runs over the same concurrent callers as the timed calls.
+		if err := concurrentGets(kv, warmup, concurrency); err != nil {
+			return err
 		}
-		var (
-			next     int64
-			wg       sync.WaitGroup
-			errOnce  sync.Once
-			firstErr error
-		)
 		t0 := time.Now()
-		for g := 0; g < concurrency; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for atomic.AddInt64(&next, 1) <= int64(calls) {
-					if err := getSmall(kv); err != nil {
-						errOnce.Do(func() { firstErr = err })
-						return
-					}
-				}
-			}()
+		if err := concurrentGets(kv, calls, concurrency); err != nil {
+			return err
 		}
-		wg.Wait()
 		elapsed := time.Since(t0)
-		if firstErr != nil {
-			return firstErr
-		}
 		line = fmt.Sprintf("calls=%d elapsed_ns=%d", calls, elapsed.Nanoseconds())
 		return nil
 	})
 	return line, err
+}
+
+// concurrentGets: `calls` small Gets spread over `concurrency` goroutines that each take the
+// next call number from a shared counter; the first error.
+func concurrentGets(kv proto.KVClient, calls, concurrency int) error {
+	var (
+		next     int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	for g := 0; g < concurrency; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for atomic.AddInt64(&next, 1) <= int64(calls) {
+				if err := getSmall(kv); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
 }
 
 // measurePayload: one untimed round, then `rounds` timed Put+Get rounds of `size` bytes; the

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | `launch --count L` | spawn → handshake → mTLS → first 64-byte `Put` done, L times (shutdown not timed) | `samples_ns=…` |
 //! | `unary --calls N [--size B]` | N sequential `Get`s of a B-byte value (default 64) after `--warmup` unmeasured ones | `samples_ns=…` |
-//! | `rate --calls N --concurrency C` | N `Get`s of a 64-byte value spread over C concurrent callers | `calls=N elapsed_ns=…` |
+//! | `rate --calls N --concurrency C` | N `Get`s of a 64-byte value spread over C concurrent callers, after `--warmup` unmeasured ones spread the same way | `calls=N elapsed_ns=…` |
 //! | `payload --size B --rounds K` | K × (`Put` of B bytes, `Get` of them back) after one unmeasured round | `bytes=… elapsed_ns=…` or `failed=CODE` |
 //! | `plugin-rss` | VmRSS of the plugin process after one `Put` and one `Get` | `rss_kb=…` |
 //! | `host-rss --plugins P` | this host's VmRSS with 1 and then P live plugins, each called once | `first_kb=… last_kb=… plugins=P` |
@@ -74,7 +74,7 @@ pub(crate) enum Metric {
         /// Concurrent callers (tasks sharing the plugin's connection).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         concurrency: u64,
-        /// Untimed sequential calls first.
+        /// Untimed calls first, over the same concurrent callers.
         #[arg(long, default_value_t = DEFAULT_WARMUP_CALLS)]
         warmup: u64,
     },
@@ -177,10 +177,7 @@ pub(crate) async fn run(launcher: &Launcher, metric: Metric) -> Result<(), Failu
         } => {
             with_plugin(launcher, async |plugin| {
                 put_small(plugin).await?;
-                let mut kv = kv_client(plugin.channel());
-                for _ in 0..warmup {
-                    get_small(&mut kv).await?;
-                }
+                rate(plugin, warmup, concurrency).await?;
                 let elapsed = rate(plugin, calls, concurrency).await?;
                 Ok(format!("calls={calls} elapsed_ns={}", elapsed.as_nanos()))
             })
