@@ -425,20 +425,10 @@ fn run_gvisor(
     let started = gvisor::start(options, settings, plan, &program, dir, delivered, name)?;
     // The digest was checked on the file now mounted; kept open until runsc has started.
     drop(verified);
-    let pipe = |fd: std::io::Result<std::os::fd::OwnedFd>| {
-        fd.and_then(PluginPipe::from_owned_fd)
-            .map_err(|source| StartErrorKind::Spawn {
-                program: program.clone(),
-                source,
-            })
-    };
-    // Dropping `launched` on an error ends the plugin.
-    let stdout = pipe(started.stdout.into_owned_fd())?;
-    let stderr = pipe(started.stderr.into_owned_fd())?;
     Ok(Spawned {
         launched: started.launched,
-        stdout,
-        stderr,
+        stdout: started.stdout,
+        stderr: started.stderr,
         identity,
         // gVisor's `--network=none`: the sandbox's own network stack with only a loopback.
         in_force: InForce {

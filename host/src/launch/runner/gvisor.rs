@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use tether_transport::internal::lock;
-use tokio::process::{ChildStderr, ChildStdout, Command};
+use tokio::process::Command;
 
 use crate::catalog::delivery::DeliveredDir;
 use crate::confine::NetworkMode;
@@ -28,6 +28,7 @@ use crate::launch::runner::options::{GvisorOptions, RUNSC_INSTALL_HINT};
 use crate::launch::runner::view::PluginView;
 use crate::launch::settings::Settings;
 use crate::launch::shutdown::Launched;
+use crate::launch::spawn::PluginPipe;
 
 /// The name of runsc's state root in the host's runtime directory (with the host's uid).
 pub(crate) const STATE_ROOT_PREFIX: &str = "tether-runsc-";
@@ -53,8 +54,8 @@ const RUNSC_FAILURE_PREFIXES: &[&str] = &[
 #[derive(Debug)]
 pub(crate) struct Started {
     pub(crate) launched: Launched,
-    pub(crate) stdout: ChildStdout,
-    pub(crate) stderr: ChildStderr,
+    pub(crate) stdout: PluginPipe,
+    pub(crate) stderr: PluginPipe,
 }
 
 /// Starts the plugin `name` (binary `program`, already resolved) under runsc: bundle, state
@@ -189,6 +190,15 @@ pub(crate) fn start(
     let Some((stdout, stderr)) = pipes else {
         return Err(spawn_error(io::Error::other("stdout or stderr was not piped")).into());
     };
+    // Dropping `launched` on an error ends the plugin.
+    let stdout = stdout
+        .into_owned_fd()
+        .and_then(PluginPipe::from_owned_fd)
+        .map_err(spawn_error)?;
+    let stderr = stderr
+        .into_owned_fd()
+        .and_then(PluginPipe::from_owned_fd)
+        .map_err(spawn_error)?;
     Ok(Started {
         launched,
         stdout,
