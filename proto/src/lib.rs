@@ -51,6 +51,7 @@
 
 pub mod env;
 pub mod handshake;
+mod key_shares;
 pub mod tls;
 mod value_kind;
 pub mod version;

@@ -42,6 +42,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, Server
 use sha2::{Digest, Sha256};
 
 use crate::handshake;
+use crate::key_shares;
 
 /// The TLS server name both sides use (go-plugin's certificates name `localhost`).
 pub const SERVER_NAME: &str = "localhost";
@@ -106,6 +107,8 @@ impl Identity {
     /// # Errors
     /// [`TlsError::Generate`] if the key or certificate cannot be made.
     pub fn generate() -> Result<Self, TlsError> {
+        // A handshake follows every identity: have its key share made meanwhile.
+        key_shares::X25519_AHEAD.start_making();
         let key_pair = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
         let mut params = CertificateParams::new(vec![SERVER_NAME.to_owned()])?;
         params
@@ -206,7 +209,14 @@ pub fn fingerprint(der: &[u8]) -> String {
 /// launch. *ring* takes its randomness from the operating system (`getrandom`), as Go does.
 #[must_use]
 pub fn crypto_provider() -> Arc<CryptoProvider> {
+    key_shares::X25519_AHEAD.start_making();
     Arc::new(CryptoProvider {
+        // X25519 first, as in *ring*'s defaults, with its key pairs made ahead.
+        kx_groups: vec![
+            &key_shares::X25519_AHEAD,
+            rustls::crypto::ring::kx_group::SECP256R1,
+            rustls::crypto::ring::kx_group::SECP384R1,
+        ],
         signature_verification_algorithms: VERIFICATION,
         ..rustls::crypto::ring::default_provider()
     })
