@@ -29,6 +29,7 @@ pub mod streams_proto {
     pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/streams.bin");
 }
 
+pub mod adder;
 pub mod counter_service;
 pub mod streams;
 

@@ -51,13 +51,10 @@ impl KeySharesAhead {
     /// first handshake finds one too: call it as early as a handshake is known to come.
     pub(crate) fn start_making(&'static self) {
         self.filler.call_once(|| {
-            let spawned = std::thread::Builder::new()
+            // Without the thread, handshakes make their own key pairs, as without this.
+            let _ = std::thread::Builder::new()
                 .name("tether-kx".into())
                 .spawn(move || self.keep_one_ready());
-            if let Err(e) = spawned {
-                // Handshakes make their own key pairs, as without this.
-                let _ = e;
-            }
         });
     }
 

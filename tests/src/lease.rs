@@ -28,6 +28,26 @@ pub async fn put(lease: &Lease, key: &str, value: &[u8]) -> Result<(), UseError>
         .map(|_| ())
 }
 
+/// Kills `lease`'s plugin from outside (`SIGKILL` to its pid) and asserts that the next call
+/// through the lease fails as a crash by that signal.
+///
+/// # Panics
+/// If the kill fails or the call does not fail that way.
+pub async fn kill_and_see_the_crash(lease: &Lease) {
+    let pid = i32::try_from(lease.pid())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("a plugin's pid is a positive i32");
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).expect("SIGKILL is sent");
+    let err = get(lease, "pid:")
+        .await
+        .expect_err("a call to a killed plugin fails");
+    assert!(
+        matches!(&err, UseError::Crashed { status, .. } if std::os::unix::process::ExitStatusExt::signal(status) == Some(9)),
+        "{err}"
+    );
+}
+
 /// Polls `condition` until it holds, failing after `deadline`: for what a supervisor does in
 /// the background (idle stops, restarts), which nothing outside it can wait for.
 pub async fn eventually(what: &str, deadline: Duration, mut condition: impl FnMut() -> bool) {

@@ -20,6 +20,7 @@ pub mod example_host;
 pub mod gvisor;
 pub mod lease;
 pub mod misbehave;
+pub mod output;
 pub mod peers;
 pub mod procs;
 pub mod python;

@@ -4,6 +4,13 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tether_host::{Catalog, DirSecretSource, Grants, Supervisor, SupervisorBuilder};
+
+/// The shutdown and terminate grace of [`World::supervisor`]'s plugins: short, so that tests
+/// that stop plugins do not wait long for one that does not stop.
+pub const TEST_GRACE: Duration = Duration::from_millis(500);
 
 /// The test installation; removed when dropped.
 #[derive(Debug)]
@@ -139,6 +146,25 @@ impl World {
     #[must_use]
     pub fn run(&self) -> PathBuf {
         self.root.path().join("run")
+    }
+
+    /// A supervisor over this world's catalog with `grants`, its secrets directory as the
+    /// secret source, its delivery and runtime directories, and [`TEST_GRACE`] to stop.
+    ///
+    /// # Panics
+    /// If the catalog cannot be read.
+    pub fn supervisor(&self, grants: Grants) -> SupervisorBuilder {
+        let catalog = Catalog::load_dir(&self.catalog()).expect("the catalog loads");
+        let (delivery, run) = (self.delivery(), self.run());
+        Supervisor::builder(catalog, self.state())
+            .grants(grants)
+            .secrets(DirSecretSource::new(self.secrets()))
+            .customize(move |b| {
+                b.delivery_dir(&delivery)
+                    .runtime_dir(&run)
+                    .shutdown_grace(TEST_GRACE)
+                    .terminate_grace(TEST_GRACE)
+            })
     }
 
     /// Writes a secret value into the source directory.

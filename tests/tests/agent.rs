@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 use sha2::{Digest as _, Sha256};
 use tether_tests::bins;
+use tether_tests::output::{stderr, stdout};
 use tether_tests::peers::repo_root;
 use tether_tests::procs;
 
@@ -24,14 +25,6 @@ fn tether(work: &Path, args: &[&str]) -> Output {
         .current_dir(work)
         .output()
         .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn demo() -> PathBuf {

@@ -6,23 +6,13 @@
 
 use std::path::Path;
 
-use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
+use tether_examples::adder::Adder;
+use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
-use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
+use tether_examples::counter::{GetRequest, PutRequest};
 use tether_host::{HandshakeConfig, PluginClient};
 use tether_tests::bins;
 use tether_tests::procs;
-use tonic::{Request, Response, Status};
-
-struct Adder;
-
-#[tonic::async_trait]
-impl AddHelper for Adder {
-    async fn sum(&self, r: Request<SumRequest>) -> Result<Response<SumResponse>, Status> {
-        let SumRequest { a, b } = r.into_inner();
-        Ok(Response::new(SumResponse { r: a + b }))
-    }
-}
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()

@@ -10,9 +10,9 @@ use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tether_host::{Catalog, DirSecretSource, Grants, Supervisor, UseError};
+use tether_host::{Catalog, Grants, UseError};
 use tether_tests::bins;
-use tether_tests::lease::{eventually, get, put};
+use tether_tests::lease::{eventually, get, kill_and_see_the_crash, put};
 use tether_tests::procs;
 use tether_tests::world::{PluginSpec, World};
 
@@ -21,20 +21,6 @@ const BROKER_HOST: &str = env!("CARGO_BIN_EXE_broker-host");
 
 /// How long a test waits for something the broker does in the background.
 const DEADLINE: Duration = Duration::from_secs(10);
-
-fn broker(world: &World, grants: Grants) -> tether_host::SupervisorBuilder {
-    let catalog = Catalog::load_dir(&world.catalog()).unwrap();
-    let (delivery, run) = (world.delivery(), world.run());
-    Supervisor::builder(catalog, world.state())
-        .grants(grants)
-        .secrets(DirSecretSource::new(world.secrets()))
-        .customize(move |b| {
-            b.delivery_dir(&delivery)
-                .runtime_dir(&run)
-                .shutdown_grace(Duration::from_millis(500))
-                .terminate_grace(Duration::from_millis(500))
-        })
-}
 
 fn pidfd(pid: u32) -> OwnedFd {
     let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
@@ -81,7 +67,7 @@ async fn a_job_calling_two_of_200_plugins_starts_exactly_two_processes() {
         (2, Some("command")),
         "{error}"
     );
-    let broker = broker(&world, Grants::new()).build();
+    let broker = world.supervisor(Grants::new()).build();
 
     // The job: several concurrent uses of two plugins.
     let job = |name: &'static str, key: &'static str| {
@@ -128,7 +114,7 @@ async fn an_idle_plugin_stops_and_starts_again_on_the_next_use() {
             .secrets(&["a"])
             .extra("idle_timeout = \"300ms\""),
     );
-    let broker = broker(&world, Grants::new().secret("a", "a")).build();
+    let broker = world.supervisor(Grants::new().secret("a", "a")).build();
 
     let lease = broker.acquire("a").await.unwrap();
     let first = lease.pid();
@@ -161,7 +147,7 @@ async fn a_crash_fails_the_call_with_its_status_and_stderr_then_the_plugin_resta
             .secrets(&["a"])
             .tables("[restart]\ninitial_backoff = \"10ms\""),
     );
-    let broker = broker(&world, Grants::new().secret("a", "a")).build();
+    let broker = world.supervisor(Grants::new().secret("a", "a")).build();
 
     let lease = broker.acquire("a").await.unwrap();
     let err = put(&lease, "crash:", b"").await.unwrap_err();
@@ -185,13 +171,7 @@ async fn a_crash_fails_the_call_with_its_status_and_stderr_then_the_plugin_resta
     let lease = broker.acquire("a").await.unwrap();
     assert_eq!(get(&lease, "secret:a").await.unwrap(), b"alpha");
     assert_eq!(broker.starts("a"), 2);
-    let pid = rustix::process::Pid::from_raw(i32::try_from(lease.pid()).unwrap()).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
-    let err = get(&lease, "pid:").await.unwrap_err();
-    assert!(
-        matches!(&err, UseError::Crashed { status, .. } if std::os::unix::process::ExitStatusExt::signal(status) == Some(9)),
-        "{err}"
-    );
+    kill_and_see_the_crash(&lease).await;
     drop(lease);
     eventually("the killed plugin's secrets are removed", DEADLINE, || {
         World::leftovers(&world.delivery()).is_empty()
@@ -208,7 +188,7 @@ async fn a_plugin_that_keeps_crashing_is_not_restarted_forever() {
         &PluginSpec::new("a", PROBE)
             .tables("[restart]\nmax_restarts = 1\ninitial_backoff = \"10ms\"\nwindow = \"1m\""),
     );
-    let broker = broker(&world, Grants::new()).build();
+    let broker = world.supervisor(Grants::new()).build();
     for _ in 0..2 {
         let lease = broker.acquire("a").await.unwrap();
         let err = put(&lease, "crash:", b"").await.unwrap_err();
@@ -233,7 +213,8 @@ async fn a_plugin_that_keeps_crashing_is_not_restarted_forever() {
 async fn a_hung_plugin_is_detected_by_health_checks_and_killed() {
     let world = World::new();
     world.add_plugin(&PluginSpec::new("a", PROBE));
-    let broker = broker(&world, Grants::new())
+    let broker = world
+        .supervisor(Grants::new())
         .health_interval(Duration::from_millis(200))
         .health_timeout(Duration::from_millis(300))
         .build();
@@ -259,7 +240,7 @@ async fn a_hung_plugin_is_detected_by_health_checks_and_killed() {
 async fn a_memory_balloon_is_stopped_by_its_limit_and_the_host_carries_on() {
     let world = World::new();
     world.add_plugin(&PluginSpec::new("a", PROBE).tables("[limits]\nmemory_mib = 1024"));
-    let broker = broker(&world, Grants::new()).build();
+    let broker = world.supervisor(Grants::new()).build();
     let lease = broker.acquire("a").await.unwrap();
     // A small balloon fits…
     put(&lease, "balloon:", b"16").await.unwrap();
@@ -362,7 +343,7 @@ fn host_sigkill_leaves_nothing(binary: &std::path::Path, processes_per_plugin: u
     // now, and the next launch on this machine removes the groups of hosts that are gone.
     if !cgroups.is_empty() {
         tokio::runtime::Runtime::new().unwrap().block_on(async {
-            let broker = broker(&world, Grants::new().secret("a", "a")).build();
+            let broker = world.supervisor(Grants::new().secret("a", "a")).build();
             drop(broker.acquire("a").await.unwrap());
             broker.shutdown().await;
         });

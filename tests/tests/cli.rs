@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use tether_tests::bins;
+use tether_tests::output::{stderr, stdout};
 use tether_tests::peers::{self, GoPlugin, repo_root};
 use tether_tests::procs;
 
@@ -21,14 +22,6 @@ fn tether(work: &Path, args: &[&str]) -> Output {
         .current_dir(work)
         .output()
         .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn kv_proto() -> String {

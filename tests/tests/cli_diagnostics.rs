@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use tether_tests::bins;
+use tether_tests::output::{stderr, stdout};
 use tether_tests::peers::{self, GoPlugin};
 
 /// Exit statuses documented in `cli/src/main.rs`.
@@ -28,14 +29,6 @@ fn tether(work: &Path, args: &[&str]) -> Output {
         .env("NO_COLOR", "1")
         .output()
         .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A catalog `work/catalog` with plugin `kv` running `program` (linked as `bin/kv`) with the

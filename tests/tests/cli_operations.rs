@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use tether_tests::bins;
+use tether_tests::output::{stderr, stdout};
 use tether_tests::peers::repo_root;
 
 /// Exit statuses documented in `cli/src/main.rs`.
@@ -27,14 +28,6 @@ fn tether(work: &Path, args: &[&str]) -> Output {
         .env_remove("NO_COLOR")
         .output()
         .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn kv_proto() -> String {

@@ -22,13 +22,13 @@ use tether_host::error::{Phase, StartErrorKind};
 use tether_host::launch::ReattachedOutcome;
 use tether_host::launch::{GvisorOptions, Runner};
 use tether_host::{
-    Catalog, Delivery, DirSecretSource, Grants, HandshakeConfig, PluginClient, PluginClientBuilder,
-    ReattachConfig, ReattachedPlugin, Supervisor, UseError,
+    Delivery, Grants, HandshakeConfig, PluginClient, PluginClientBuilder, ReattachConfig,
+    ReattachedPlugin, UseError,
 };
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::gvisor::{self, containers};
-use tether_tests::lease::{eventually, get as lease_get, put as lease_put};
+use tether_tests::lease::{eventually, get as lease_get, kill_and_see_the_crash, put as lease_put};
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 use tether_tests::python;
@@ -495,23 +495,6 @@ fn janitor_of(parent: u32) -> Option<u32> {
 
 // --- the supervisor, reattach, run_as and limits under gVisor -------------------------------
 
-/// A catalog whose plugins run under gVisor (`runner = "gvisor"` in the manifest), with every
-/// directory in `world`.
-fn gvisor_supervisor(world: &World, grants: Grants) -> Supervisor {
-    let catalog = Catalog::load_dir(&world.catalog()).unwrap();
-    let (delivery, run) = (world.delivery(), world.run());
-    Supervisor::builder(catalog, world.state())
-        .grants(grants)
-        .secrets(DirSecretSource::new(world.secrets()))
-        .customize(move |b| {
-            b.delivery_dir(&delivery)
-                .runtime_dir(&run)
-                .shutdown_grace(Duration::from_millis(500))
-                .terminate_grace(Duration::from_millis(500))
-        })
-        .build()
-}
-
 /// No container in `run`'s state root and nothing in `run` or `delivery` but the state root.
 #[track_caller]
 fn assert_world_clean(world: &World) {
@@ -545,7 +528,7 @@ async fn a_gvisor_plugin_that_crashes_fails_the_call_and_the_supervisor_restarts
             .extra("runner = \"gvisor\"\n")
             .tables("[restart]\ninitial_backoff = \"10ms\""),
     );
-    let supervisor = gvisor_supervisor(&world, Grants::new().secret("a", "a"));
+    let supervisor = world.supervisor(Grants::new().secret("a", "a")).build();
 
     let lease = supervisor.acquire("a").await.unwrap();
     assert_eq!(lease_get(&lease, "secret:a").await.unwrap(), b"alpha");
@@ -578,13 +561,7 @@ async fn a_gvisor_plugin_that_crashes_fails_the_call_and_the_supervisor_restarts
     let lease = supervisor.acquire("a").await.unwrap();
     assert_eq!(lease_get(&lease, "secret:a").await.unwrap(), b"alpha");
     assert_eq!(supervisor.starts("a"), 2);
-    let pid = rustix::process::Pid::from_raw(i32::try_from(lease.pid()).unwrap()).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
-    let err = lease_get(&lease, "pid:").await.unwrap_err();
-    assert!(
-        matches!(&err, UseError::Crashed { status, .. } if std::os::unix::process::ExitStatusExt::signal(status) == Some(9)),
-        "{err}"
-    );
+    kill_and_see_the_crash(&lease).await;
     drop(lease);
     let lease = supervisor.acquire("a").await.unwrap();
     assert_eq!(lease_get(&lease, "secret:a").await.unwrap(), b"alpha");
@@ -606,7 +583,7 @@ async fn an_idle_gvisor_plugin_stops_leaving_no_container_and_starts_again_on_th
             .secrets(&["a"])
             .extra("runner = \"gvisor\"\nidle_timeout = \"300ms\"\n"),
     );
-    let supervisor = gvisor_supervisor(&world, Grants::new().secret("a", "a"));
+    let supervisor = world.supervisor(Grants::new().secret("a", "a")).build();
 
     let lease = supervisor.acquire("a").await.unwrap();
     let first = lease.pid();
@@ -813,7 +790,7 @@ async fn a_manifests_gvisor_table_limits_the_sandbox_and_a_plugin_past_its_memor
             .extra("runner = \"gvisor\"\n")
             .tables("[gvisor]\nmemory_mib = 96\ncpu_millis = 250\n\n[restart]\ninitial_backoff = \"10ms\""),
     );
-    let supervisor = gvisor_supervisor(&world, Grants::new());
+    let supervisor = world.supervisor(Grants::new()).build();
     let lease = supervisor.acquire("a").await.unwrap();
     let groups = container_cgroups(std::process::id());
     assert_eq!(groups.len(), 1, "the sandbox has a memory cgroup");

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use tether_host::{Catalog, DirSecretSource, Grants, Supervisor};
+use tether_host::Grants;
 use tether_tests::world::{PluginSpec, World};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
@@ -27,20 +27,6 @@ const PROCESSES_GONE_AFTER_HOST_DEATH: Duration = Duration::from_secs(1);
 
 /// Held by each test: no launch of another test here cleans up this test's stale group.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn broker(world: &World, grants: Grants) -> tether_host::SupervisorBuilder {
-    let catalog = Catalog::load_dir(&world.catalog()).unwrap();
-    let (delivery, run) = (world.delivery(), world.run());
-    Supervisor::builder(catalog, world.state())
-        .grants(grants)
-        .secrets(DirSecretSource::new(world.secrets()))
-        .customize(move |b| {
-            b.delivery_dir(&delivery)
-                .runtime_dir(&run)
-                .shutdown_grace(Duration::from_millis(500))
-                .terminate_grace(Duration::from_millis(500))
-        })
-}
 
 fn pidfd(pid: u32) -> OwnedFd {
     let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
@@ -190,7 +176,7 @@ async fn a_stale_cgroup_of_a_dead_host_with_a_live_process_is_killed_at_the_next
     );
     assert!(cgroup.exists());
 
-    let broker = broker(&world, Grants::new()).build();
+    let broker = world.supervisor(Grants::new()).build();
     drop(broker.acquire("a").await.unwrap());
     broker.shutdown().await;
     let gone = exits_within(&fd, PROCESSES_GONE_AFTER_HOST_DEATH);

@@ -16,8 +16,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tether_examples::adder::Adder;
 use tether_examples::counter;
-use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
+use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
 use tether_host::{callbacks::BrokerMode, launch::Address};
 
@@ -403,20 +404,6 @@ async fn tether_host_and_the_python_counter_plugin_call_back_in_both_broker_mode
             "{outcome}"
         );
         assert!(procs::in_dir(work.path()).is_empty());
-    }
-}
-
-/// The host's adder for the counter plugin.
-struct Adder;
-
-#[tonic::async_trait]
-impl AddHelper for Adder {
-    async fn sum(
-        &self,
-        request: tonic::Request<counter::SumRequest>,
-    ) -> Result<tonic::Response<counter::SumResponse>, tonic::Status> {
-        let counter::SumRequest { a, b } = request.into_inner();
-        Ok(tonic::Response::new(counter::SumResponse { r: a + b }))
     }
 }
 

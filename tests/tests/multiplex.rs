@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
+use tether_examples::adder::Adder;
+use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
-use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
+use tether_examples::counter::{GetRequest, PutRequest};
 use tether_examples::streams::{self, StreamsService, StreamsState};
 use tether_examples::streams_proto::exerciser_client::ExerciserClient;
 use tether_examples::streams_proto::streams_server::StreamsServer;
@@ -25,7 +26,6 @@ use tether_host::{HandshakeConfig, PluginClient, callbacks::BrokerMode, launch::
 use tether_tests::bins;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
-use tonic::{Request, Response, Status};
 
 const STREAMS_PLUGIN: &str = env!("CARGO_BIN_EXE_streams-plugin");
 
@@ -146,17 +146,6 @@ async fn tether_host_and_plugin_multiplex_callbacks_both_ways_and_streams_over_o
 #[tokio::test]
 async fn without_multiplexing_the_same_callbacks_listen_on_sockets_of_their_own() {
     streams_both_ways(false, BrokerMode::Default).await;
-}
-
-/// The host's adder for counter plugins.
-struct Adder;
-
-#[tonic::async_trait]
-impl AddHelper for Adder {
-    async fn sum(&self, request: Request<SumRequest>) -> Result<Response<SumResponse>, Status> {
-        let SumRequest { a, b } = request.into_inner();
-        Ok(Response::new(SumResponse { r: a + b }))
-    }
 }
 
 /// `put c 5`, `put c 7` (the plugin calls back to add), `get c` = 12 in one launch of a

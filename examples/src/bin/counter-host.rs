@@ -20,13 +20,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
+use tether_examples::adder::Adder;
+use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
-use tether_examples::counter::{GetRequest, PutRequest, SumRequest, SumResponse};
+use tether_examples::counter::{GetRequest, PutRequest};
 use tether_examples::{error_chain, plugin_command};
 use tether_host::launch::{GvisorOptions, Runner};
 use tether_host::{HandshakeConfig, PluginClient};
-use tonic::{Request, Response, Status};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -66,20 +66,6 @@ enum Command {
     },
     /// Print the number stored under KEY.
     Get { key: String },
-}
-
-/// The host's adder, which the plugin calls back.
-struct Adder;
-
-#[tonic::async_trait]
-impl AddHelper for Adder {
-    async fn sum(&self, request: Request<SumRequest>) -> Result<Response<SumResponse>, Status> {
-        let SumRequest { a, b } = request.into_inner();
-        let r = a
-            .checked_add(b)
-            .ok_or_else(|| Status::out_of_range(format!("{a} + {b} overflows a 64-bit integer")))?;
-        Ok(Response::new(SumResponse { r }))
-    }
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -90,8 +90,10 @@ fn refill() {
     let filler = std::thread::Builder::new()
         .name("tether-netns".into())
         .spawn(|| {
+            // This thread is the filler's alone and ends below: it may move into each new
+            // namespace it makes.
             loop {
-                let made = make();
+                let made = unshare_here();
                 let mut reserve = lock();
                 match made {
                     Ok(fd) => reserve.ready.push(fd),
@@ -117,28 +119,32 @@ fn refill() {
 fn make() -> io::Result<OwnedFd> {
     std::thread::Builder::new()
         .name("tether-netns".into())
-        .spawn(|| {
-            // SAFETY: unshare changes only this thread's namespaces (a network namespace may be
-            // unshared in a multi-threaded process), and this thread ends right after.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: a NUL-terminated path; the flags make a read-only, close-on-exec
-            // descriptor, whose ownership passes to the OwnedFd below.
-            let fd = unsafe {
-                libc::open(
-                    c"/proc/thread-self/ns/net".as_ptr(),
-                    libc::O_RDONLY | libc::O_CLOEXEC,
-                )
-            };
-            if fd == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: fd was just opened and is owned by nothing else.
-            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-        })?
+        .spawn(unshare_here)?
         .join()
         .map_err(|_| io::Error::other("the network namespace thread panicked"))?
+}
+
+/// Moves the calling thread into a new, empty network namespace and returns a descriptor of
+/// it. Only for a thread of this module's own, which ends without doing anything else there.
+fn unshare_here() -> io::Result<OwnedFd> {
+    // SAFETY: unshare changes only this thread's namespaces (a network namespace may be
+    // unshared in a multi-threaded process).
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a NUL-terminated path; the flags make a read-only, close-on-exec descriptor,
+    // whose ownership passes to the OwnedFd below.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/thread-self/ns/net".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just opened and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

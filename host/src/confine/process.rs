@@ -36,15 +36,16 @@ pub(crate) struct ProcessGroup {
 pub(crate) enum Leader {
     /// Spawned by tokio (the gVisor runner's `runsc`).
     Tokio(tokio::process::Child),
-    /// A child of this process spawned by `launch::spawn`, reaped here; its status once reaped.
-    Spawned(u32, Option<ExitStatus>),
+    /// A child of this process spawned by `launch::spawn`, reaped here (once: the group keeps
+    /// the status).
+    Spawned(u32),
 }
 
 impl Leader {
     fn id(&self) -> Option<u32> {
         match self {
             Self::Tokio(child) => child.id(),
-            Self::Spawned(pid, _) => Some(*pid),
+            Self::Spawned(pid) => Some(*pid),
         }
     }
 
@@ -52,19 +53,15 @@ impl Leader {
     fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         match self {
             Self::Tokio(child) => child.try_wait(),
-            Self::Spawned(_, Some(status)) => Ok(Some(*status)),
-            Self::Spawned(pid, reaped) => {
+            Self::Spawned(pid) => {
                 let Some(pid) = i32::try_from(*pid).ok().and_then(Pid::from_raw) else {
                     return Err(io::Error::other("the plugin's process id is out of range"));
                 };
-                let status =
-                    rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG)?.map(
-                        |(_, status)| {
-                            std::os::unix::process::ExitStatusExt::from_raw(status.as_raw())
-                        },
-                    );
-                *reaped = status;
-                Ok(status)
+                let reaped =
+                    rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG)?;
+                Ok(reaped.map(|(_, status)| {
+                    std::os::unix::process::ExitStatusExt::from_raw(status.as_raw())
+                }))
             }
         }
     }

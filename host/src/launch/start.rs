@@ -351,8 +351,7 @@ fn spawn(
         stdout,
         stderr,
     } = child;
-    let group =
-        ProcessGroup::new(Leader::Spawned(pid, None), Arc::clone(name)).map_err(spawn_error)?;
+    let group = ProcessGroup::new(Leader::Spawned(pid), Arc::clone(name)).map_err(spawn_error)?;
     // The janitor kills every process of this cgroup if the host dies: a process that left
     // the plugin's process group or session is still in it.
     let cgroup_dir = pids_group.as_ref().map(|g| g.dir().to_owned());

@@ -137,16 +137,16 @@ pub(crate) fn spawn(
     exec: &Exec<'_>,
     pre_exec: &mut (dyn FnMut() -> io::Result<()> + Send + Sync),
 ) -> io::Result<Child> {
-    let strings = |items: &mut dyn Iterator<Item = Vec<u8>>| -> io::Result<Vec<CString>> {
-        items.map(|bytes| c_string(&bytes)).collect()
-    };
-    let argv = strings(&mut exec.argv.iter().map(|a| a.as_bytes().to_vec()))?;
-    let envp = strings(&mut exec.env.iter().map(|(k, v)| {
-        let mut pair = k.as_bytes().to_vec();
-        pair.push(b'=');
-        pair.extend_from_slice(v.as_bytes());
-        pair
-    }))?;
+    let argv = exec
+        .argv
+        .iter()
+        .map(|arg| c_string(arg.as_bytes()))
+        .collect::<io::Result<Vec<_>>>()?;
+    let envp = exec
+        .env
+        .iter()
+        .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+        .collect::<io::Result<Vec<_>>>()?;
     let pointers = |strings: &[CString]| -> Vec<*const libc::c_char> {
         strings
             .iter()

@@ -1,29 +1,15 @@
 //! The callback go-plugin's example makes: a `Put` whose `AddHelper` the host serves on a
 //! fresh broker id for that call only.
 
-use tether_examples::counter::add_helper_server::{AddHelper, AddHelperServer};
+use tether_examples::adder::Adder;
+use tether_examples::counter::PutRequest;
+use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
-use tether_examples::counter::{PutRequest, SumRequest, SumResponse};
 use tether_host::GrpcBroker;
 use tonic::transport::Channel;
-use tonic::{Request, Response, Status};
 
 /// Any error of a run.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The host's adder, served to the plugin on broker ids.
-pub(crate) struct Adder;
-
-#[tonic::async_trait]
-impl AddHelper for Adder {
-    async fn sum(&self, request: Request<SumRequest>) -> Result<Response<SumResponse>, Status> {
-        let SumRequest { a, b } = request.into_inner();
-        let r = a
-            .checked_add(b)
-            .ok_or_else(|| Status::out_of_range(format!("{a} + {b} overflows a 64-bit integer")))?;
-        Ok(Response::new(SumResponse { r }))
-    }
-}
 
 /// `Put` as go-plugin's example does it: `AddHelper` served on a fresh id for this call only.
 pub(crate) async fn put(

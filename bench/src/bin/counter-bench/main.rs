@@ -21,7 +21,8 @@ use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
 use tether_host::{HandshakeConfig, PluginClient};
 
-use crate::callback::{Adder, BoxError};
+use crate::callback::BoxError;
+use tether_examples::adder::Adder;
 
 mod callback;
 mod measure;
