@@ -329,6 +329,31 @@ mod tests {
         spawn(&exec, &mut || Ok(()))
     }
 
+    /// This process's exited, unreaped children that still carry the calling thread's name (a
+    /// child of `spawn` from this thread that gave up before exec). Other tests' children run
+    /// other programs, and waiting for them here would take their exit from those tests.
+    fn unreaped_children_that_never_exec_d() -> usize {
+        let me = std::process::id().to_string();
+        let own = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+            .filter(|stat| {
+                // pid (comm) state ppid …
+                let Some((comm, rest)) = stat
+                    .split_once(" (")
+                    .and_then(|(_, rest)| rest.rsplit_once(") "))
+                else {
+                    return false;
+                };
+                let mut fields = rest.split(' ');
+                let (state, ppid) = (fields.next(), fields.next());
+                state == Some("Z") && ppid == Some(me.as_str()) && comm == own.trim_end()
+            })
+            .count()
+    }
+
     fn wait(pid: u32) -> i32 {
         let mut status = 0;
         // SAFETY: pid is our child; status is a valid out-pointer.
@@ -368,9 +393,15 @@ mod tests {
     fn a_program_that_cannot_be_executed_is_its_errno_and_leaves_no_child() {
         let error = run("/nonexistent/program", &[]).unwrap_err();
         assert_eq!(error.raw_os_error(), Some(libc::ENOENT));
-        // SAFETY: waitpid(-1, WNOHANG) only reports on this process's children.
-        let reaped = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
-        assert!(reaped <= 0, "a child was left to reap: {reaped}");
+        assert_eq!(unreaped_children_that_never_exec_d(), 0);
+    }
+
+    #[test]
+    fn an_argument_with_a_nul_byte_is_refused_before_anything_starts() {
+        let error = run("/bin/true", &["a\0b"]).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        assert!(error.to_string().contains("NUL byte"), "{error}");
+        assert_eq!(unreaped_children_that_never_exec_d(), 0);
     }
 
     #[test]
