@@ -32,10 +32,14 @@ run tether --version
 expect 4 tether list
 # The demo, copied out of the checkout: ./catalog, with its grants, secrets, workflow, artifacts.
 cp -r "$repo/examples/agent/." "$site/"
+# The demo's Rust steps are the workspace's `agent-demo` (built by the tests): into the copy's bin/,
+# and found with --bin-dir for the catalog in the checkout.
+cp "$repo/target/debug/agent-demo" "$site/catalog/bin/"
 run tether list | grep '^catalog .*/catalog (from ./catalog' >/dev/null
-run tether check --catalog "$repo/examples/agent/catalog"
+run tether check --catalog "$repo/examples/agent/catalog" --bin-dir "$repo/target/debug"
 run tether run | grep '^steps run: 10 ' >/dev/null
-TETHER_CATALOG="$repo/examples/agent/catalog" run tether run --repeat 10 | grep '^steps run: 100 ' >/dev/null
+TETHER_CATALOG="$repo/examples/agent/catalog" run tether run --repeat 10 --bin-dir "$repo/target/debug" \
+	| grep '^steps run: 100 ' >/dev/null
 run tether call --catalog catalog --plugin word-count tether.agent.v1.Executor/Execute \
 	'{"step":"s","paramsJson":"{\"text\":\"one two\"}"}' | grep '"words\\":2' >/dev/null
 # Any go-plugin plugin by command line: the README's KV examples.

@@ -8,7 +8,10 @@ import re
 import sys
 
 MAX_LOGIC_LINES = 400
-CRATES = ["proto", "transport", "host", "sdk-rust", "cli", "agent", "bench", "examples"]
+CRATES = [
+    "proto", "transport", "broker", "sdk-rust", "sdk-rust/test-kit", "sdk-rust/build-helper",
+    "cli", "agent", "bench", "examples",
+]
 
 
 def logic_lines(text: str) -> int:

@@ -5,10 +5,10 @@
 #
 # Builds the release programs (the drivers kv-bench, kv-step, counter-bench, pingpong,
 # tether-bench), the plugins kv-plugin and counter-plugin as the SDK recommends shipping them (the
-# `plugin` profile, statically linked: BENCHMARKS.md, Decisions) and the Go go-plugin peers
+# `plugin` profile, statically linked: bench/BENCHMARKS.md, Decisions) and the Go go-plugin peers
 # (tests/go/build.sh: go-plugin v1.8 with the machine's Go, Debian's go-plugin 1.0.1 with Go 1.19),
 # then runs tether-bench, which alternates tether, go-plugin and the raw unix-socket floor in rounds
-# and writes BENCHMARKS.md (its generated section) and bench-results.json.
+# and writes bench/BENCHMARKS.md (its generated section) and bench/bench-results.json.
 # The runners' rows (gVisor vs process, one container per workflow step vs a long-lived plugin)
 # need runsc and root; without them those rows say why (TETHER_REQUIRE_PEERS=1 makes it an error).
 # --quick: one round with tiny counts, written to target/bench-quick/ (a smoke run; CI-sized).

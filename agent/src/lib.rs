@@ -8,24 +8,14 @@
 //!
 //! - [`host`]: workflow files ([`host::Workflow`]), the `Host` service with its least-privilege
 //!   artifact policy ([`host::ArtifactPolicy`]), and the runner ([`host::run`]) that acquires
-//!   each step's plugin from a [`Supervisor`](tether_host::Supervisor) when the step first needs it.
+//!   each step's plugin from a [`Supervisor`](tether_broker::Supervisor) when the step first needs it.
 //!   `tether run` is this runner with a progress bar and a summary.
 //! - [`plugin`]: the plugin side: serve a step function as an `Executor` plugin
 //!   ([`plugin::serve_step`]) and call the host back ([`plugin::HostCalls`]).
-//! - [`demo`]: the agent demo's Rust steps (the catalog in `examples/agent/`).
 //!
-//! # Why the demo lives in the `tether` binary
-//! Every demo step is its own plugin process with its own manifest, sandbox and secrets, and
-//! would naturally be its own binary. But the README's one command,
-//! `cargo run --release --bin tether -- run`, builds only the `tether` binary, and the demo must
-//! run from a fresh checkout with nothing built by hand first. So the demo catalog's manifests
-//! run `bin/tether demo-plugin NAME` (`bin/tether` resolves to the running `tether` when the
-//! catalog has no `bin/tether` of its own), and `tether`'s hidden `demo-plugin` subcommand only
-//! calls [`demo::serve`]. The cost: the `tether` binary carries the demo steps (a few hundred
-//! lines, no extra dependencies beyond this crate's), and a demo plugin shares `tether`'s
-//! binary hash. Real catalogs name their own plugin binaries and never use `demo-plugin`.
+//! The agent demo (the README's first command) is built on this crate in `tether-examples`:
+//! its steps are plugins served by the multi-call `agent-demo` binary.
 
-pub mod demo;
 pub mod host;
 pub mod plugin;
 

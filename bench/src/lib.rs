@@ -14,7 +14,7 @@
 //!    The runners' rows ([`suite::RunnerMeasurement`]) run in the same rounds: `kv-bench`
 //!    under the process runner and under gVisor, and N workflow steps as one gVisor container
 //!    per step (`kv-step`) against one long-lived plugin;
-//! 3. writes the generated section of `BENCHMARKS.md` and `bench-results.json` ([`report`]),
+//! 3. writes the generated section of `bench/BENCHMARKS.md` and `bench-results.json` ([`report`]),
 //!    with the machine ([`machine`]), the goals and what each measured.
 //!
 //! The drivers' `measure` subcommands do the timing: tether's `kv-bench` and `counter-bench`

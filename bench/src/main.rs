@@ -1,5 +1,5 @@
 //! `tether-bench`: runs tether and go-plugin side by side in alternating rounds and writes
-//! `BENCHMARKS.md` (its generated section) and `bench-results.json`.
+//! `bench/BENCHMARKS.md` (its generated section) and `bench/bench-results.json`.
 //!
 //! Normally started by `bash bench/run.sh [--quick]`, which builds the programs first.
 //!
@@ -23,7 +23,7 @@ use tether_bench::suite::{
 #[derive(Debug, Parser)]
 #[command(
     name = "tether-bench",
-    about = "Benchmarks tether against go-plugin in alternating rounds; writes BENCHMARKS.md and bench-results.json"
+    about = "Benchmarks tether against go-plugin in alternating rounds; writes bench/BENCHMARKS.md and bench/bench-results.json"
 )]
 struct Cli {
     /// Smoke run: one round with tiny counts (for CI; the numbers mean nothing).
@@ -45,12 +45,12 @@ struct Cli {
     /// Leave out Debian's go-plugin 1.0.1 column.
     #[arg(long)]
     no_go101: bool,
-    /// The Markdown file whose generated section is replaced [default: BENCHMARKS.md, or
+    /// The Markdown file whose generated section is replaced [default: bench/BENCHMARKS.md, or
     /// target/bench-quick/BENCHMARKS.md with --quick, so a smoke run never overwrites real
     /// numbers].
     #[arg(long)]
     markdown: Option<PathBuf>,
-    /// The JSON file to write [default: bench-results.json, or
+    /// The JSON file to write [default: bench/bench-results.json, or
     /// target/bench-quick/bench-results.json with --quick].
     #[arg(long)]
     json: Option<PathBuf>,
@@ -153,8 +153,9 @@ fn run(cli: &Cli) -> Result<(), String> {
                 .unwrap_or_else(|| quick_dir.join("bench-results.json")),
         ),
         (md, js, false) => (
-            md.clone().unwrap_or_else(|| "BENCHMARKS.md".into()),
-            js.clone().unwrap_or_else(|| "bench-results.json".into()),
+            md.clone().unwrap_or_else(|| "bench/BENCHMARKS.md".into()),
+            js.clone()
+                .unwrap_or_else(|| "bench/bench-results.json".into()),
         ),
     };
     for path in [&markdown, &json_path] {

@@ -78,12 +78,6 @@ pub(crate) enum Command {
     /// Check a plugin, in any language, against the protocol (docs/PROTOCOL.md): a table of
     /// checks, what to change for each failure; non-zero exit status on a required failure.
     Conformance(ConformanceArgs),
-    /// Serve one of the agent demo's Rust plugins (what the demo catalog's manifests run).
-    #[command(hide = true)]
-    DemoPlugin {
-        /// The plugin's name.
-        name: String,
-    },
 }
 
 /// Where the catalog's policy, secrets and binaries are.
@@ -100,7 +94,7 @@ pub(crate) struct InstallArgs {
     #[arg(long = "config-dir", value_name = "DIR")]
     pub(crate) config: Option<PathBuf>,
     /// Where commands `bin/NAME` that are not in the catalog's `bin/` are found [default: the
-    /// directory of this `tether`; `bin/tether` is this `tether` itself].
+    /// directory of this `tether`].
     #[arg(long = "bin-dir", value_name = "DIR")]
     pub(crate) bin_dir: Option<PathBuf>,
 }
@@ -190,7 +184,7 @@ pub(crate) struct TargetArgs {
     pub(crate) runtime: RuntimeArg,
 }
 
-/// `--runtime`: [`tether_host::Runtime`].
+/// `--runtime`: [`tether_broker::Runtime`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum RuntimeArg {
     /// Recognise Python and Node by the program's name or the script's #! line.
@@ -203,7 +197,7 @@ pub(crate) enum RuntimeArg {
     Node,
 }
 
-impl From<RuntimeArg> for tether_host::Runtime {
+impl From<RuntimeArg> for tether_broker::Runtime {
     fn from(arg: RuntimeArg) -> Self {
         match arg {
             RuntimeArg::Auto => Self::Auto,

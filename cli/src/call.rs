@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use prost_reflect::{DynamicMessage, MessageDescriptor, MethodDescriptor, SerializeOptions};
-use tether_host::PluginClient;
+use tether_broker::PluginClient;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;

@@ -1,9 +1,9 @@
 //! `tether check`: every problem of a catalog, listed.
 
 use std::os::unix::fs::PermissionsExt as _;
-use tether_host::launch::{RUNSC_INSTALL_HINT, Runner};
+use tether_broker::launch::{RUNSC_INSTALL_HINT, Runner};
 
-use tether_host::{Manifest, PluginClient, SecretSource as _, confine::sha256_file};
+use tether_broker::{Manifest, PluginClient, SecretSource as _, confine::sha256_file};
 use tether_proto::ValueKind;
 
 use crate::args::CatalogArgs;
@@ -53,7 +53,7 @@ pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
     for warning in &warnings {
         outln!("warning: {warning}")?;
     }
-    if !tether_host::confine::pathname_sockets_blocked() {
+    if !tether_broker::confine::pathname_sockets_blocked() {
         outln!(
             "note:    pathname unix sockets outside a plugin's directories (e.g. /run/docker.sock) stay reachable under network = \"none\": only their file permissions protect them"
         )?;
@@ -103,7 +103,7 @@ fn grants_for_strangers(install: &Installation) -> Vec<String> {
 /// What `m`'s runtime resolves to here (the interpreter is asked, confined, as at launch).
 async fn runtime_of(
     m: &Manifest,
-) -> Result<Option<tether_host::launch::ResolvedRuntime>, tether_host::launch::RuntimeError> {
+) -> Result<Option<tether_broker::launch::ResolvedRuntime>, tether_broker::launch::RuntimeError> {
     let mut builder = PluginClient::builder(&m.command)
         .args(&m.args)
         .sandbox(m.sandbox)

@@ -72,11 +72,11 @@ pub(crate) enum CliError {
     Start {
         manifest: Option<PathBuf>,
         #[source]
-        source: Box<tether_host::StartError>,
+        source: Box<tether_broker::StartError>,
     },
     /// The plugin did not end cleanly.
     #[error("the plugin did not shut down cleanly")]
-    Shutdown(#[source] tether_host::ShutdownError),
+    Shutdown(#[source] tether_broker::ShutdownError),
     /// `--proto` files do not compile.
     #[error("cannot compile the --proto files {files:?}")]
     Proto {
@@ -146,7 +146,7 @@ pub(crate) enum CliError {
     },
     /// The grants file is bad: every problem found, one per line.
     #[error("the grants file cannot be used:{}", indented(.0.as_slice()))]
-    Grants(tether_host::catalog::ManifestErrors),
+    Grants(tether_broker::catalog::ManifestErrors),
     /// The plugin's manifest did not load: its problems, one per line.
     #[error(
         "plugin `{plugin}` cannot be used: its manifest has problems:{}",
@@ -154,7 +154,7 @@ pub(crate) enum CliError {
     )]
     BrokenManifest {
         plugin: String,
-        errors: Vec<tether_host::catalog::ManifestError>,
+        errors: Vec<tether_broker::catalog::ManifestError>,
     },
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]

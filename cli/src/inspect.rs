@@ -1,7 +1,7 @@
 //! `tether inspect`: launch a plugin and report what was negotiated, then describe the
 //! plugin's own services (the `describe` module).
 
-use tether_host::PluginClient;
+use tether_broker::PluginClient;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 

@@ -10,7 +10,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use tether_host::{Catalog, DirSecretSource, Grants, Manifest, catalog::ManifestError};
+use tether_broker::{Catalog, DirSecretSource, Grants, Manifest, catalog::ManifestError};
 
 use crate::args::{CatalogArgs, InstallArgs};
 use crate::binary::{self, Searched};
@@ -219,8 +219,8 @@ fn beside(dir: &Path, name: &str) -> PathBuf {
 }
 
 /// A command `bin/NAME` that is not in the catalog's `bin/` is looked up in `bin_dir`
-/// (default: the directory of this `tether`); `bin/tether` then is this `tether` itself, which
-/// serves the demo's Rust plugins.
+/// (default: the directory of this `tether`, where `cargo build` puts the workspace's
+/// programs, the agent demo's `agent-demo` among them).
 fn resolve_binary(dir: &Path, mut manifest: Manifest, bin_dir: Option<&Path>) -> Manifest {
     let in_bin = manifest.command.parent() == Some(dir.join("bin").as_path());
     if !in_bin || manifest.command.exists() {
@@ -229,11 +229,11 @@ fn resolve_binary(dir: &Path, mut manifest: Manifest, bin_dir: Option<&Path>) ->
     let Some(file_name) = manifest.command.file_name().map(ToOwned::to_owned) else {
         return manifest;
     };
-    let exe = std::env::current_exe().ok();
     let resolved = match bin_dir {
         Some(bin_dir) => Some(bin_dir.join(&file_name)),
-        None if file_name == "tether" => exe,
-        None => exe.and_then(|exe| exe.parent().map(|d| d.join(&file_name))),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|d| d.join(&file_name))),
     };
     if let Some(resolved) = resolved {
         manifest.command = resolved;
@@ -298,9 +298,10 @@ mod tests {
     }
 
     #[test]
-    fn bin_tether_is_this_executable_by_default() {
+    fn a_missing_bin_command_is_looked_for_beside_this_executable_by_default() {
         let dir = tempfile::tempdir().unwrap();
-        let resolved = resolve_binary(dir.path(), manifest(dir.path(), "bin/tether"), None);
-        assert_eq!(resolved.command, std::env::current_exe().unwrap());
+        let resolved = resolve_binary(dir.path(), manifest(dir.path(), "bin/agent-demo"), None);
+        let exe = std::env::current_exe().unwrap();
+        assert_eq!(resolved.command, exe.parent().unwrap().join("agent-demo"));
     }
 }

@@ -56,7 +56,7 @@ pub(crate) fn init(format: LogFormat, verbose: u8) {
 /// The filter for `verbose` (the `-v` count), as `RUST_LOG` would spell it.
 pub(crate) fn directives(verbose: u8) -> String {
     // Every command that loads a catalog prints its bad manifests itself, once.
-    let bad_manifests = format!("{}=off", tether_host::catalog::BAD_MANIFEST_LOG_TARGET);
+    let bad_manifests = format!("{}=off", tether_broker::catalog::BAD_MANIFEST_LOG_TARGET);
     let (level, plugin) = match verbose {
         0 => return format!("warn,{bad_manifests}"),
         1 => ("info", "debug"),
@@ -65,7 +65,7 @@ pub(crate) fn directives(verbose: u8) -> String {
     };
     let mut directives = format!(
         "{level},{}={plugin}",
-        tether_host::launch::PLUGIN_LOG_TARGET
+        tether_broker::launch::PLUGIN_LOG_TARGET
     );
     for target in QUIET_DEPENDENCIES {
         directives.push_str(&format!(",{target}=warn"));
@@ -80,9 +80,15 @@ mod tests {
 
     #[test]
     fn one_v_shows_plugin_debug_lines_and_no_count_shows_dependency_frames() {
-        assert_eq!(directives(0), "warn,tether_host::catalog::bad_manifest=off");
+        assert_eq!(
+            directives(0),
+            "warn,tether_broker::catalog::bad_manifest=off"
+        );
         let one = directives(1);
-        assert!(one.starts_with("info,tether_host::plugin=debug,"), "{one}");
+        assert!(
+            one.starts_with("info,tether_broker::plugin=debug,"),
+            "{one}"
+        );
         for v in 1..=5 {
             let d = directives(v);
             for target in ["h2", "rustls", "hyper", "tonic", "tower"] {

@@ -16,8 +16,9 @@
 //!
 //! The catalog of `list`, `check` and `run` is `--catalog DIR`, else `$TETHER_CATALOG`, else
 //! `./catalog`; each says which it used. In a source checkout, `cargo run` sets
-//! `TETHER_CATALOG` to the agent demo's catalog (`.cargo/config.toml`), so
-//! `cargo run --release --bin tether -- run` runs the demo.
+//! `TETHER_CATALOG` to the agent demo's catalog (`.cargo/config.toml`), so after a
+//! `cargo build --release` (which puts the demo's `agent-demo` beside `tether`),
+//! `cargo run --release --bin tether -- run` runs the demo's workflow.
 //!
 //! Message types come from `--proto` files (compiled in-process, no system `protoc`) or, without
 //! them, from the plugin's gRPC server reflection (tether and go-plugin plugins serve it). JSON
@@ -61,9 +62,6 @@ use crate::args::Command;
 
 fn main() -> ExitCode {
     let cli = args::parse();
-    if let Command::DemoPlugin { name } = &cli.command {
-        return demo_plugin(name);
-    }
     logging::init(cli.log_format, cli.verbose);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -83,7 +81,6 @@ fn main() -> ExitCode {
             Command::Call(args) => call::run(args).await,
             Command::Inspect(args) => inspect::run(args).await,
             Command::Conformance(args) => conformance::run(args).await,
-            Command::DemoPlugin { .. } => unreachable!("handled before the runtime starts"),
         }
     });
     match result {
@@ -94,13 +91,4 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
-}
-
-/// Serves the agent demo's Rust plugin `name` (the SDK builds its own runtime and logging).
-/// Why the demo's steps are served by `tether` itself: see `tether_agent`'s crate docs.
-fn demo_plugin(name: &str) -> ExitCode {
-    tether_agent::demo::serve(name).unwrap_or_else(|e| {
-        eprintln!("tether: error: {e}");
-        ExitCode::from(2)
-    })
 }

@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
-use tether_host::catalog::NotGranted;
-use tether_host::confine::NetworkMechanism;
-use tether_host::launch::{DEFAULT_ENV_ALLOWLIST, ResolvedRuntime};
-use tether_host::{Grants, Manifest};
+use tether_broker::catalog::NotGranted;
+use tether_broker::confine::NetworkMechanism;
+use tether_broker::launch::{DEFAULT_ENV_ALLOWLIST, ResolvedRuntime};
+use tether_broker::{Grants, Manifest};
 
 /// One fact: a label and its value.
 pub(crate) type Fact = (&'static str, String);

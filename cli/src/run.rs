@@ -4,14 +4,14 @@
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tether_agent::host::{
-    self, ArtifactPolicy, CallbackCounts, Observer, ProgressEvent, Step, Workflow,
+    self, ArtifactPolicy, CallbackCounts, Observer, ProgressEvent, RunReport, Step, StepLines,
+    Workflow,
 };
-use tether_host::Supervisor;
+use tether_broker::Supervisor;
 
 use crate::args::RunArgs;
 use crate::error::CliError;
@@ -85,41 +85,27 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
         .collect();
     broker.shutdown().await;
     let outcome = result.map_err(CliError::Run)?;
-    let latencies = &outcome.latencies;
-
-    outln!("workflow: {} ({})", workflow.name, file.display())?;
-    outln!("catalog: {catalog}")?;
-    outln!(
-        "steps run: {} ({} steps x {} runs)",
-        latencies.len(),
-        workflow.steps.len(),
-        args.repeat
-    )?;
-    outln!(
-        "plugins: {} started of {} in catalog ({})",
-        started_plugins.len(),
+    let report = RunReport {
+        workflow: &workflow.name,
+        file: &file.display().to_string(),
+        catalog: &catalog,
+        steps: workflow.steps.len(),
+        runs: args.repeat,
+        started: &started_plugins,
         in_catalog,
-        started_plugins.join(", ")
-    )?;
-    outln!("callbacks: {}", counts.summary())?;
-    outln!("output: {}", outcome.output)?;
-    outln!("total time: {}", format_duration(elapsed))?;
-    outln!(
-        "per step: p50 {}, p99 {}",
-        format_duration(latencies.quantile(0.50)),
-        format_duration(latencies.quantile(0.99))
-    )?;
-    outln!(
-        "throughput: {:.0} steps/s",
-        latencies.len() as f64 / elapsed.as_secs_f64()
-    )?;
+        callbacks: &counts.summary(),
+        output: &outcome.output,
+        elapsed,
+        latencies: &outcome.latencies,
+    };
+    outln!("{report}")?;
     Ok(())
 }
 
 /// A progress bar on a terminal, plain lines (first run only) otherwise.
 enum Progress {
     Bar(ProgressBar),
-    Lines { total: u64, done: AtomicU64 },
+    Lines(StepLines),
 }
 
 impl Progress {
@@ -133,10 +119,7 @@ impl Progress {
             }
             Self::Bar(bar)
         } else {
-            Self::Lines {
-                total,
-                done: AtomicU64::new(0),
-            }
+            Self::Lines(StepLines::new(total))
         }
     }
 
@@ -154,14 +137,7 @@ impl Observer for Progress {
                 bar.set_message(format!("{} ({})", step.name, step.plugin));
                 bar.inc(1);
             }
-            Self::Lines { total, done } => {
-                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                // One line per step would drown a long run: lines for the first 20 steps,
-                // then every 10%.
-                if n <= 20 || n == *total || n % (*total / 10).max(1) == 0 {
-                    eprintln!("[{n}/{total}] {} ({}): {message}", step.name, step.plugin);
-                }
-            }
+            Self::Lines(lines) => lines.step_done(step, message),
         }
     }
 
@@ -170,16 +146,5 @@ impl Observer for Progress {
         if let Self::Bar(bar) = self {
             bar.set_message(event.to_string());
         }
-    }
-}
-
-fn format_duration(d: Duration) -> String {
-    let micros = d.as_secs_f64() * 1e6;
-    if micros < 1000.0 {
-        format!("{micros:.0} µs")
-    } else if micros < 1e6 {
-        format!("{:.2} ms", micros / 1e3)
-    } else {
-        format!("{:.2} s", micros / 1e6)
     }
 }

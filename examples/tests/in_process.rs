@@ -1,6 +1,6 @@
 //! The example plugins tested as a plugin author would with `tether-sdk-test`: the counter's
 //! callback in-process against a fake host (broker id, host service, none), and the built
-//! binaries launched through `tether_host` and shut down without leaving anything behind.
+//! binaries launched through `tether_broker` and shut down without leaving anything behind.
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 

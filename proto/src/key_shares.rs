@@ -6,7 +6,7 @@
 //! multiplication (≈ 35 µs here) on the critical path of every handshake, on both sides.
 //! [`X25519_AHEAD`] hands out a key pair a thread of its own made while the process was waiting
 //! (for a plugin's handshake line, for the peer's next message), and makes the next one after
-//! each hand-out (BENCHMARKS.md, Decisions).
+//! each hand-out (bench/BENCHMARKS.md, Decisions).
 //!
 //! Each key pair is still fresh, from *ring*'s generator (the operating system's), used for
 //! exactly one handshake and then dropped: it only exists a little earlier. Without its thread

@@ -228,7 +228,7 @@ pub fn crypto_provider() -> Arc<CryptoProvider> {
 /// The schemes are aws-lc-rs's own list minus ML-DSA, which no go-plugin or tether peer uses.
 /// *ring* first because tether ↔ tether handshakes (P-256) then never start AWS-LC: its P-256
 /// verification is the portable fiat code, ≈ 4× the time of *ring*'s assembly here, and its
-/// first use probes the CPU (BENCHMARKS.md, Decisions).
+/// first use probes the CPU (bench/BENCHMARKS.md, Decisions).
 pub static VERIFICATION: WebPkiSupportedAlgorithms = WebPkiSupportedAlgorithms {
     all: &[
         webpki::ring::ECDSA_P256_SHA256,

@@ -78,7 +78,7 @@ def make_cert(curve: ec.EllipticCurve, *, ca: bool, issuer: Identity | None = No
 
 
 @pytest.fixture
-def tether_host() -> Identity:
+def tether_broker() -> Identity:
     """A host identity as tether makes it (P-256 leaf)."""
     return generate_identity()
 

@@ -123,7 +123,7 @@ def test_dial_connects_to_the_service_the_host_announced_under_that_id(plaintext
     assert status_of(channel, "adder") == health_pb2.HealthCheckResponse.SERVING
 
 
-@pytest.mark.parametrize("host_kind", ["tether_host", "go_host"])
+@pytest.mark.parametrize("host_kind", ["tether_broker", "go_host"])
 def test_dial_under_automtls_pins_the_hosts_certificate_and_presents_the_plugins(host_kind, sockets, request):
     host_identity = request.getfixturevalue(host_kind)
     plugin_identity = generate_identity()
@@ -159,7 +159,7 @@ def test_dialling_an_id_the_host_never_announced_fails_in_time_naming_the_id(pla
     assert time.monotonic() - began < 2.0
 
 
-def test_host_services_without_a_tether_host_say_so(plaintext):
+def test_host_services_without_a_tether_broker_say_so(plaintext):
     plaintext.broker.dial_timeout = 0.2
     with pytest.raises(GrpcBrokerError, match="serves no host services"):
         plaintext.broker.host_services()
@@ -224,9 +224,9 @@ def test_accept_and_serve_announces_the_id_and_serves_the_host_there(plaintext):
     assert not os.path.exists(info.address)
 
 
-def test_accept_and_serve_under_automtls_admits_only_the_host(sockets, tether_host):
+def test_accept_and_serve_under_automtls_admits_only_the_host(sockets, tether_broker):
     plugin_identity = generate_identity()
-    host = StandInHost(GRPCBroker(), sockets, tether_host, plugin_identity)
+    host = StandInHost(GRPCBroker(), sockets, tether_broker, plugin_identity)
     try:
         served = host.broker.accept_and_serve(
             host.broker.next_id(), [(health_pb2_grpc.add_HealthServicer_to_server, health_servicer("cb"))]
@@ -247,7 +247,7 @@ def test_accept_and_serve_under_automtls_admits_only_the_host(sockets, tether_ho
             with grpc.secure_channel(f"unix:{info.address}", credentials, options=options) as channel:
                 return status_of(channel, "cb")
 
-        assert call_as(tether_host) == health_pb2.HealthCheckResponse.SERVING
+        assert call_as(tether_broker) == health_pb2.HealthCheckResponse.SERVING
         with pytest.raises(grpc.RpcError):
             call_as(generate_identity())
     finally:
@@ -283,7 +283,7 @@ def test_an_announcement_nobody_dials_expires_but_host_services_do_not(sockets):
         host.close()
 
 
-@pytest.mark.parametrize("host_kind", ["tether_host", "go_host"])
+@pytest.mark.parametrize("host_kind", ["tether_broker", "go_host"])
 def test_closing_a_dialled_channel_ends_what_its_dial_set_up(host_kind, sockets, request):
     # go-plugin's examples/bidirectional dials a fresh id per call and closes the channel after
     # it: a long-running plugin must not keep a relay (go-plugin's P-521 hosts: a thread and an

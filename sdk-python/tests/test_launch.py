@@ -62,12 +62,12 @@ def test_no_client_cert_means_plaintext_and_an_empty_one_too():
     assert read({"BASIC_PLUGIN": "hello", "PLUGIN_CLIENT_CERT": ""}).client_cert_der is None
 
 
-def test_a_client_cert_turns_tls_on_and_garbage_or_two_certs_are_errors(tether_host):
-    launch = read({"BASIC_PLUGIN": "hello", "PLUGIN_CLIENT_CERT": tether_host.cert_pem.decode()})
-    assert launch.client_cert_der == tether_host.cert_der
+def test_a_client_cert_turns_tls_on_and_garbage_or_two_certs_are_errors(tether_broker):
+    launch = read({"BASIC_PLUGIN": "hello", "PLUGIN_CLIENT_CERT": tether_broker.cert_pem.decode()})
+    assert launch.client_cert_der == tether_broker.cert_der
     with pytest.raises(LaunchError, match="PLUGIN_CLIENT_CERT"):
         read({"BASIC_PLUGIN": "hello", "PLUGIN_CLIENT_CERT": "not pem"})
-    two = (tether_host.cert_pem * 2).decode()
+    two = (tether_broker.cert_pem * 2).decode()
     with pytest.raises(LaunchError, match="2 certificates"):
         read({"BASIC_PLUGIN": "hello", "PLUGIN_CLIENT_CERT": two})
 

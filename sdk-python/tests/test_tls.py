@@ -47,22 +47,22 @@ def test_the_fingerprint_is_colon_separated_sha256_hex():
     assert fingerprint(b"x").count(":") == 31
 
 
-def test_grpc_tls_is_used_for_tether_hosts_and_python_tls_for_go_plugin_hosts(tether_host, go_host):
-    assert _terminator.grpc_tls_can_verify(tether_host.cert_der)
+def test_grpc_tls_is_used_for_tether_brokers_and_python_tls_for_go_plugin_hosts(tether_broker, go_host):
+    assert _terminator.grpc_tls_can_verify(tether_broker.cert_der)
     assert not _terminator.grpc_tls_can_verify(go_host.cert_der)
 
 
 @pytest.fixture
-def grpc_tls_server(tether_host):
-    """A gRPC server with the plugin's credentials and pin for ``tether_host``, on a unix socket."""
+def grpc_tls_server(tether_broker):
+    """A gRPC server with the plugin's credentials and pin for ``tether_broker``, on a unix socket."""
     plugin = generate_identity()
     directory = tempfile.mkdtemp()
     path = os.path.join(directory, "s.sock")
-    server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[_tls.HostPin(tether_host.cert_der)])
+    server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[_tls.HostPin(tether_broker.cert_der)])
     servicer = health.HealthServicer()
     servicer.set("plugin", health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    server.add_secure_port(f"unix:{path}", _tls.server_credentials(plugin, tether_host.cert_der))
+    server.add_secure_port(f"unix:{path}", _tls.server_credentials(plugin, tether_broker.cert_der))
     server.start()
     yield plugin, path
     server.stop(None).wait()
@@ -80,9 +80,9 @@ def check_health(path, plugin, client):
         return stub.Check(health_pb2.HealthCheckRequest(service="plugin"), timeout=10).status
 
 
-def test_the_host_certificate_is_accepted_over_grpc_tls(grpc_tls_server, tether_host):
+def test_the_host_certificate_is_accepted_over_grpc_tls(grpc_tls_server, tether_broker):
     plugin, path = grpc_tls_server
-    assert check_health(path, plugin, tether_host) == health_pb2.HealthCheckResponse.SERVING
+    assert check_health(path, plugin, tether_broker) == health_pb2.HealthCheckResponse.SERVING
 
 
 def test_another_self_signed_client_certificate_is_refused(grpc_tls_server):

@@ -214,7 +214,7 @@
 //!
 //! (`--target` keeps the flag off build scripts and proc macros; the binary lands in
 //! `target/x86_64-unknown-linux-gnu/plugin/`.) Measured on the KV example against the plain
-//! release build (BENCHMARKS.md, Decisions): idle RSS 8.6 → 5.2 MB, launch → first call
+//! release build (bench/BENCHMARKS.md, Decisions): idle RSS 8.6 → 5.2 MB, launch → first call
 //! 3.9 → 3.6 ms, calls no slower; the cost is a slower build. `panic = "abort"` is not part of
 //! it: with unwinding, a panicking handler fails its call, not the plugin.
 //!

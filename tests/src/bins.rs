@@ -27,6 +27,8 @@ pub static KV_HOST: Bin = Bin::new("kv-host", "tether-examples");
 pub static COUNTER_PLUGIN: Bin = Bin::new("counter-plugin", "tether-examples");
 /// `counter-host` (tether-examples): go-plugin's `examples/bidirectional` host.
 pub static COUNTER_HOST: Bin = Bin::new("counter-host", "tether-examples");
+/// `agent-demo` (tether-examples): the agent demo, both the agent and its Rust steps.
+pub static AGENT_DEMO: Bin = Bin::new("agent-demo", "tether-examples");
 /// `tether` (tether-cli).
 pub static TETHER: Bin = Bin::new("tether", "tether-cli");
 /// `kv-bench` (tether-bench): the KV benchmark driver.
@@ -79,9 +81,11 @@ impl Bin {
 /// workspace crates it depends on, directly or not). Kept by hand: a missing folder only makes
 /// the staleness check miss a case, an extra one makes it ask for a rebuild cargo would skip.
 fn source_dirs(package: &str) -> &'static [&'static str] {
-    const LIBRARY: [&str; 4] = ["proto", "transport", "host", "sdk-rust"];
+    const LIBRARY: [&str; 4] = ["proto", "transport", "broker", "sdk-rust"];
     match package {
-        "tether-examples" => &["examples", LIBRARY[0], LIBRARY[1], LIBRARY[2], LIBRARY[3]],
+        "tether-examples" => &[
+            "examples", "agent", LIBRARY[0], LIBRARY[1], LIBRARY[2], LIBRARY[3],
+        ],
         "tether-cli" => &[
             "cli", "agent", LIBRARY[0], LIBRARY[1], LIBRARY[2], LIBRARY[3],
         ],

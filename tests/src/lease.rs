@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use tether_broker::{Lease, UseError};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{Lease, UseError};
 
 /// How often [`eventually`] looks again.
 const POLL: Duration = Duration::from_millis(20);

@@ -60,8 +60,8 @@ impl PythonPeer {
     /// The same allowances for a host built with the library.
     pub fn allow<H>(
         &self,
-        mut builder: tether_host::PluginClientBuilder<H>,
-    ) -> tether_host::PluginClientBuilder<H> {
+        mut builder: tether_broker::PluginClientBuilder<H>,
+    ) -> tether_broker::PluginClientBuilder<H> {
         for prefix in &self.prefixes {
             builder = builder.sandbox_allow_exec(prefix);
         }

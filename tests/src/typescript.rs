@@ -59,13 +59,13 @@ impl NodePeer {
     }
 
     /// A library host for an example, run as tether runs Node plugins: the `node` runtime
-    /// ([`Runtime::Node`](tether_host::Runtime::Node)) asks Node for its real executable and
+    /// ([`Runtime::Node`](tether_broker::Runtime::Node)) asks Node for its real executable and
     /// module directories and allows exactly those, OpenSSL's configuration and the script's
     /// project (`sdk-typescript/`) — no hand-written sandbox allowances.
-    pub fn builder(&self, example: &str) -> tether_host::PluginClientBuilder {
-        tether_host::PluginClient::builder(&self.node)
+    pub fn builder(&self, example: &str) -> tether_broker::PluginClientBuilder {
+        tether_broker::PluginClient::builder(&self.node)
             .args([self.example(example)])
-            .runtime(tether_host::Runtime::Node)
+            .runtime(tether_broker::Runtime::Node)
     }
 }
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tether_host::{Catalog, DirSecretSource, Grants, Supervisor, SupervisorBuilder};
+use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor, SupervisorBuilder};
 
 /// The shutdown and terminate grace of [`World::supervisor`]'s plugins: short, so that tests
 /// that stop plugins do not wait long for one that does not stop.

@@ -17,8 +17,10 @@ const EXIT_STEP_FAILED: i32 = 1;
 const EXIT_INPUT: i32 = 4;
 
 /// `tether ARGS` in `work`, with the demo's catalog as the default catalog (what `cargo run`
-/// gives a source checkout through `.cargo/config.toml`).
+/// gives a source checkout through `.cargo/config.toml`); the demo's steps are `agent-demo`,
+/// found beside `tether`.
 fn tether(work: &Path, args: &[&str]) -> Output {
+    bins::AGENT_DEMO.path();
     Command::new(bins::TETHER.path())
         .args(args)
         .env("TETHER_CATALOG", demo().join("catalog"))
@@ -45,6 +47,27 @@ fn number_after(text: &str, label: &str) -> usize {
     digits
         .parse()
         .unwrap_or_else(|_| panic!("no number after {label:?} in {text}"))
+}
+
+#[test]
+fn the_agent_demo_binary_runs_the_workflow_and_prints_the_summary() {
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(bins::AGENT_DEMO.path())
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}\n{text}", stderr(&out));
+    assert!(text.contains("steps run: 10 (10 steps x 1 runs)"), "{text}");
+    assert!(
+        text.contains("plugins: 5 started of 7 in catalog"),
+        "{text}"
+    );
+    assert!(
+        stderr(&out).contains("[10/10] announce (notifier)"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -99,7 +122,7 @@ fn the_notifier_signs_with_its_granted_secret_and_never_writes_it() {
     let outbox = std::fs::read_to_string(state.join("notifier/outbox.jsonl")).unwrap();
     let line: serde_json::Value = serde_json::from_str(outbox.lines().next().unwrap()).unwrap();
     let message = line["message"].as_str().unwrap();
-    let expected = tether_agent::demo::notifier::signature(&secret(), message);
+    let expected = tether_examples::agent::notifier::signature(&secret(), message);
     assert_eq!(line["signature"], expected.as_str());
     let secret_text = String::from_utf8(secret()).unwrap();
     for text in [outbox, stdout(&out), stderr(&out)] {

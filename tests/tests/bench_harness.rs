@@ -102,7 +102,7 @@ fn assert_positive_except(values: &[(Measurement, &str, Value)], failing: &[&str
 }
 
 #[test]
-fn every_measurement_of_the_tether_host_yields_numbers_including_64_mib_messages() {
+fn every_measurement_of_the_tether_broker_yields_numbers_including_64_mib_messages() {
     let work = tempfile::tempdir().unwrap();
     let system = kv(
         "tether",

@@ -6,11 +6,11 @@
 
 use std::path::Path;
 
+use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::adder::Adder;
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{GetRequest, PutRequest};
-use tether_host::{HandshakeConfig, PluginClient};
 use tether_tests::bins;
 use tether_tests::procs;
 
@@ -36,7 +36,7 @@ async fn callbacks_leave_no_sockets_descriptors_or_processes_behind() {
     let fds_before = open_fds();
 
     let plugin = launch().await.unwrap();
-    let tether_host::launch::Address::Unix(socket) = plugin.address().clone() else {
+    let tether_broker::launch::Address::Unix(socket) = plugin.address().clone() else {
         panic!("the plugin listens on a unix socket");
     };
     let private_dir = socket.parent().unwrap().to_owned();

@@ -1,4 +1,4 @@
-//! The lazy lifecycle of `tether_host::Supervisor` with real plugins: only used plugins start,
+//! The lazy lifecycle of `tether_broker::Supervisor` with real plugins: only used plugins start,
 //! concurrent first uses share one process, idle plugins stop, crashes fail calls fast and
 //! restart with backoff, hung plugins are killed, limits bite, and nothing is left behind —
 //! also when the host is killed.
@@ -10,7 +10,7 @@ use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tether_host::{Catalog, Grants, UseError};
+use tether_broker::{Catalog, Grants, UseError};
 use tether_tests::bins;
 use tether_tests::lease::{eventually, get, kill_and_see_the_crash, put};
 use tether_tests::procs;

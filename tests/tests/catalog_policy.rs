@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use tether_host::{Catalog, DirSecretSource, Grants, Supervisor, UseError};
+use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor, UseError};
 use tether_tests::bins;
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");

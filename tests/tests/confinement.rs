@@ -13,9 +13,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor, UseError};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{Catalog, DirSecretSource, Grants, Lease, Supervisor, UseError};
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::world::{PluginSpec, World};
 
@@ -248,7 +248,10 @@ async fn a_request_that_is_not_granted_stops_only_that_plugin() {
     };
     assert_eq!(
         (refused.plugin.as_str(), &refused.request),
-        ("greedy", &tether_host::catalog::Request::Secret("b".into()))
+        (
+            "greedy",
+            &tether_broker::catalog::Request::Secret("b".into())
+        )
     );
     assert!(
         err.to_string()
@@ -312,7 +315,7 @@ async fn config_files_are_delivered_read_only_next_to_secrets() {
 #[tokio::test]
 async fn a_tampered_binary_is_refused_with_both_hashes() {
     let world = World::new();
-    let hash = tether_host::confine::sha256_file(Path::new(PROBE)).unwrap();
+    let hash = tether_broker::confine::sha256_file(Path::new(PROBE)).unwrap();
     world.add_plugin(
         &PluginSpec::new("good", PROBE)
             .copied()
@@ -337,7 +340,7 @@ async fn a_tampered_binary_is_refused_with_both_hashes() {
     let text = err.to_string();
     assert!(text.contains(&hash), "{text}");
     assert!(
-        text.contains(&tether_host::confine::sha256_file(&bad).unwrap()),
+        text.contains(&tether_broker::confine::sha256_file(&bad).unwrap()),
         "{text}"
     );
     assert!(
@@ -351,7 +354,7 @@ async fn a_tampered_binary_is_refused_with_both_hashes() {
 #[tokio::test]
 async fn a_symlinked_binary_with_a_hash_is_refused() {
     let world = World::new();
-    let hash = tether_host::confine::sha256_file(Path::new(PROBE)).unwrap();
+    let hash = tether_broker::confine::sha256_file(Path::new(PROBE)).unwrap();
     // Not copied: `bin/linked` is a symbolic link to the real binary.
     world.add_plugin(&PluginSpec::new("linked", PROBE).extra(&format!("sha256 = \"{hash}\"")));
     let broker = broker(&world, Grants::new());

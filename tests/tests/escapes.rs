@@ -15,10 +15,10 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use tether_broker::confine::SeccompMode;
+use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, SandboxMode};
 use tether_examples::kv::GetRequest;
 use tether_examples::kv::kv_client::KvClient;
-use tether_host::confine::SeccompMode;
-use tether_host::{HandshakeConfig, PluginClient, PluginClientBuilder, SandboxMode};
 use tether_tests::escape::{HOST_ATTACKS, SYSCALLS};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
@@ -351,7 +351,7 @@ async fn a_plugin_run_as_another_user_cannot_signal_limit_or_trace_its_host() {
 #[tokio::test]
 async fn a_plugin_run_as_another_user_reads_its_granted_secret_and_writes_its_state() {
     use std::os::unix::fs::PermissionsExt as _;
-    use tether_host::{Catalog, DirSecretSource, Grants, Supervisor};
+    use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor};
     use tether_tests::world::{PluginSpec, World};
 
     let test = "a_plugin_run_as_another_user_reads_its_granted_secret_and_writes_its_state";

@@ -10,16 +10,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tether_broker::{
+    Catalog, HandshakeConfig, Lease, PluginClient, ReattachConfig, ReattachedPlugin,
+    ShutdownOutcome, Supervisor, UseError, confine::ProcessLimit, launch::ReattachTls,
+};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 use tether_examples::streams::{StreamsService, StreamsState};
 use tether_examples::streams_proto::streams_client::StreamsClient;
 use tether_examples::streams_proto::streams_server::StreamsServer;
 use tether_examples::streams_proto::{CountRequest, Number, SleepRequest};
-use tether_host::{
-    Catalog, HandshakeConfig, Lease, PluginClient, ReattachConfig, ReattachedPlugin,
-    ShutdownOutcome, Supervisor, UseError, confine::ProcessLimit, launch::ReattachTls,
-};
 use tether_proto::tls::Identity;
 use tether_tests::bins;
 use tether_tests::lease::eventually;
@@ -41,7 +41,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 /// The bound: calls in flight end this soon after their plugin died.
 const CRASH_NOTICED_WITHIN: Duration = Duration::from_secs(1);
 
-fn broker(world: &World) -> tether_host::SupervisorBuilder {
+fn broker(world: &World) -> tether_broker::SupervisorBuilder {
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     assert!(catalog.errors().is_empty(), "{:?}", catalog.errors());
     let (delivery, run) = (world.delivery(), world.run());
@@ -188,7 +188,7 @@ async fn noise_lines_before_a_valid_handshake_are_skipped_and_the_plugin_serves(
     let plugin = PluginClient::builder("/bin/sh")
         .args(["-c", script, bins::KV_PLUGIN.path()])
         // Landlock lets the plugin (`/bin/sh`) execute only system programs, not the test's.
-        .sandbox(tether_host::SandboxMode::Off)
+        .sandbox(tether_broker::SandboxMode::Off)
         .current_dir(work.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
         .start()
@@ -606,7 +606,7 @@ async fn a_grandchild_that_left_the_plugins_process_group_still_ends_with_the_pl
 // Case 17: a broker stream whose peer goes away.
 
 /// A host-side and a plugin-side `GRPCBroker`, connected in memory over mutual TLS.
-fn broker_pair(dir: &Path) -> (tether_host::GrpcBroker, tether_host::GrpcBroker) {
+fn broker_pair(dir: &Path) -> (tether_broker::GrpcBroker, tether_broker::GrpcBroker) {
     use tether_transport::{
         BrokerSetup, BrokerTls, GrpcBroker, GrpcBrokerConfig, ListenOn, Target,
     };

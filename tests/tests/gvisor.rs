@@ -16,15 +16,15 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use secrecy::SecretSlice;
-use tether_examples::kv::kv_client::KvClient;
-use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::error::{Phase, StartErrorKind};
-use tether_host::launch::ReattachedOutcome;
-use tether_host::launch::{GvisorOptions, Runner};
-use tether_host::{
+use tether_broker::error::{Phase, StartErrorKind};
+use tether_broker::launch::ReattachedOutcome;
+use tether_broker::launch::{GvisorOptions, Runner};
+use tether_broker::{
     Delivery, Grants, HandshakeConfig, PluginClient, PluginClientBuilder, ReattachConfig,
     ReattachedPlugin, UseError,
 };
+use tether_examples::kv::kv_client::KvClient;
+use tether_examples::kv::{GetRequest, PutRequest};
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::gvisor::{self, containers};
@@ -225,7 +225,7 @@ async fn a_plugin_in_gvisor_cannot_reach_a_tcp_listener_on_the_hosts_loopback() 
     let addr = listener.local_addr().unwrap();
     // The same probe as a confined child process reaches it: the listener is real.
     let process = PluginClient::builder(PROBE)
-        .network(tether_host::confine::NetworkMode::Host)
+        .network(tether_broker::confine::NetworkMode::Host)
         .runtime_dir(runtime.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()
@@ -266,7 +266,7 @@ async fn a_plugin_in_gvisor_sees_only_its_own_secrets() {
     let dir = String::from_utf8(get(&a, "env:TETHER_SECRETS_DIR").await.unwrap()).unwrap();
     assert_eq!(
         dir,
-        format!("{}/secrets", tether_host::launch::DELIVERED_DIR)
+        format!("{}/secrets", tether_broker::launch::DELIVERED_DIR)
     );
     assert_eq!(get(&a, &format!("list:{dir}")).await.unwrap(), b"token");
     assert!(get(&a, "secret:other").await.is_err());
@@ -617,7 +617,7 @@ async fn a_gvisor_plugin_is_reattached_through_its_host_side_socket_and_never_si
     let runtime = Runtime::new();
     // Reattach configs carry no certificates: the plugin is started in plaintext.
     let plugin = runtime.probe(PROBE).plaintext().start().await.unwrap();
-    let tether_host::launch::Address::Unix(socket) = plugin.address().clone() else {
+    let tether_broker::launch::Address::Unix(socket) = plugin.address().clone() else {
         panic!(
             "a gVisor plugin listens on a unix socket: {}",
             plugin.address()

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use base64::Engine as _;
+use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{HandshakeConfig, PluginClient};
 use tether_tests::bins;
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use tether_host::Grants;
+use tether_broker::Grants;
 use tether_tests::world::{PluginSpec, World};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");

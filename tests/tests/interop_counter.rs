@@ -20,30 +20,30 @@ use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 
 #[test]
-fn tether_host_and_tether_plugin_add_through_a_callback_with_automtls() {
+fn tether_broker_and_tether_plugin_add_through_a_callback_with_automtls() {
     ExampleHost::counter(bins::COUNTER_HOST.path(), bins::COUNTER_PLUGIN.path())
         .counter_round_trip();
 }
 
 #[test]
-fn tether_host_and_tether_plugin_add_through_a_callback_in_plaintext() {
+fn tether_broker_and_tether_plugin_add_through_a_callback_in_plaintext() {
     ExampleHost::counter(bins::COUNTER_HOST.path(), bins::COUNTER_PLUGIN.path())
         .tls(false)
         .counter_round_trip();
 }
 
 #[test]
-fn tether_host_and_tether_plugin_add_through_a_multiplexed_callback() {
+fn tether_broker_and_tether_plugin_add_through_a_multiplexed_callback() {
     ExampleHost::counter(bins::COUNTER_HOST.path(), bins::COUNTER_PLUGIN.path())
         .options(["--multiplex"])
         .counter_round_trip();
 }
 
 #[test]
-fn tether_host_multiplexes_callbacks_to_a_go_plugin_v1_8() {
+fn tether_broker_multiplexes_callbacks_to_a_go_plugin_v1_8() {
     let Some(go) = peers::go_or_skip(
         GoPlugin::V18,
-        "tether_host_multiplexes_callbacks_to_a_go_plugin_v1_8",
+        "tether_broker_multiplexes_callbacks_to_a_go_plugin_v1_8",
     ) else {
         return;
     };
@@ -84,9 +84,9 @@ macro_rules! interop_tests {
 }
 
 interop_tests! {
-    tether_host_serves_callbacks_to_a_go_plugin_v1_8_with_automtls: GoPlugin::V18, rust_host, true;
+    tether_broker_serves_callbacks_to_a_go_plugin_v1_8_with_automtls: GoPlugin::V18, rust_host, true;
     go_host_v1_8_serves_callbacks_to_a_tether_plugin_with_automtls: GoPlugin::V18, go_host, true;
-    tether_host_serves_callbacks_to_a_go_plugin_v1_0_1_in_plaintext: GoPlugin::V101, rust_host, false;
+    tether_broker_serves_callbacks_to_a_go_plugin_v1_0_1_in_plaintext: GoPlugin::V101, rust_host, false;
     go_host_v1_0_1_serves_callbacks_to_a_tether_plugin_in_plaintext: GoPlugin::V101, go_host, false;
     go_host_v1_0_1_serves_callbacks_to_a_tether_plugin_with_automtls: GoPlugin::V101, go_host, true;
 }

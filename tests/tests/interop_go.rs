@@ -11,7 +11,7 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
-use tether_host::{HandshakeConfig, PluginClient, ShutdownOutcome};
+use tether_broker::{HandshakeConfig, PluginClient, ShutdownOutcome};
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};
@@ -36,10 +36,10 @@ macro_rules! interop_tests {
 }
 
 interop_tests! {
-    tether_host_runs_a_go_plugin_v1_8_with_automtls: GoPlugin::V18, rust_host, true;
-    tether_host_runs_a_go_plugin_v1_8_in_plaintext: GoPlugin::V18, rust_host, false;
-    tether_host_runs_a_go_plugin_v1_0_1_with_automtls: GoPlugin::V101, rust_host, true;
-    tether_host_runs_a_go_plugin_v1_0_1_in_plaintext: GoPlugin::V101, rust_host, false;
+    tether_broker_runs_a_go_plugin_v1_8_with_automtls: GoPlugin::V18, rust_host, true;
+    tether_broker_runs_a_go_plugin_v1_8_in_plaintext: GoPlugin::V18, rust_host, false;
+    tether_broker_runs_a_go_plugin_v1_0_1_with_automtls: GoPlugin::V101, rust_host, true;
+    tether_broker_runs_a_go_plugin_v1_0_1_in_plaintext: GoPlugin::V101, rust_host, false;
     go_host_v1_8_runs_a_tether_plugin_with_automtls: GoPlugin::V18, go_host, true;
     go_host_v1_8_runs_a_tether_plugin_in_plaintext: GoPlugin::V18, go_host, false;
     go_host_v1_0_1_runs_a_tether_plugin_with_automtls: GoPlugin::V101, go_host, true;
@@ -47,12 +47,12 @@ interop_tests! {
 }
 
 #[test]
-fn tether_host_runs_a_tether_plugin_with_automtls() {
+fn tether_broker_runs_a_tether_plugin_with_automtls() {
     ExampleHost::kv(bins::KV_HOST.path(), bins::KV_PLUGIN.path()).kv_round_trip();
 }
 
 #[test]
-fn tether_host_runs_a_tether_plugin_in_plaintext() {
+fn tether_broker_runs_a_tether_plugin_in_plaintext() {
     ExampleHost::kv(bins::KV_HOST.path(), bins::KV_PLUGIN.path())
         .tls(false)
         .kv_round_trip();
@@ -61,11 +61,11 @@ fn tether_host_runs_a_tether_plugin_in_plaintext() {
 /// go-plugin's own certificates (P-521, ECDSA-SHA512, CA:TRUE) are accepted by pinning: the
 /// connection really is TLS, not a silent fallback, and Shutdown ends the Go plugin gracefully.
 #[tokio::test]
-async fn tether_host_connects_to_go_plugins_over_pinned_automtls_and_shuts_them_down() {
+async fn tether_broker_connects_to_go_plugins_over_pinned_automtls_and_shuts_them_down() {
     for variant in [GoPlugin::V18, GoPlugin::V101] {
         let Some(go) = peers::go_or_skip(
             variant,
-            "tether_host_connects_to_go_plugins_over_pinned_automtls",
+            "tether_broker_connects_to_go_plugins_over_pinned_automtls",
         ) else {
             continue;
         };

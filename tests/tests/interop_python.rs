@@ -16,15 +16,15 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tether_broker::{callbacks::BrokerMode, launch::Address};
 use tether_examples::adder::Adder;
 use tether_examples::counter;
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
-use tether_host::{callbacks::BrokerMode, launch::Address};
 
+use tether_broker::{HandshakeConfig, PluginClient, ShutdownOutcome};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{HandshakeConfig, PluginClient, ShutdownOutcome};
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};
@@ -115,9 +115,9 @@ go_host_tests! {
 /// Through the library: the connection really is mutual TLS with the Python plugin's own
 /// certificate, typed calls and errors work, and Shutdown ends the plugin with status 0.
 #[tokio::test]
-async fn tether_host_calls_the_python_plugin_over_pinned_automtls_and_shuts_it_down() {
+async fn tether_broker_calls_the_python_plugin_over_pinned_automtls_and_shuts_it_down() {
     let Some(py) = python::python_or_skip(
-        "tether_host_calls_the_python_plugin_over_pinned_automtls_and_shuts_it_down",
+        "tether_broker_calls_the_python_plugin_over_pinned_automtls_and_shuts_it_down",
     ) else {
         return;
     };
@@ -280,9 +280,9 @@ tether_counter_host_tests! {
 }
 
 #[test]
-fn the_python_counter_plugin_reaches_a_tether_host_service_without_an_id() {
+fn the_python_counter_plugin_reaches_a_tether_broker_service_without_an_id() {
     let Some(py) = python::python_or_skip(
-        "the_python_counter_plugin_reaches_a_tether_host_service_without_an_id",
+        "the_python_counter_plugin_reaches_a_tether_broker_service_without_an_id",
     ) else {
         return;
     };
@@ -348,10 +348,10 @@ async fn start_in_mode(
 /// Through the library, in both broker modes: the Python counter plugin calls back into the
 /// host (a fresh `AddHelper` id per `Put`, dialled by the plugin), the negotiated mode is the
 /// offered one, and a multiplexed plugin has exactly one connection while the callbacks run.
-/// Prints the time per `Put` (knock or announcement, dial, TLS, `Sum`) for BENCHMARKS.md.
+/// Prints the time per `Put` (knock or announcement, dial, TLS, `Sum`) for bench/BENCHMARKS.md.
 #[tokio::test]
-async fn tether_host_and_the_python_counter_plugin_call_back_in_both_broker_modes() {
-    let test = "tether_host_and_the_python_counter_plugin_call_back_in_both_broker_modes";
+async fn tether_broker_and_the_python_counter_plugin_call_back_in_both_broker_modes() {
+    let test = "tether_broker_and_the_python_counter_plugin_call_back_in_both_broker_modes";
     let Some(py) = python::python_or_skip(test) else {
         return;
     };
@@ -411,8 +411,8 @@ async fn tether_host_and_the_python_counter_plugin_call_back_in_both_broker_mode
 /// `accept_and_serve` (announced in the default mode; answering the host's knock and routing
 /// the host's stream in the multiplexed one) and the host dials that id.
 #[tokio::test]
-async fn tether_host_dials_a_callback_the_python_plugin_serves_in_both_broker_modes() {
-    let test = "tether_host_dials_a_callback_the_python_plugin_serves_in_both_broker_modes";
+async fn tether_broker_dials_a_callback_the_python_plugin_serves_in_both_broker_modes() {
+    let test = "tether_broker_dials_a_callback_the_python_plugin_serves_in_both_broker_modes";
     let Some(py) = python::python_or_skip(test) else {
         return;
     };

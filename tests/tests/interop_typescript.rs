@@ -21,9 +21,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tether_broker::{HandshakeConfig, ShutdownOutcome};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{HandshakeConfig, ShutdownOutcome};
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::peers::{self, GoPlugin};
@@ -36,7 +36,7 @@ const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Runs `round_trip` with a TypeScript example under a tether example host, with `options`
 /// before the subcommand (no sandbox allowances: the host resolves the `node` runtime).
-fn tether_host(host: &str, ts: &NodePeer, example: &str, options: &[&str]) -> ExampleHost {
+fn tether_broker(host: &str, ts: &NodePeer, example: &str, options: &[&str]) -> ExampleHost {
     let program = Path::new(host);
     let command = ts.command(example);
     let host = if example == "kv" {
@@ -47,7 +47,7 @@ fn tether_host(host: &str, ts: &NodePeer, example: &str, options: &[&str]) -> Ex
     host.options(options.iter().copied())
 }
 
-macro_rules! tether_host_tests {
+macro_rules! tether_broker_tests {
     ($($name:ident: $example:literal, $options:expr;)*) => {$(
         #[test]
         fn $name() {
@@ -55,22 +55,22 @@ macro_rules! tether_host_tests {
                 return;
             };
             if $example == "kv" {
-                tether_host(bins::KV_HOST.path(), &ts, "kv", $options).kv_round_trip();
+                tether_broker(bins::KV_HOST.path(), &ts, "kv", $options).kv_round_trip();
             } else {
-                tether_host(bins::COUNTER_HOST.path(), &ts, "counter", $options).counter_round_trip();
+                tether_broker(bins::COUNTER_HOST.path(), &ts, "counter", $options).counter_round_trip();
             }
         }
     )*};
 }
 
-tether_host_tests! {
+tether_broker_tests! {
     kv_host_runs_the_typescript_kv_plugin_with_automtls: "kv", &[];
     kv_host_runs_the_typescript_kv_plugin_in_plaintext: "kv", &["--plaintext"];
     kv_host_runs_the_typescript_kv_plugin_multiplexed: "kv", &["--multiplex"];
     counter_host_and_the_typescript_counter_plugin_add_through_a_callback_with_automtls: "counter", &[];
     counter_host_and_the_typescript_counter_plugin_add_through_a_callback_in_plaintext: "counter", &["--plaintext"];
     counter_host_and_the_typescript_counter_plugin_add_through_a_multiplexed_callback: "counter", &["--multiplex"];
-    the_typescript_counter_plugin_reaches_a_tether_host_service_without_an_id: "counter", &["--host-service"];
+    the_typescript_counter_plugin_reaches_a_tether_broker_service_without_an_id: "counter", &["--host-service"];
     the_typescript_counter_plugin_reaches_a_host_service_over_the_multiplexed_connection: "counter", &["--host-service", "--multiplex"];
 }
 
@@ -129,9 +129,9 @@ go_host_tests! {
 /// own certificate, the 7th handshake field is honoured (multiplexed only when offered), typed
 /// calls and errors work, and Shutdown ends the plugin with status 0, leaving nothing behind.
 #[tokio::test]
-async fn tether_host_calls_the_typescript_plugin_over_pinned_automtls_in_both_modes_and_shuts_it_down()
+async fn tether_broker_calls_the_typescript_plugin_over_pinned_automtls_in_both_modes_and_shuts_it_down()
  {
-    let test = "tether_host_calls_the_typescript_plugin_over_pinned_automtls_in_both_modes_and_shuts_it_down";
+    let test = "tether_broker_calls_the_typescript_plugin_over_pinned_automtls_in_both_modes_and_shuts_it_down";
     let Some(ts) = typescript::node_or_skip(test) else {
         return;
     };

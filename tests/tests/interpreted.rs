@@ -7,8 +7,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use tether_host::launch::{Allowance, Interpreter};
-use tether_host::{HandshakeConfig, PluginClient, Runtime, error::StartErrorKind};
+use tether_broker::launch::{Allowance, Interpreter};
+use tether_broker::{HandshakeConfig, PluginClient, Runtime, error::StartErrorKind};
 use tether_tests::bins;
 use tether_tests::peers::repo_root;
 use tether_tests::python::python_or_skip;
@@ -88,7 +88,7 @@ fn tether_call(work: &Path, cmd: &str, extra: &[&str], key: &str) -> Output {
     Command::new(bins::TETHER.path())
         .args(&args)
         .current_dir(work)
-        .env("RUST_LOG", "tether_host=debug")
+        .env("RUST_LOG", "tether_broker=debug")
         .output()
         .unwrap()
 }

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, ShutdownOutcome};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{HandshakeConfig, PluginClient, PluginClientBuilder, ShutdownOutcome};
 use tether_tests::bins;
 use tether_tests::procs;
 
@@ -175,14 +175,14 @@ async fn a_plugin_exits_when_its_host_dies() {
 async fn the_enforced_landlock_abi_is_reported_and_off_means_none() {
     let work = tempfile::tempdir().unwrap();
     let plugin = kv_plugin(work.path()).start().await.unwrap();
-    let expected =
-        tether_host::confine::kernel_landlock_abi().min(tether_host::confine::TARGET_LANDLOCK_ABI);
+    let expected = tether_broker::confine::kernel_landlock_abi()
+        .min(tether_broker::confine::TARGET_LANDLOCK_ABI);
     assert!(expected >= 1, "this machine's kernel has Landlock");
     assert_eq!(plugin.landlock_abi(), Some(expected));
     plugin.shutdown().await.unwrap();
 
     let plugin = kv_plugin(work.path())
-        .sandbox(tether_host::SandboxMode::Off)
+        .sandbox(tether_broker::SandboxMode::Off)
         .start()
         .await
         .unwrap();
@@ -239,7 +239,7 @@ async fn plugins_started_concurrently_share_one_janitor_that_outlives_them() {
 /// host can make one), which goes when the plugin stops.
 #[tokio::test]
 async fn a_plugin_runs_in_a_pids_cgroup_of_its_own_that_is_removed_when_it_stops() {
-    use tether_host::{confine::DEFAULT_MAX_PROCESSES, confine::ProcessLimit};
+    use tether_broker::{confine::DEFAULT_MAX_PROCESSES, confine::ProcessLimit};
     use tether_tests::cgroups;
 
     let work = tempfile::tempdir().unwrap();

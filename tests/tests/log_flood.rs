@@ -7,13 +7,13 @@
 use std::path::Path;
 use std::pin::pin;
 
+use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::counter::GetRequest;
 use tether_examples::counter::counter_client::CounterClient;
-use tether_host::{HandshakeConfig, PluginClient};
 
 const STDIO_PLUGIN: &str = env!("CARGO_BIN_EXE_stdio-plugin");
 
-fn stdio_plugin(work: &Path, capture: bool) -> tether_host::PluginClientBuilder<HandshakeConfig> {
+fn stdio_plugin(work: &Path, capture: bool) -> tether_broker::PluginClientBuilder<HandshakeConfig> {
     PluginClient::builder(STDIO_PLUGIN)
         .name("chatty")
         .current_dir(work)

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tether_host::{
+use tether_broker::{
     HandshakeConfig, PluginClient, PluginClientBuilder, StartError, error::Incompatibility,
     error::OutputLimit, error::Phase, error::StartErrorKind,
 };

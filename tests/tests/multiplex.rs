@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
+use tether_broker::{HandshakeConfig, PluginClient, callbacks::BrokerMode, launch::Address};
 use tether_examples::adder::Adder;
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
@@ -22,7 +23,6 @@ use tether_examples::streams::{self, StreamsService, StreamsState};
 use tether_examples::streams_proto::exerciser_client::ExerciserClient;
 use tether_examples::streams_proto::streams_server::StreamsServer;
 use tether_examples::streams_proto::{ExerciseRequest, ServeRequest};
-use tether_host::{HandshakeConfig, PluginClient, callbacks::BrokerMode, launch::Address};
 use tether_tests::bins;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
@@ -137,7 +137,7 @@ async fn streams_both_ways(multiplex: bool, mode: BrokerMode) {
 }
 
 #[tokio::test]
-async fn tether_host_and_plugin_multiplex_callbacks_both_ways_and_streams_over_one_connection() {
+async fn tether_broker_and_plugin_multiplex_callbacks_both_ways_and_streams_over_one_connection() {
     streams_both_ways(true, BrokerMode::Multiplexed).await;
 }
 
@@ -196,10 +196,10 @@ async fn counter_in_one_launch(program: &Path, plaintext: bool, mode: BrokerMode
 }
 
 #[tokio::test]
-async fn a_tether_host_multiplexes_callbacks_with_a_go_plugin_v1_8_under_automtls() {
+async fn a_tether_broker_multiplexes_callbacks_with_a_go_plugin_v1_8_under_automtls() {
     let Some(go) = peers::go_or_skip(
         GoPlugin::V18,
-        "a_tether_host_multiplexes_callbacks_with_a_go_plugin_v1_8_under_automtls",
+        "a_tether_broker_multiplexes_callbacks_with_a_go_plugin_v1_8_under_automtls",
     ) else {
         return;
     };
@@ -207,7 +207,7 @@ async fn a_tether_host_multiplexes_callbacks_with_a_go_plugin_v1_8_under_automtl
 }
 
 #[tokio::test]
-async fn a_tether_host_multiplexes_callbacks_with_a_tether_counter_plugin() {
+async fn a_tether_broker_multiplexes_callbacks_with_a_tether_counter_plugin() {
     counter_in_one_launch(
         Path::new(bins::COUNTER_PLUGIN.path()),
         false,

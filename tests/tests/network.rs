@@ -7,11 +7,11 @@
 
 use std::net::{TcpListener, UdpSocket};
 
+use tether_broker::confine::{NetworkMechanism, NetworkMode, network_namespaces_available};
+use tether_broker::error::{AddressProblem, StartErrorKind};
+use tether_broker::{HandshakeConfig, PluginClient, SandboxMode};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::confine::{NetworkMechanism, NetworkMode, network_namespaces_available};
-use tether_host::error::{AddressProblem, StartErrorKind};
-use tether_host::{HandshakeConfig, PluginClient, SandboxMode};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
 const BAD_HANDSHAKE: &str = env!("CARGO_BIN_EXE_bad-handshake");

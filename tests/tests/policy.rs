@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use tether_broker::catalog::Request;
+use tether_broker::{Catalog, Grants, Lease, Supervisor, UseError};
 use tether_examples::kv::GetRequest;
 use tether_examples::kv::kv_client::KvClient;
-use tether_host::catalog::Request;
-use tether_host::{Catalog, Grants, Lease, Supervisor, UseError};
 use tether_tests::bins;
 use tether_tests::peers::repo_root;
 use tether_tests::world::{PluginSpec, World};

@@ -42,9 +42,9 @@ fn readme_files(readme: &str) -> Vec<(String, String)> {
 fn local_manifest(manifest: &str, root: &Path) -> String {
     let crates = [
         ("tether-sdk", "sdk-rust"),
-        ("tether-build", "sdk-build"),
-        ("tether-sdk-test", "sdk-test"),
-        ("tether-host", "host"),
+        ("tether-build", "sdk-rust/build-helper"),
+        ("tether-sdk-test", "sdk-rust/test-kit"),
+        ("tether-broker", "broker"),
     ];
     let mut out = String::new();
     for line in manifest.lines() {

@@ -8,9 +8,9 @@ use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
+use tether_broker::{ReattachConfig, ReattachedPlugin, launch::ReattachedOutcome};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{ReattachConfig, ReattachedPlugin, launch::ReattachedOutcome};
 use tether_tests::bins;
 use tether_tests::peers::{self, GoPlugin};
 
@@ -150,7 +150,7 @@ async fn a_running_plugin_is_reattached_over_mutual_tls_with_the_certificates_gi
     };
     assert!(failed, "a plaintext client reached an AutoMTLS plugin");
 
-    let tls = tether_host::launch::ReattachTls {
+    let tls = tether_broker::launch::ReattachTls {
         identity,
         plugin_cert,
     };

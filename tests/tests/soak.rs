@@ -12,9 +12,9 @@
 
 use std::time::{Duration, Instant};
 
+use tether_broker::{Catalog, Supervisor};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::{Catalog, Supervisor};
 use tether_tests::bins;
 use tether_tests::procs;
 use tether_tests::world::{PluginSpec, World};

@@ -12,11 +12,11 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tether_examples::counter::PutRequest;
-use tether_examples::counter::counter_client::CounterClient;
-use tether_host::{
+use tether_broker::{
     HandshakeConfig, OutputLine, OutputSink, PluginClient, launch::LogLevel, launch::OutputSource,
 };
+use tether_examples::counter::PutRequest;
+use tether_examples::counter::counter_client::CounterClient;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 use tokio::sync::Notify;
@@ -94,7 +94,7 @@ fn message_is(record: &Record, text: &str) -> bool {
     record.fields.get("message").is_some_and(|m| m == text)
 }
 
-fn stdio_plugin(work: &Path, capture: bool) -> tether_host::PluginClientBuilder<HandshakeConfig> {
+fn stdio_plugin(work: &Path, capture: bool) -> tether_broker::PluginClientBuilder<HandshakeConfig> {
     PluginClient::builder(STDIO_PLUGIN)
         .name("chatty")
         .current_dir(work)
@@ -121,7 +121,7 @@ async fn stdout_stderr_child_and_c_output_and_logs_reach_the_host_with_name_pid_
         .unwrap();
 
     let from_plugin = |r: &Record| {
-        r.target == "tether_host::plugin"
+        r.target == "tether_broker::plugin"
             && r.fields.get("plugin").is_some_and(|p| p == "chatty")
             && r.fields.get("pid") == Some(&pid)
     };
@@ -225,7 +225,7 @@ async fn a_user_sink_gets_stdout_and_parsed_logs_with_source_level_and_plugin_in
         .lock()
         .unwrap()
         .iter()
-        .filter(|r| r.target == "tether_host::plugin")
+        .filter(|r| r.target == "tether_broker::plugin")
         .count();
     assert_eq!(to_tracing, 0, "the sink replaces tracing for plugin output");
     assert!(procs::in_dir(work.path()).is_empty());

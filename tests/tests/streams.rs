@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::streams::{self, StreamsService, StreamsState};
 use tether_examples::streams_proto::ExerciseRequest;
 use tether_examples::streams_proto::exerciser_client::ExerciserClient;
 use tether_examples::streams_proto::streams_server::StreamsServer;
-use tether_host::{HandshakeConfig, PluginClient};
 use tether_tests::procs;
 
 const STREAMS_PLUGIN: &str = env!("CARGO_BIN_EXE_streams-plugin");

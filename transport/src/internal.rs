@@ -1,4 +1,4 @@
-//! Helpers shared by tether's crates (`tether-host`, `tether-sdk`); not part of any API and
+//! Helpers shared by tether's crates (`tether-broker`, `tether-sdk`); not part of any API and
 //! hidden from the documentation.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -1,10 +1,10 @@
-//! **An internal crate of tether**: the connection code its host library (`tether-host`)
+//! **An internal crate of tether**: the connection code its host library (`tether-broker`)
 //! and its plugin SDK (`tether-sdk`) share, one implementation of each piece used by both
-//! sides. If you are writing a host or a plugin you probably want `tether-host` or
+//! sides. If you are writing a host or a plugin you probably want `tether-broker` or
 //! `tether-sdk` instead: they re-export what their users need from here, and this crate's API
 //! follows their needs, with fewer stability promises.
 //!
-//! # What users meet (re-exported by `tether-host` and `tether-sdk`)
+//! # What users meet (re-exported by `tether-broker` and `tether-sdk`)
 //!
 //! - [`GrpcBroker`] — go-plugin's `plugin.GRPCBroker` (callbacks): ids, `accept_and_serve`,
 //!   `dial`, on either side, in go-plugin's default mode or its multiplexed one
@@ -151,7 +151,7 @@ pub use grpc_broker::{
 pub use mux::BrokerMode;
 pub use service::GrpcService;
 
-// Internals: public for `tether-host` and `tether-sdk` only.
+// Internals: public for `tether-broker` and `tether-sdk` only.
 #[doc(hidden)]
 pub use accept::{AcceptOptions, Incoming, Listener, StreamListener, accept};
 #[doc(hidden)]

@@ -8,7 +8,7 @@
 //! task step aside once after every read that returned bytes (`Pending`, with itself woken
 //! again at once), so that the calls those bytes started run and their frames go out with the
 //! next write while the peer is still sending: the batches overlap. A read that finds nothing
-//! waits as before, so a lone call costs no extra wake-up (BENCHMARKS.md, Decisions: 64
+//! waits as before, so a lone call costs no extra wake-up (bench/BENCHMARKS.md, Decisions: 64
 //! concurrent callers 1.6×, unary and 64 MiB unchanged).
 
 use std::io;

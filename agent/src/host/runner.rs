@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tether_host::{Supervisor, SupervisorBuilder, UseError};
+use tether_broker::{Supervisor, SupervisorBuilder, UseError};
 
 use super::latencies::Latencies;
 use super::observer::Observer;

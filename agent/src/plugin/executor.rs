@@ -100,8 +100,12 @@ impl Executor for StepExecutor {
     }
 }
 
-/// The string parameter `key` of `params`, else of `input`.
-pub(crate) fn text<'a>(
+/// The string parameter `key` of a step's `params`, else of its `input` (the previous step's
+/// outputs): for a step that takes a value from either.
+///
+/// # Errors
+/// A [`StepError`] naming `key` when neither has it as a string.
+pub fn text<'a>(
     params: &'a Map<String, Value>,
     input: &'a Map<String, Value>,
     key: &str,

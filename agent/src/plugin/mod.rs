@@ -5,7 +5,7 @@ mod executor;
 mod host_calls;
 mod step_error;
 
-pub(crate) use executor::text;
+pub use executor::text;
 pub use executor::{HostStepFn, Step, StepFn, StepFuture, serve_step};
 pub use host_calls::{HostCalls, MAX_ARTIFACT_LEN};
 pub use step_error::StepError;

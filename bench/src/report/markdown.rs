@@ -1,4 +1,4 @@
-//! The generated section of `BENCHMARKS.md`.
+//! The generated section of `bench/BENCHMARKS.md`.
 
 use std::fmt::Write as _;
 
@@ -38,7 +38,7 @@ fn load_text(load: Option<[f64; 3]>) -> String {
     )
 }
 
-/// The generated section of `BENCHMARKS.md`, markers included.
+/// The generated section of `bench/BENCHMARKS.md`, markers included.
 #[must_use]
 pub fn markdown(results: &Results, ctx: &Context) -> String {
     let mut md = String::new();

@@ -1,5 +1,5 @@
 //! Results across rounds, the goals, and the two outputs: the generated section of
-//! `BENCHMARKS.md` and `bench-results.json`.
+//! `bench/BENCHMARKS.md` and `bench-results.json`.
 
 mod context;
 mod format;

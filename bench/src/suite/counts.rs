@@ -16,7 +16,7 @@ pub struct Counts {
     /// Untimed calls before `rate`, spread over the same concurrent callers as the timed ones,
     /// so that timing starts with the machine already under that load: with only a few
     /// sequential calls first, the first ≈ 2,000 concurrent calls ran up to 30 % slower on this
-    /// VM while its CPUs came out of idle (BENCHMARKS.md, Decisions).
+    /// VM while its CPUs came out of idle (bench/BENCHMARKS.md, Decisions).
     pub rate_warmup: u64,
     /// Timed 1 MiB round trips per round.
     pub rounds_1mib: u64,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 pub struct System {
     /// Short id used in `bench-results.json`: `tether`, `go18`, `go101`, `floor`.
     pub id: &'static str,
-    /// Column heading in `BENCHMARKS.md`.
+    /// Column heading in `bench/BENCHMARKS.md`.
     pub label: String,
     /// How to run it.
     pub kind: SystemKind,

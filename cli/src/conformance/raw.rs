@@ -1,4 +1,4 @@
-//! Launching the plugin by hand, without `tether_host`, so that a check controls exactly what
+//! Launching the plugin by hand, without `tether_broker`, so that a check controls exactly what
 //! the plugin is given (a wrong cookie, no certificate, other versions, a parent that dies) and
 //! sees exactly what it prints.
 
@@ -241,7 +241,7 @@ impl Drop for RawRun {
 /// The host's variables a plugin gets besides the protocol's: tether's default allow-list
 /// (`PATH`, locale, …), as under a tether host.
 fn host_env() -> Vec<(OsString, OsString)> {
-    tether_host::launch::DEFAULT_ENV_ALLOWLIST
+    tether_broker::launch::DEFAULT_ENV_ALLOWLIST
         .iter()
         .filter_map(|name| std::env::var_os(name).map(|v| (OsString::from(name), v)))
         .collect()

@@ -1,10 +1,10 @@
-//! Checks through a real host launch (`tether_host`): reflection (§7), the broker stream and
+//! Checks through a real host launch (`tether_broker`): reflection (§7), the broker stream and
 //! callbacks in both modes (§8), stdio (§9), and `GRPCController.Shutdown` (§6.1).
 
 use std::time::{Duration, Instant};
 
-use tether_host::callbacks::BrokerMode;
-use tether_host::{PluginClient, ShutdownOutcome};
+use tether_broker::callbacks::BrokerMode;
+use tether_broker::{PluginClient, ShutdownOutcome};
 use tether_proto::plugin::grpc_broker_client::GrpcBrokerClient;
 use tether_proto::plugin::grpc_stdio_client::GrpcStdioClient;
 use tonic::{Request, Response, Status};

@@ -1,10 +1,10 @@
-//! The plugin under test: how to start it by hand and through `tether_host`, and the
+//! The plugin under test: how to start it by hand and through `tether_broker`, and the
 //! timeouts the checks use.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tether_host::{HandshakeConfig, PluginClient, PluginClientBuilder, SandboxMode};
+use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, SandboxMode};
 
 use crate::catalog_origin::Origin;
 use crate::error::CliError;
@@ -93,15 +93,20 @@ impl Subject {
         Ok(subject)
     }
 
-    /// A `tether_host` launch of the plugin: the manifest's (sandbox, grants) for a catalog
+    /// A `tether_broker` launch of the plugin: the manifest's (sandbox, grants) for a catalog
     /// plugin; for `--cmd`, unconfined (confinement is not part of the protocol; `tether call`
     /// runs it confined).
     pub(crate) fn host_builder(&self) -> Result<PluginClientBuilder<HandshakeConfig>, String> {
         let builder = match &self.catalog {
             Some((install, plugin)) => {
                 let m = install.manifest(plugin).map_err(|e| e.to_string())?;
-                tether_host::catalog::launch(m, &install.grants, &install.secrets, &install.config)
-                    .map_err(|e| e.to_string())?
+                tether_broker::catalog::launch(
+                    m,
+                    &install.grants,
+                    &install.secrets,
+                    &install.config,
+                )
+                .map_err(|e| e.to_string())?
             }
             None => PluginClient::builder(&self.program)
                 .args(&self.args)

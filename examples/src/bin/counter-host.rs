@@ -1,4 +1,4 @@
-//! Counter host: go-plugin's `examples/bidirectional` host, written with `tether-host`.
+//! Counter host: go-plugin's `examples/bidirectional` host, written with `tether-broker`.
 //!
 //! ```text
 //! COUNTER_PLUGIN="<command> [args]" counter-host [OPTIONS] put KEY N   # adds N to KEY
@@ -20,13 +20,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tether_broker::launch::{GvisorOptions, Runner};
+use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::adder::Adder;
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{GetRequest, PutRequest};
 use tether_examples::{error_chain, plugin_command};
-use tether_host::launch::{GvisorOptions, Runner};
-use tether_host::{HandshakeConfig, PluginClient};
 
 #[derive(Debug, Parser)]
 #[command(

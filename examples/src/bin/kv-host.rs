@@ -1,4 +1,4 @@
-//! KV host: go-plugin's `examples/grpc` host, written with `tether-host`.
+//! KV host: go-plugin's `examples/grpc` host, written with `tether-broker`.
 //!
 //! ```text
 //! KV_PLUGIN="<command> [args]" kv-host [OPTIONS] put KEY VALUE
@@ -21,11 +21,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tether_broker::launch::{GvisorOptions, Runner};
+use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 use tether_examples::{MAX_MESSAGE_SIZE, error_chain, plugin_command};
-use tether_host::launch::{GvisorOptions, Runner};
-use tether_host::{HandshakeConfig, PluginClient};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -49,7 +49,7 @@ struct FileKv;
 /// A small file in the page cache takes microseconds to read or write, while a trip through the
 /// blocking pool (`tokio::fs`) costs two thread switches per call: profiling `kv-host measure
 /// unary` showed a third of the plugin's CPU time in the pool's thread hand-offs, and inline IO
-/// cut the 64-byte `Get` round trip by about 20 µs (BENCHMARKS.md, "Decisions"). Large values
+/// cut the 64-byte `Get` round trip by about 20 µs (bench/BENCHMARKS.md, "Decisions"). Large values
 /// still go to the pool so that one big write does not stall other calls for milliseconds.
 const INLINE_IO_MAX: u64 = 64 * 1024;
 
@@ -84,7 +84,7 @@ async fn write(path: PathBuf, value: Vec<u8>) -> io::Result<()> {
 ///
 /// On tmpfs and in the page cache a truncate frees the file's pages and the write then
 /// allocates and zeroes fresh ones: the profile of a 64 MiB `Put` showed `clear_page_erms` at
-/// 12 % of all CPU (BENCHMARKS.md, "Decisions"). Like `std::fs::write`, a crash in the middle
+/// 12 % of all CPU (bench/BENCHMARKS.md, "Decisions"). Like `std::fs::write`, a crash in the middle
 /// leaves a partly written value.
 fn overwrite(path: &std::path::Path, value: &[u8]) -> io::Result<()> {
     let mut file = std::fs::OpenOptions::new()

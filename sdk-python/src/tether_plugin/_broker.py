@@ -216,7 +216,7 @@ class GRPCBroker:
         reaches it by dialling that id. Same TLS as the main connection. Returns a
         :class:`Served` handle."""
         setup = self._require_setup()
-        executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tether-host")
+        executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tether-broker")
         tls = setup.tls
         interceptors = [_tls.HostPin(tls.host_cert_der)] if tls and tls.grpc_can_verify else None
         server = grpc.server(executor, interceptors=interceptors, options=[("grpc.so_reuseport", 0)])
@@ -461,7 +461,7 @@ class _BrokerServicer(grpc_broker_pb2_grpc.GRPCBrokerServicer):
             finally:
                 broker._outbound.put(None)
 
-        threading.Thread(target=read, name="tether-host-in", daemon=True).start()
+        threading.Thread(target=read, name="tether-broker-in", daemon=True).start()
         while context.is_active():
             item = broker._outbound.get()
             if item is None:

@@ -17,7 +17,7 @@ grpcio can only serve and dial real sockets, so every yamux stream is relayed to
 
 TLS, when on, runs end to end inside the relayed bytes (the host sees the plugin's certificate
 on every stream). The cost is one more local socket hop and a copy through Python per message;
-BENCHMARKS.md has the numbers.
+bench/BENCHMARKS.md has the numbers.
 """
 
 from __future__ import annotations

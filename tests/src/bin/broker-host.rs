@@ -1,4 +1,4 @@
-//! A host that runs a catalog through a `tether_host::Supervisor`, for the host-death tests.
+//! A host that runs a catalog through a `tether_broker::Supervisor`, for the host-death tests.
 //!
 //! `broker-host [--put KEY] CATALOG STATE SECRETS DELIVERY RUN NAME...` grants every plugin
 //! what its manifest requests (secrets from the directory SECRETS), starts the named plugins,
@@ -9,9 +9,9 @@
 
 use std::path::PathBuf;
 
+use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor};
 use tether_examples::kv::PutRequest;
 use tether_examples::kv::kv_client::KvClient;
-use tether_host::{Catalog, DirSecretSource, Grants, Supervisor};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -50,7 +50,7 @@ async fn main() {
         if let Err(status) = child {
             assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
         }
-        if let tether_host::confine::ProcessLimit::Cgroup { dir, .. } = lease.process_limit() {
+        if let tether_broker::confine::ProcessLimit::Cgroup { dir, .. } = lease.process_limit() {
             tether_tests::misbehave::print_line(&format!("cgroup {name} {}", dir.display()));
         }
         tether_tests::misbehave::print_line(&format!("pid {name} {}", lease.pid()));

@@ -7,9 +7,9 @@
 
 use std::time::{Duration, Instant};
 
+use tether_broker::{HandshakeConfig, PluginClient, SandboxMode};
 use tether_examples::kv::GetRequest;
 use tether_examples::kv::kv_client::KvClient;
-use tether_host::{HandshakeConfig, PluginClient, SandboxMode};
 
 /// Launches per mode when no argument is given.
 const DEFAULT_LAUNCHES: usize = 30;

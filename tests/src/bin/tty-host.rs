@@ -16,9 +16,9 @@
 
 use std::process::ExitCode;
 
+use tether_broker::{HandshakeConfig, PluginClient, SandboxMode};
 use tether_examples::kv::PutRequest;
 use tether_examples::kv::kv_client::KvClient;
-use tether_host::{HandshakeConfig, PluginClient, SandboxMode};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {

@@ -24,7 +24,7 @@ use crate::mux::BrokerMode;
 /// go-plugin's `GRPCBroker`: serve gRPC services to the peer on fresh ids, and dial the
 /// services the peer serves. Cheap to clone; all clones are one broker.
 ///
-/// A host gets one from `tether_host::PluginClient::broker`, a plugin from
+/// A host gets one from `tether_broker::PluginClient::broker`, a plugin from
 /// `tether_sdk::Plugin::broker`.
 ///
 /// ```no_run

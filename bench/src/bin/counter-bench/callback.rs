@@ -1,11 +1,11 @@
 //! The callback go-plugin's example makes: a `Put` whose `AddHelper` the host serves on a
 //! fresh broker id for that call only.
 
+use tether_broker::GrpcBroker;
 use tether_examples::adder::Adder;
 use tether_examples::counter::PutRequest;
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
-use tether_host::GrpcBroker;
 use tonic::transport::Channel;
 
 /// Any error of a run.

@@ -17,9 +17,9 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
-use tether_host::{HandshakeConfig, PluginClient};
 
 use crate::callback::BoxError;
 use tether_examples::adder::Adder;

@@ -5,9 +5,9 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
+use tether_broker::GrpcBroker;
 use tether_examples::counter::GetRequest;
 use tether_examples::counter::counter_client::CounterClient;
-use tether_host::GrpcBroker;
 use tonic::transport::Channel;
 
 use crate::callback::{BoxError, put};

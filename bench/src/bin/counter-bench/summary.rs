@@ -10,9 +10,9 @@
 
 use std::time::{Duration, Instant};
 
+use tether_broker::PluginClient;
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{GetRequest, PutRequest};
-use tether_host::PluginClient;
 
 use crate::callback::{BoxError, put};
 

@@ -14,8 +14,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use tether_broker::{Catalog, Supervisor};
 use tether_examples::kv::PutRequest;
-use tether_host::{Catalog, Supervisor};
 
 use crate::launcher::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
 use crate::samples::join;

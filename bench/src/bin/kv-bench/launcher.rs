@@ -3,8 +3,8 @@
 
 use std::error::Error;
 
+use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder};
 use tether_examples::kv::kv_client::KvClient;
-use tether_host::{HandshakeConfig, PluginClient, PluginClientBuilder};
 use tonic::transport::Channel;
 
 /// The 64-byte value the measurements write and read.
@@ -84,15 +84,15 @@ pub(crate) struct Launcher {
     pub(crate) multiplex: bool,
     pub(crate) allow_exec: Vec<std::path::PathBuf>,
     pub(crate) allow_read: Vec<std::path::PathBuf>,
-    pub(crate) sandbox: tether_host::SandboxMode,
+    pub(crate) sandbox: tether_broker::SandboxMode,
     /// Under the gVisor runner (the working directory is the plugin's state).
     pub(crate) gvisor: bool,
-    pub(crate) seccomp: tether_host::confine::SeccompMode,
-    pub(crate) network: tether_host::confine::NetworkMode,
+    pub(crate) seccomp: tether_broker::confine::SeccompMode,
+    pub(crate) network: tether_broker::confine::NetworkMode,
 }
 
 impl Launcher {
-    pub(crate) async fn start(&self) -> Result<PluginClient, tether_host::StartError> {
+    pub(crate) async fn start(&self) -> Result<PluginClient, tether_broker::StartError> {
         self.builder().start().await
     }
 
@@ -116,8 +116,8 @@ impl Launcher {
         }
         if self.gvisor {
             let state = std::env::current_dir().map_err(|_| ()).ok();
-            builder = builder.runner(tether_host::launch::Runner::Gvisor(
-                tether_host::launch::GvisorOptions::new(),
+            builder = builder.runner(tether_broker::launch::Runner::Gvisor(
+                tether_broker::launch::GvisorOptions::new(),
             ));
             if let Some(state) = state {
                 builder = builder.current_dir(state);

@@ -71,7 +71,7 @@ struct Cli {
     command: Command,
 }
 
-/// `--seccomp`: tether's [`SeccompMode`](tether_host::confine::SeccompMode).
+/// `--seccomp`: tether's [`SeccompMode`](tether_broker::confine::SeccompMode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Filter {
     /// The default profile.
@@ -80,7 +80,7 @@ enum Filter {
     Off,
 }
 
-impl From<Filter> for tether_host::confine::SeccompMode {
+impl From<Filter> for tether_broker::confine::SeccompMode {
     fn from(f: Filter) -> Self {
         match f {
             Filter::Default => Self::Default,
@@ -89,7 +89,7 @@ impl From<Filter> for tether_host::confine::SeccompMode {
     }
 }
 
-/// `--network`: tether's [`NetworkMode`](tether_host::confine::NetworkMode).
+/// `--network`: tether's [`NetworkMode`](tether_broker::confine::NetworkMode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Network {
     /// No network (unix sockets only).
@@ -98,7 +98,7 @@ enum Network {
     Host,
 }
 
-impl From<Network> for tether_host::confine::NetworkMode {
+impl From<Network> for tether_broker::confine::NetworkMode {
     fn from(n: Network) -> Self {
         match n {
             Network::None => Self::None,
@@ -107,7 +107,7 @@ impl From<Network> for tether_host::confine::NetworkMode {
     }
 }
 
-/// `--sandbox`: tether's [`SandboxMode`](tether_host::SandboxMode) on the command line.
+/// `--sandbox`: tether's [`SandboxMode`](tether_broker::SandboxMode) on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Confinement {
     /// Landlock required (tether's default).
@@ -118,7 +118,7 @@ enum Confinement {
     Off,
 }
 
-impl From<Confinement> for tether_host::SandboxMode {
+impl From<Confinement> for tether_broker::SandboxMode {
     fn from(c: Confinement) -> Self {
         match c {
             Confinement::Enforce => Self::Enforce,

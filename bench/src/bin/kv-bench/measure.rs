@@ -14,7 +14,7 @@
 //! | `plugin-rss` | VmRSS of the plugin process after one `Put` and one `Get` | `rss_kb=…` |
 //! | `host-rss --plugins P` | this host's VmRSS with 1 and then P live plugins, each called once | `first_kb=… last_kb=… plugins=P` |
 //! | `workflow --steps N --model plugin\|containers [--step PROGRAM] [--repeat R]` | N workflow steps end to end: launch + N `Put`s + shutdown of one plugin, or N one-shot `kv-step` sandboxes under gVisor (see `workflow.rs`), R times | `steps=N samples_ns=…` |
-//! | `catalog --manifests M --use U --repeat R` | tether only: load a catalog of M manifests, then one `Put` on U of them through a lazy [`Supervisor`](tether_host::Supervisor) (see `catalog.rs`) | `load_ns=… use_ns=… started=…` |
+//! | `catalog --manifests M --use U --repeat R` | tether only: load a catalog of M manifests, then one `Put` on U of them through a lazy [`Supervisor`](tether_broker::Supervisor) (see `catalog.rs`) | `load_ns=… use_ns=… started=…` |
 //!
 //! `launch` honours the global `--sandbox` option (tether's confinement; go-plugin has none).
 //!
@@ -25,8 +25,8 @@
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
+use tether_broker::PluginClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_host::PluginClient;
 
 use crate::catalog::{self, CatalogRun};
 use crate::launcher::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};

@@ -11,14 +11,14 @@
 //! Both write the same N files into the working directory, which is checked afterwards. Each
 //! of `--repeat` samples times the whole workflow: `samples_ns=…`.
 //!
-//! [`run_to_exit`]: tether_host::PluginClientBuilder::run_to_exit
+//! [`run_to_exit`]: tether_broker::PluginClientBuilder::run_to_exit
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use tether_broker::launch::{GvisorOptions, Runner};
+use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::kv::PutRequest;
-use tether_host::launch::{GvisorOptions, Runner};
-use tether_host::{HandshakeConfig, PluginClient};
 
 use crate::launcher::{BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
 use crate::samples::join_ns;

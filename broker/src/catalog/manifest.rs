@@ -1,0 +1,932 @@
+//! Plugin manifests: one TOML file per plugin describing how to launch and confine it.
+//!
+//! [`Manifest::parse`] is sans-IO (text in, value or [`ManifestError`] out); every error names
+//! the file, the line and the key.
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+pub use crate::catalog::errors::{FileKind, ManifestError, ManifestErrors};
+use crate::catalog::keys::{self, Schema};
+use crate::catalog::runner::{self, RawGvisor, RawRunner, interpreter_hint};
+pub use crate::catalog::text::MAX_NAME_LEN;
+use crate::catalog::text::{check_name, expand_env, line_column};
+use crate::confine::network::NetworkMode;
+use crate::confine::sandbox::{Limits, SandboxMode};
+use crate::confine::seccomp::SeccompMode;
+use crate::launch::interpreted::runtime::Runtime;
+use crate::launch::runner::options::Runner;
+
+/// Idle timeout of a plugin whose manifest sets none: stopped after this long unused.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Restarts after crashes allowed within [`RestartPolicy::window`] before a plugin is
+/// reported as crashing repeatedly, when the manifest sets no `restart.max_restarts`.
+pub const DEFAULT_MAX_RESTARTS: u32 = 5;
+
+/// First wait before restarting a crashed plugin (doubled after each further crash), when the
+/// manifest sets no `restart.initial_backoff`.
+pub const DEFAULT_INITIAL_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Longest wait before restarting a crashed plugin, when the manifest sets no
+/// `restart.max_backoff`.
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// A crash older than this no longer counts towards `max_restarts`, when the manifest sets no
+/// `restart.window`.
+pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
+
+/// A parsed, checked plugin manifest.
+///
+/// ```
+/// let text = r#"
+/// name = "kv"
+/// command = "bin/kv-plugin"
+/// secrets = ["db-password"]
+/// sandbox = "enforce"
+/// idle_timeout = "30s"
+/// [handshake]
+/// cookie_key = "BASIC_PLUGIN"
+/// cookie_value = "hello"
+/// app_versions = [1]
+/// [limits]
+/// memory_mib = 256
+/// "#;
+/// let m = tether_broker::Manifest::parse(text, "/etc/tether/plugins/kv.toml".as_ref())?;
+/// assert_eq!(m.name, "kv");
+/// assert_eq!(m.command, std::path::Path::new("/etc/tether/plugins/bin/kv-plugin"));
+/// assert_eq!(m.secrets, ["db-password"]);
+/// # Ok::<(), tether_broker::catalog::ManifestErrors>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Manifest {
+    /// The plugin's name, unique in a catalog.
+    pub name: String,
+    /// The manifest file.
+    pub file: PathBuf,
+    /// The plugin binary: `command` resolved against the manifest's directory.
+    pub command: PathBuf,
+    /// Command-line arguments.
+    pub args: Vec<String>,
+    /// Expected SHA-256 of the binary (lower-case hex), checked before every launch.
+    pub sha256: Option<String>,
+    /// Magic cookie name.
+    pub cookie_key: String,
+    /// Magic cookie value.
+    pub cookie_value: String,
+    /// App protocol versions the host offers this plugin.
+    pub app_versions: Vec<u32>,
+    /// Names of the secrets the plugin asks for.
+    pub secrets: Vec<String>,
+    /// Names of the config files the plugin asks for.
+    pub config: Vec<String>,
+    /// Host environment variables the plugin may receive.
+    pub env_allow: Vec<String>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// How strictly the plugin is confined.
+    pub sandbox: SandboxMode,
+    /// Where the plugin runs (manifest key `runner`: `"process"`, the default, or `"gvisor"`;
+    /// the table `[gvisor]` sets the sandbox's cgroup limits `memory_mib` and `cpu_millis`,
+    /// see [`GvisorOptions::memory_mib`](crate::launch::GvisorOptions::memory_mib) and
+    /// [`GvisorOptions::cpu_millis`](crate::launch::GvisorOptions::cpu_millis)).
+    pub runner: Runner,
+    /// Directories the confined plugin may also read and execute below (manifest key
+    /// `sandbox_allow_exec`): an interpreter outside the system paths, e.g. a pyenv Python.
+    /// Resolved when the manifest is parsed; see [`Manifest::parse`].
+    pub sandbox_allow_exec: Vec<PathBuf>,
+    /// Directories the confined plugin may also read below (`sandbox_allow_read`), e.g. a
+    /// script plugin's sources.
+    pub sandbox_allow_read: Vec<PathBuf>,
+    /// The plugin's network (`network = "none" | "host"`, default `none`). `host` needs a
+    /// grant.
+    pub network: NetworkMode,
+    /// Its system-call filter (`seccomp = "default" | "off"`, default `default`). `off`
+    /// needs a grant.
+    pub seccomp: SeccompMode,
+    /// Which interpreter runs it (`runtime = "auto" | "native" | "python" | "node"`, default
+    /// `auto`): see [`PluginClientBuilder::runtime`](crate::PluginClientBuilder::runtime).
+    /// Needs no grant: it allows reading the interpreter's install and the plugin's own
+    /// sources, never writing, and never a directory broader than two levels.
+    pub runtime: Runtime,
+    /// Stopped after this long unused.
+    pub idle_timeout: Duration,
+    /// What happens when it crashes.
+    pub restart: RestartPolicy,
+    /// Where the `name` value is in [`file`](Self::file): 1-based line and column.
+    pub(crate) name_at: (usize, usize),
+}
+
+/// When and how fast a crashed plugin is started again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RestartPolicy {
+    /// Crashes within [`window`](Self::window) after which the plugin is not restarted.
+    pub max_restarts: u32,
+    /// Wait before the first restart; doubled for each further crash.
+    pub initial_backoff: Duration,
+    /// Upper bound of the wait.
+    pub max_backoff: Duration,
+    /// How long a crash counts.
+    pub window: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self {
+            max_restarts: DEFAULT_MAX_RESTARTS,
+            initial_backoff: DEFAULT_INITIAL_BACKOFF,
+            max_backoff: DEFAULT_MAX_BACKOFF,
+            window: DEFAULT_RESTART_WINDOW,
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// The wait before restarting after `recent_crashes` crashes (1 = the first).
+    #[must_use]
+    pub fn backoff(&self, recent_crashes: u32) -> Duration {
+        let doublings = recent_crashes.saturating_sub(1).min(31);
+        self.initial_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.max_backoff)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    name: Spanned<String>,
+    command: Spanned<String>,
+    #[serde(default)]
+    args: Vec<Spanned<String>>,
+    sha256: Option<Spanned<String>>,
+    handshake: RawHandshake,
+    #[serde(default)]
+    secrets: Vec<Spanned<String>>,
+    #[serde(default)]
+    config: Vec<Spanned<String>>,
+    #[serde(default)]
+    env_allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    limits: Limits,
+    #[serde(default)]
+    sandbox: SandboxMode,
+    #[serde(default)]
+    runner: RawRunner,
+    gvisor: Option<Spanned<RawGvisor>>,
+    #[serde(default)]
+    sandbox_allow_exec: Vec<Spanned<String>>,
+    #[serde(default)]
+    sandbox_allow_read: Vec<Spanned<String>>,
+    #[serde(default)]
+    network: NetworkMode,
+    #[serde(default)]
+    seccomp: SeccompMode,
+    #[serde(default)]
+    runtime: Runtime,
+    idle_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    restart: RawRestart,
+}
+
+/// The keys a manifest may have: those of the structs it is deserialized into.
+fn schema() -> Schema {
+    Schema::of::<RawManifest>()
+        .table("handshake", Schema::of::<RawHandshake>())
+        .table("limits", Schema::of::<Limits>())
+        .table("restart", Schema::of::<RawRestart>())
+        .table("gvisor", Schema::of::<RawGvisor>())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHandshake {
+    cookie_key: Spanned<String>,
+    cookie_value: Spanned<String>,
+    #[serde(default = "default_versions")]
+    app_versions: Spanned<Vec<u32>>,
+}
+
+fn default_versions() -> Spanned<Vec<u32>> {
+    Spanned::new(0..0, vec![1])
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRestart {
+    max_restarts: Option<u32>,
+    initial_backoff: Option<Spanned<String>>,
+    max_backoff: Option<Spanned<String>>,
+    window: Option<Spanned<String>>,
+}
+
+impl Manifest {
+    /// Parses and checks the manifest `text` read from `file` (whose directory `command` is
+    /// relative to).
+    ///
+    /// # Errors
+    /// [`ManifestErrors`]: every unknown key (all of them, each located), or else the first
+    /// other problem, each naming file, line and key: bad types, an absolute
+    /// `command` or one with `..`, NUL bytes, bad or duplicate names, malformed durations or
+    /// hashes, and sandbox allowances that name an unset environment variable.
+    ///
+    /// # Sandbox allowances
+    /// `sandbox_allow_exec` and `sandbox_allow_read` list directories the confined plugin may
+    /// also read and execute, or only read (they map to
+    /// [`PluginClientBuilder::sandbox_allow_exec`](crate::PluginClientBuilder::sandbox_allow_exec)
+    /// and `sandbox_allow_read`). An entry is an absolute path or one relative to the
+    /// manifest's directory (`..` is allowed: these only widen reading and executing, never
+    /// writing). Because interpreter locations differ between machines, an entry may use the
+    /// host's environment: `${NAME}` (an error when `NAME` is unset or empty) or
+    /// `${NAME:-default}` (the default then), e.g.
+    /// `sandbox_allow_exec = ["${PYENV_ROOT:-/usr}"]`. Variables are expanded once, when the
+    /// manifest is parsed; a path that does not exist makes the launch fail with a sandbox
+    /// error naming it.
+    ///
+    /// # What needs the operator's grant
+    /// A manifest is written by the plugin's author. `sandbox = "best-effort" | "off"`,
+    /// `sandbox_allow_exec`, `sandbox_allow_read`, `env_allow`, `network = "host"` and
+    /// `seccomp = "off"` take effect only when the grants file allows them for this plugin
+    /// (see [`Grants`](crate::Grants)), like `secrets` and `config`; otherwise the plugin does
+    /// not start.
+    pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestErrors> {
+        let document = keys::document(text, file, FileKind::Manifest)?;
+        let declared = keys::string(&document, "name");
+        keys::check(&document, &schema(), file, text, FileKind::Manifest)
+            .map_err(|e| e.declared_by(declared))?;
+        Self::parse_known(text, file).map_err(|e| ManifestErrors::from(e).declared_by(declared))
+    }
+
+    /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
+    fn parse_known(text: &str, file: &Path) -> Result<Self, ManifestError> {
+        let raw: RawManifest = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            ManifestError::at(file, text, offset, None, e.message().trim().to_owned())
+        })?;
+        let check = Checker { file, text };
+
+        check.no_nul(&raw.name, "name")?;
+        check.name(&raw.name, "name")?;
+        check.no_nul(&raw.command, "command")?;
+        let command = check.relative_path(&raw.command, "command")?;
+        let runner = check.runner(raw.runner, raw.gvisor.as_ref())?;
+        if command.components().count() == 1 {
+            // A bare name would be looked up on no PATH: say how interpreters are run.
+            if let Some(hint) = interpreter_hint(raw.command.get_ref()) {
+                return Err(check.error(&raw.command, "command", hint));
+            }
+        }
+        let dir = file.parent().unwrap_or(Path::new("."));
+        for arg in &raw.args {
+            check.no_nul(arg, "args")?;
+        }
+        let sha256 = match &raw.sha256 {
+            Some(hash) => Some(check.sha256(hash)?),
+            None => None,
+        };
+        check.no_nul(&raw.handshake.cookie_key, "handshake.cookie_key")?;
+        check.no_nul(&raw.handshake.cookie_value, "handshake.cookie_value")?;
+        if raw.handshake.cookie_key.get_ref().is_empty()
+            || raw.handshake.cookie_key.get_ref().contains('=')
+        {
+            return Err(check.error(
+                &raw.handshake.cookie_key,
+                "handshake.cookie_key",
+                "must be a non-empty environment variable name without `=`",
+            ));
+        }
+        if raw.handshake.app_versions.get_ref().is_empty() {
+            return Err(check.error(
+                &raw.handshake.app_versions,
+                "handshake.app_versions",
+                "must list at least one version",
+            ));
+        }
+        let secrets = check.names(&raw.secrets, "secrets")?;
+        let config = check.names(&raw.config, "config")?;
+        let env_allow = check.unique(&raw.env_allow, "env_allow")?;
+        let sandbox_allow_exec =
+            check.sandbox_paths(&raw.sandbox_allow_exec, "sandbox_allow_exec", dir)?;
+        let sandbox_allow_read =
+            check.sandbox_paths(&raw.sandbox_allow_read, "sandbox_allow_read", dir)?;
+        let idle_timeout = match &raw.idle_timeout {
+            Some(d) => check.duration(d, "idle_timeout")?,
+            None => DEFAULT_IDLE_TIMEOUT,
+        };
+        let defaults = RestartPolicy::default();
+        let restart = RestartPolicy {
+            max_restarts: raw.restart.max_restarts.unwrap_or(defaults.max_restarts),
+            initial_backoff: check.opt_duration(
+                raw.restart.initial_backoff.as_ref(),
+                "restart.initial_backoff",
+                defaults.initial_backoff,
+            )?,
+            max_backoff: check.opt_duration(
+                raw.restart.max_backoff.as_ref(),
+                "restart.max_backoff",
+                defaults.max_backoff,
+            )?,
+            window: check.opt_duration(
+                raw.restart.window.as_ref(),
+                "restart.window",
+                defaults.window,
+            )?,
+        };
+        let name_at = line_column(text, raw.name.span().start);
+        Ok(Self {
+            name_at,
+            name: raw.name.into_inner(),
+            file: file.to_owned(),
+            command: dir.join(command),
+            args: raw.args.into_iter().map(Spanned::into_inner).collect(),
+            sha256,
+            cookie_key: raw.handshake.cookie_key.into_inner(),
+            cookie_value: raw.handshake.cookie_value.into_inner(),
+            app_versions: raw.handshake.app_versions.into_inner(),
+            secrets,
+            config,
+            env_allow,
+            limits: raw.limits,
+            sandbox: raw.sandbox,
+            runner,
+            sandbox_allow_exec,
+            sandbox_allow_read,
+            network: raw.network,
+            seccomp: raw.seccomp,
+            runtime: raw.runtime,
+            idle_timeout,
+            restart,
+        })
+    }
+
+    /// The manifest's directory: `command` is relative to it.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        self.file.parent().unwrap_or(Path::new("."))
+    }
+}
+
+/// Checks of single values, turning failures into located errors.
+struct Checker<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Checker<'_> {
+    fn error<T>(&self, value: &Spanned<T>, key: &str, message: impl fmt::Display) -> ManifestError {
+        ManifestError::at(
+            self.file,
+            self.text,
+            value.span().start,
+            Some(key.to_owned()),
+            message.to_string(),
+        )
+    }
+
+    fn no_nul(&self, value: &Spanned<String>, key: &str) -> Result<(), ManifestError> {
+        if value.get_ref().contains('\0') {
+            return Err(self.error(value, key, "contains a NUL byte"));
+        }
+        Ok(())
+    }
+
+    fn name(&self, value: &Spanned<String>, key: &str) -> Result<(), ManifestError> {
+        check_name(value.get_ref()).map_err(|why| self.error(value, key, why))
+    }
+
+    fn names(&self, values: &[Spanned<String>], key: &str) -> Result<Vec<String>, ManifestError> {
+        for value in values {
+            self.no_nul(value, key)?;
+            self.name(value, key)?;
+        }
+        self.unique(values, key)
+    }
+
+    fn unique(&self, values: &[Spanned<String>], key: &str) -> Result<Vec<String>, ManifestError> {
+        let mut seen = std::collections::BTreeSet::new();
+        for value in values {
+            self.no_nul(value, key)?;
+            if !seen.insert(value.get_ref().as_str()) {
+                return Err(self.error(
+                    value,
+                    key,
+                    format!("`{}` is listed twice", value.get_ref()),
+                ));
+            }
+        }
+        Ok(values.iter().map(|v| v.get_ref().clone()).collect())
+    }
+
+    /// `runner` with its `[gvisor]` limits, located at the table when refused.
+    fn runner(
+        &self,
+        runner: RawRunner,
+        gvisor: Option<&Spanned<RawGvisor>>,
+    ) -> Result<Runner, ManifestError> {
+        let Some(table) = gvisor else {
+            return Ok(runner::plain(runner));
+        };
+        runner::with_table(runner, table.get_ref())
+            .map_err(|(key, message)| self.error(table, key, message))
+    }
+
+    fn relative_path(&self, value: &Spanned<String>, key: &str) -> Result<PathBuf, ManifestError> {
+        let path = Path::new(value.get_ref());
+        if value.get_ref().is_empty() {
+            return Err(self.error(value, key, "is empty"));
+        }
+        if path.is_absolute() {
+            return Err(self.error(
+                value,
+                key,
+                "is an absolute path; it must be relative to the manifest's directory (put the \
+                 program, or a link to it, in the catalog, e.g. `bin/NAME`)",
+            ));
+        }
+        if path.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(self.error(
+                value,
+                key,
+                "contains `..`; it must stay inside the manifest's directory",
+            ));
+        }
+        Ok(path.to_owned())
+    }
+
+    fn sandbox_paths(
+        &self,
+        values: &[Spanned<String>],
+        key: &str,
+        dir: &Path,
+    ) -> Result<Vec<PathBuf>, ManifestError> {
+        let mut paths = Vec::new();
+        for value in values {
+            self.no_nul(value, key)?;
+            let expanded = expand_env(value.get_ref(), |name| std::env::var(name).ok())
+                .map_err(|why| self.error(value, key, why))?;
+            if expanded.is_empty() {
+                return Err(self.error(value, key, "is empty"));
+            }
+            // An absolute entry replaces `dir` in the join.
+            paths.push(dir.join(&expanded));
+        }
+        Ok(paths)
+    }
+
+    fn sha256(&self, value: &Spanned<String>) -> Result<String, ManifestError> {
+        let hex = value.get_ref();
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.error(value, "sha256", "must be 64 hexadecimal digits"));
+        }
+        Ok(hex.to_ascii_lowercase())
+    }
+
+    fn duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, ManifestError> {
+        humantime::parse_duration(value.get_ref()).map_err(|e| {
+            self.error(
+                value,
+                key,
+                format!("{e}; write a duration such as \"30s\" or \"5m\""),
+            )
+        })
+    }
+
+    fn opt_duration(
+        &self,
+        value: Option<&Spanned<String>>,
+        key: &str,
+        default: Duration,
+    ) -> Result<Duration, ManifestError> {
+        value.map_or(Ok(default), |v| self.duration(v, key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn environment_variables_in_sandbox_paths_are_expanded_with_defaults() {
+        let env = |name: &str| (name == "ROOT").then(|| "/opt/py".to_owned());
+        assert_eq!(expand_env("${ROOT}/lib", env).unwrap(), "/opt/py/lib");
+        assert_eq!(expand_env("${NOPE:-/usr}", env).unwrap(), "/usr");
+        assert_eq!(expand_env("${ROOT:-/usr}", env).unwrap(), "/opt/py");
+        assert_eq!(expand_env("plain/path", env).unwrap(), "plain/path");
+        let unset = expand_env("${NOPE}/bin", env).unwrap_err();
+        assert!(unset.contains("`NOPE`, which is not set"), "{unset}");
+        for bad in ["$ROOT", "${ROOT", "${1X}", "${}", "a$"] {
+            assert!(expand_env(bad, env).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_interpreter_as_the_command_is_refused_saying_to_link_the_script_into_the_catalog() {
+        for interpreter in ["node", "python3", "python3.11", "python"] {
+            let text = GOOD.replace(
+                "command = \"bin/kv\"",
+                &format!("command = \"{interpreter}\""),
+            );
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("names the interpreter `{interpreter}`")),
+                "{err}"
+            );
+            assert!(err.contains("`#!` line"), "{err}");
+        }
+        // Other bare names are programs in the catalog's directory, as before.
+        let text = GOOD.replace("command = \"bin/kv\"", "command = \"kv-plugin\"");
+        assert!(parse(&text).is_ok());
+        let text = GOOD.replace("command = \"bin/kv\"", "command = \"python3x\"");
+        assert!(parse(&text).is_ok());
+    }
+
+    #[test]
+    fn sandbox_allowances_are_absolute_or_relative_to_the_manifest() {
+        let text = GOOD.replace(
+            "sandbox = \"best-effort\"\n",
+            "sandbox = \"best-effort\"\nsandbox_allow_exec = [\"/opt/node\", \"${TETHER_TEST_SURELY_UNSET:-/usr/local}\"]\nsandbox_allow_read = [\"../src\"]\n",
+        );
+        let m = parse(&text).unwrap();
+        assert_eq!(
+            m.sandbox_allow_exec,
+            [Path::new("/opt/node"), Path::new("/usr/local")]
+        );
+        assert_eq!(m.sandbox_allow_read, [Path::new("/cat/../src")]);
+    }
+
+    #[test]
+    fn a_sandbox_allowance_with_an_unset_variable_is_refused_with_its_line() {
+        let text = GOOD.replace(
+            "sandbox = \"best-effort\"\n",
+            "sandbox = \"best-effort\"\nsandbox_allow_exec = [\"${TETHER_TEST_SURELY_UNSET}/bin\"]\n",
+        );
+        let err = parse(&text).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("sandbox_allow_exec"), "{err}");
+        assert!(err.message.contains("TETHER_TEST_SURELY_UNSET"), "{err}");
+        assert_eq!(err.line, 8, "{err}");
+    }
+
+    const GOOD: &str = r#"name = "kv"
+command = "bin/kv"
+args = ["--verbose"]
+secrets = ["a", "b"]
+config = ["settings.json"]
+env_allow = ["HOME"]
+sandbox = "best-effort"
+idle_timeout = "2s"
+
+[handshake]
+cookie_key = "BASIC_PLUGIN"
+cookie_value = "hello"
+app_versions = [1, 2]
+
+[limits]
+memory_mib = 64
+cpu_seconds = 10
+open_files = 128
+processes = 16
+
+[restart]
+max_restarts = 3
+initial_backoff = "50ms"
+"#;
+
+    /// The first problem, as most tests look at one.
+    fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        Manifest::parse(text, Path::new("/cat/kv.toml")).map_err(|e| e.first().clone())
+    }
+
+    #[test]
+    fn a_complete_manifest_is_parsed_with_paths_relative_to_its_directory() {
+        let m = parse(GOOD).unwrap();
+        assert_eq!(m.name, "kv");
+        assert_eq!(m.command, Path::new("/cat/bin/kv"));
+        assert_eq!(m.args, ["--verbose"]);
+        assert_eq!(m.secrets, ["a", "b"]);
+        assert_eq!(m.config, ["settings.json"]);
+        assert_eq!(m.env_allow, ["HOME"]);
+        assert_eq!(m.sandbox, SandboxMode::BestEffort);
+        assert_eq!(m.idle_timeout, Duration::from_secs(2));
+        assert_eq!(m.app_versions, [1, 2]);
+        assert_eq!(m.limits.memory_mib, Some(64));
+        assert_eq!(m.limits.processes, Some(16));
+        assert_eq!(m.restart.max_restarts, 3);
+        assert_eq!(m.restart.initial_backoff, Duration::from_millis(50));
+        assert_eq!(m.restart.max_backoff, DEFAULT_MAX_BACKOFF);
+        assert_eq!(
+            (m.network, m.seccomp, m.runtime),
+            (NetworkMode::None, SeccompMode::Default, Runtime::Auto)
+        );
+    }
+
+    #[test]
+    fn network_seccomp_and_runtime_are_read_and_misspelt_values_located() {
+        let m = parse(&GOOD.replace(
+            "idle_timeout",
+            "network = \"host\"\nseccomp = \"off\"\nruntime = \"python\"\nidle_timeout",
+        ))
+        .unwrap();
+        assert_eq!(
+            (m.network, m.seccomp, m.runtime),
+            (NetworkMode::Host, SeccompMode::Off, Runtime::Python)
+        );
+        let err =
+            parse(&GOOD.replace("idle_timeout", "runtime = \"ruby\"\nidle_timeout")).unwrap_err();
+        assert_eq!(
+            (err.line, err.key.as_deref()),
+            (8, Some("runtime")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_gvisor_table_sets_the_sandbox_limits_and_is_refused_for_the_process_runner() {
+        let m = parse(&format!(
+            "runner = \"gvisor\"\n{GOOD}\n[gvisor]\nmemory_mib = 256\ncpu_millis = 500\n"
+        ))
+        .unwrap();
+        let Runner::Gvisor(options) = &m.runner else {
+            panic!("{:?}", m.runner)
+        };
+        assert_eq!(
+            (options.memory_mib, options.cpu_millis),
+            (Some(256), Some(500))
+        );
+        let err = parse(&format!("{GOOD}\n[gvisor]\nmemory_mib = 256\n")).unwrap_err();
+        assert!(err.to_string().contains("runs as a process"), "{err}");
+        let err = parse(&format!(
+            "runner = \"gvisor\"\n{GOOD}\n[gvisor]\ncpu_millis = 0\n"
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("gvisor.cpu_millis"), "{err}");
+        let err = parse(&format!(
+            "runner = \"gvisor\"\n{GOOD}\n[gvisor]\nmemory = 1\n"
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("memory"), "{err}");
+    }
+
+    #[test]
+    fn a_manifest_chooses_the_gvisor_runner_and_the_process_runner_is_the_default() {
+        assert_eq!(parse(GOOD).unwrap().runner, Runner::Process);
+        let m = parse(&format!("runner = \"gvisor\"\n{GOOD}")).unwrap();
+        assert_eq!(m.runner.name(), "gvisor");
+        assert!(parse(&format!("runner = \"docker\"\n{GOOD}")).is_err());
+    }
+
+    #[test]
+    fn the_sandbox_is_enforced_unless_the_manifest_says_otherwise() {
+        let m = parse(&GOOD.replace("sandbox = \"best-effort\"\n", "")).unwrap();
+        assert_eq!(m.sandbox, SandboxMode::Enforce);
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_line() {
+        let err = parse(&GOOD.replace("[limits]\n", "[limits]\nmemroy_mib = 3\n")).unwrap_err();
+        assert_eq!(err.line, 16, "{err}");
+        assert_eq!(err.key.as_deref(), Some("limits.memroy_mib"), "{err}");
+        assert!(
+            err.message
+                .starts_with("unknown key; expected one of `memory_mib`"),
+            "{err}"
+        );
+        assert!(err.to_string().starts_with("/cat/kv.toml:16:"), "{err}");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_named_with_its_line() {
+        let err = parse(&GOOD.replace("memory_mib = 64", "memory_mib = \"lots\"")).unwrap_err();
+        assert_eq!(err.line, 16, "{err}");
+        assert_eq!(err.key.as_deref(), Some("limits.memory_mib"), "{err}");
+    }
+
+    #[test]
+    fn absolute_and_escaping_commands_are_refused() {
+        let err = parse(&GOOD.replace("bin/kv", "/usr/bin/kv")).unwrap_err();
+        assert_eq!((err.line, err.key.as_deref()), (2, Some("command")));
+        assert!(err.message.contains("absolute"), "{err}");
+        let err = parse(&GOOD.replace("bin/kv", "bin/../../kv")).unwrap_err();
+        assert!(err.message.contains(".."), "{err}");
+    }
+
+    #[test]
+    fn nul_bytes_are_refused() {
+        let err = parse(&GOOD.replace("--verbose", "--ver\\u0000bose")).unwrap_err();
+        assert_eq!((err.line, err.key.as_deref()), (3, Some("args")));
+        assert!(err.message.contains("NUL"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_and_unsafe_secret_names_are_refused() {
+        let err = parse(&GOOD.replace("[\"a\", \"b\"]", "[\"a\", \"a\"]")).unwrap_err();
+        assert_eq!((err.line, err.key.as_deref()), (4, Some("secrets")));
+        assert!(err.message.contains("twice"), "{err}");
+        let err = parse(&GOOD.replace("[\"a\", \"b\"]", "[\"../etc/shadow\"]")).unwrap_err();
+        assert!(err.message.contains("not a valid name"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_duration_and_a_bad_hash_are_explained() {
+        let err = parse(&GOOD.replace("\"2s\"", "\"soon\"")).unwrap_err();
+        assert_eq!((err.line, err.key.as_deref()), (8, Some("idle_timeout")));
+        let err = parse(&GOOD.replace("args", "sha256 = \"abc\"\nargs")).unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("sha256"));
+        assert!(err.message.contains("64 hexadecimal"), "{err}");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_limit() {
+        let policy = RestartPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(350),
+            ..RestartPolicy::default()
+        };
+        let waits: Vec<_> = (1..=4).map(|n| policy.backoff(n).as_millis()).collect();
+        assert_eq!(waits, [100, 200, 350, 350]);
+    }
+
+    /// The parts of a valid manifest the property tests vary.
+    #[derive(Debug, Clone)]
+    struct Spec {
+        name: String,
+        command: String,
+        args: Vec<String>,
+        secrets: Vec<String>,
+        env_allow: Vec<String>,
+        cookie_value: String,
+        app_versions: Vec<u32>,
+        memory_mib: Option<u64>,
+        max_restarts: Option<u32>,
+    }
+
+    /// A TOML basic string: quotes, backslashes and control characters escaped.
+    fn toml_string(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    fn toml_list(items: &[String]) -> String {
+        let quoted: Vec<String> = items.iter().map(|s| toml_string(s)).collect();
+        format!("[{}]", quoted.join(", "))
+    }
+
+    /// The top-level lines, then the tables.
+    fn encode(spec: &Spec) -> (Vec<String>, String) {
+        let top = vec![
+            format!("name = {}", toml_string(&spec.name)),
+            format!("command = {}", toml_string(&spec.command)),
+            format!("args = {}", toml_list(&spec.args)),
+            format!("secrets = {}", toml_list(&spec.secrets)),
+            format!("env_allow = {}", toml_list(&spec.env_allow)),
+        ];
+        let versions: Vec<String> = spec.app_versions.iter().map(u32::to_string).collect();
+        let mut tables = format!(
+            "\n[handshake]\ncookie_key = \"K\"\ncookie_value = {}\napp_versions = [{}]\n",
+            toml_string(&spec.cookie_value),
+            versions.join(", ")
+        );
+        if let Some(mib) = spec.memory_mib {
+            tables.push_str(&format!("\n[limits]\nmemory_mib = {mib}\n"));
+        }
+        if let Some(n) = spec.max_restarts {
+            tables.push_str(&format!("\n[restart]\nmax_restarts = {n}\n"));
+        }
+        (top, tables)
+    }
+
+    fn text(top: &[String], tables: &str) -> String {
+        format!("{}\n{tables}", top.join("\n"))
+    }
+
+    fn arb_spec() -> impl Strategy<Value = Spec> {
+        let name = "[a-z][a-z0-9_-]{0,20}";
+        (
+            (
+                name,
+                "[a-z][a-z0-9_-]{0,10}(/[a-z0-9_-][a-z0-9_.-]{0,9}){0,3}",
+            ),
+            proptest::collection::vec("[^\u{0}]{0,20}", 0..4),
+            proptest::collection::btree_set(name, 0..4),
+            proptest::collection::btree_set("[A-Z_][A-Z0-9_]{0,10}", 0..3),
+            "[^\u{0}]{0,30}",
+            proptest::collection::vec(any::<u32>(), 1..4),
+            proptest::option::of(any::<u64>().prop_map(|n| n >> 1)),
+            proptest::option::of(any::<u32>()),
+        )
+            .prop_map(
+                |(
+                    (name, command),
+                    args,
+                    secrets,
+                    env_allow,
+                    cookie_value,
+                    app_versions,
+                    memory_mib,
+                    max_restarts,
+                )| Spec {
+                    name,
+                    command,
+                    args,
+                    secrets: secrets.into_iter().collect(),
+                    env_allow: env_allow.into_iter().collect(),
+                    cookie_value,
+                    app_versions,
+                    memory_mib,
+                    max_restarts,
+                },
+            )
+    }
+
+    /// Top-level entries that are each wrong in their own way.
+    fn arb_bad_line() -> impl Strategy<Value = (&'static str, &'static str)> {
+        prop_oneof![
+            Just(("unknown_key = 1", "unknown key")),
+            Just(("sha256 = \"abc\"", "64 hexadecimal")),
+            Just(("idle_timeout = \"soon\"", "")),
+            Just(("config = [\"a\", \"a\"]", "twice")),
+            Just(("config = [\"../etc/shadow\"]", "not a valid name")),
+            Just(("sandbox = \"sometimes\"", "")),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_never_panics_and_errors_point_into_the_file(
+            text in prop_oneof![".{0,400}", "[a-z_\\[\\]=\" \n0-9.,/\\\\]{0,400}"],
+        ) {
+            if let Err(err) = parse(&text) {
+                prop_assert_eq!(&err.file, Path::new("/cat/kv.toml"));
+                prop_assert!(err.line >= 1 && err.line <= text.lines().count() + 1, "{}", err);
+                prop_assert!(err.column >= 1, "{}", err);
+                prop_assert!(err.to_string().starts_with("/cat/kv.toml:"), "{}", err);
+            }
+        }
+
+        #[test]
+        fn encoded_manifests_parse_back_to_what_was_encoded(spec in arb_spec()) {
+            let (top, tables) = encode(&spec);
+            let text = text(&top, &tables);
+            let m = parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            prop_assert_eq!(&m.name, &spec.name);
+            prop_assert_eq!(m.command, Path::new("/cat").join(&spec.command));
+            prop_assert_eq!(&m.args, &spec.args);
+            prop_assert_eq!(&m.secrets, &spec.secrets);
+            prop_assert_eq!(&m.env_allow, &spec.env_allow);
+            prop_assert_eq!(&m.cookie_value, &spec.cookie_value);
+            prop_assert_eq!(&m.app_versions, &spec.app_versions);
+            prop_assert_eq!(m.limits.memory_mib, spec.memory_mib);
+            prop_assert_eq!(
+                m.restart.max_restarts,
+                spec.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS)
+            );
+        }
+
+        #[test]
+        fn a_bad_entry_anywhere_is_reported_at_its_line(
+            spec in arb_spec(),
+            (bad, says) in arb_bad_line(),
+            at in 0_usize..=5,
+        ) {
+            let (mut top, tables) = encode(&spec);
+            top.insert(at, bad.to_owned());
+            let text = text(&top, &tables);
+            let err = parse(&text).expect_err(&text);
+            prop_assert_eq!(err.line, at + 1, "{}\n{}", err, text);
+            prop_assert!(err.message.contains(says), "{}", err);
+            let prefix = format!("/cat/kv.toml:{}:", at + 1);
+            prop_assert!(err.to_string().starts_with(&prefix), "{}", err);
+        }
+
+        #[test]
+        fn an_absolute_escaping_or_nul_command_is_refused_at_its_line(
+            spec in arb_spec(),
+            command in prop_oneof![
+                "/[a-z]{1,10}",
+                "([a-z]{1,5}/){0,2}\\.\\./[a-z]{1,5}",
+                "[a-z]{1,5}\u{0}[a-z]{0,5}",
+            ],
+        ) {
+            let (mut top, tables) = encode(&spec);
+            top[1] = format!("command = {}", toml_string(&command));
+            let err = parse(&text(&top, &tables)).expect_err(&command);
+            prop_assert_eq!((err.line, err.key.as_deref()), (2, Some("command")), "{}", err);
+        }
+    }
+}

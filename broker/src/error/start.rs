@@ -1,0 +1,566 @@
+//! Why a plugin did not start: [`StartError`] (plugin, [`Phase`], [`PluginOutput`],
+//! [`StartErrorKind`]) and the facts it refers to.
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use tether_proto::handshake::HandshakeError;
+
+use crate::error::BoxError;
+pub use crate::error::refusal::{AddressProblem, Incompatibility};
+
+/// The phase of start-up in which a [`StartError`] happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Making the private directory and the TLS identity, before anything runs.
+    Prepare,
+    /// Starting the plugin's process.
+    Spawn,
+    /// Reading the handshake line from the plugin's stdout and checking it.
+    Handshake,
+    /// Connecting to the announced address (TLS included).
+    Connect,
+    /// The gRPC health check.
+    HealthCheck,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Prepare => "prepare",
+            Self::Spawn => "spawn",
+            Self::Handshake => "handshake",
+            Self::Connect => "connect",
+            Self::HealthCheck => "health check",
+        })
+    }
+}
+
+/// What a plugin had printed when its start failed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginOutput {
+    /// Its stdout before the failure (stray lines and the handshake line), truncated to
+    /// [`MAX_QUOTED_STDOUT`](crate::launch::MAX_QUOTED_STDOUT) bytes.
+    pub stdout: String,
+    /// The last bytes of its stderr (see
+    /// [`DEFAULT_STDERR_TAIL_LEN`](crate::launch::DEFAULT_STDERR_TAIL_LEN)).
+    pub stderr_tail: String,
+}
+
+impl fmt::Display for PluginOutput {
+    /// Writes ` stdout: "…"; stderr (tail): "…"` with both quoted on one line, or a note that
+    /// the plugin printed nothing; meant to end an error message.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.stdout.is_empty(), self.stderr_tail.is_empty()) {
+            (true, true) => f.write_str(" It printed nothing on stdout or stderr."),
+            (false, true) => write!(f, " stdout: {:?}; stderr: empty.", self.stdout),
+            (true, false) => write!(f, " stderr (tail): {:?}", self.stderr_tail),
+            (false, false) => write!(
+                f,
+                " stdout: {:?}; stderr (tail): {:?}",
+                self.stdout, self.stderr_tail
+            ),
+        }
+    }
+}
+
+/// The limit on a plugin's output before its handshake that was exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OutputLimit {
+    /// More stray lines than this.
+    Lines(usize),
+    /// More stray bytes than this.
+    Bytes(usize),
+    /// A line longer than this (the handshake maximum).
+    LineLength(usize),
+}
+
+impl fmt::Display for OutputLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Lines(n) => write!(f, "more than {n} lines"),
+            Self::Bytes(n) => write!(f, "more than {n} bytes"),
+            Self::LineLength(n) => write!(f, "a line longer than {n} bytes"),
+        }
+    }
+}
+
+/// Why [`PluginClientBuilder::start`](crate::PluginClientBuilder::start) failed: which plugin,
+/// in which [`Phase`], what it had printed, and what went wrong ([`StartErrorKind`]) — each
+/// fact once.
+///
+/// The plugin's process group has been ended and its private directory removed by the time
+/// this is returned.
+#[derive(Debug)]
+pub struct StartError {
+    plugin: String,
+    phase: Phase,
+    output: Option<Box<PluginOutput>>,
+    kind: StartErrorKind,
+}
+
+/// What went wrong in a [`StartError`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StartErrorKind {
+    /// The private directory, the delivered files, the TLS identity or the host services could
+    /// not be made.
+    Prepare {
+        /// What was being made.
+        what: &'static str,
+        /// Why it failed.
+        source: BoxError,
+    },
+    /// [`run_as`](crate::PluginClientBuilder::run_as) on a host that is not root: only root
+    /// can start a process as another user.
+    RunAsNeedsRoot {
+        /// The uid asked for.
+        uid: u32,
+        /// The gid asked for.
+        gid: u32,
+        /// The host's effective uid.
+        host_uid: u32,
+    },
+    /// The plugin binary failed its integrity check (`sha256`).
+    Integrity(Box<crate::confine::integrity::IntegrityError>),
+    /// The plugin's confinement cannot be prepared.
+    Sandbox {
+        /// The sandbox mode asked for.
+        mode: crate::confine::sandbox::SandboxMode,
+        /// Why.
+        source: Box<crate::confine::sandbox::SandboxError>,
+    },
+    /// The interpreter of an interpreted plugin could not be resolved (see
+    /// [`PluginClientBuilder::runtime`](crate::PluginClientBuilder::runtime)).
+    Runtime(Box<crate::launch::interpreted::runtime::RuntimeError>),
+    /// The plugin's runner is not installed (e.g. gVisor's `runsc` for
+    /// [`Runner::Gvisor`](crate::launch::Runner::Gvisor)).
+    RunnerMissing {
+        /// The runner (`gvisor`).
+        runner: &'static str,
+        /// The program that was looked for.
+        program: PathBuf,
+        /// How to install it.
+        hint: &'static str,
+    },
+    /// The runner itself failed to prepare or start the plugin (e.g. `runsc failed: …`),
+    /// rather than the plugin.
+    Runner {
+        /// The runner (`gvisor`).
+        runner: &'static str,
+        /// The runner's own account of the failure.
+        problem: String,
+    },
+    /// The process could not be started.
+    Spawn {
+        /// The program that was to be run.
+        program: PathBuf,
+        /// The error from the operating system.
+        source: io::Error,
+    },
+    /// No handshake line within the start timeout.
+    Timeout {
+        /// The start timeout.
+        timeout: Duration,
+    },
+    /// The plugin exited during start-up (in the error's [phase](StartError::phase)).
+    Exited {
+        /// Its exit status.
+        status: ExitStatus,
+    },
+    /// The plugin exited before its handshake saying it was not launched by its host (go-plugin's
+    /// and every tether SDK's message for a missing or wrong magic cookie): the cookie the host
+    /// set is not the one the plugin expects. Only the cookie's key is kept: the cookie is not
+    /// a secret (it only tells a plugin that a host started it), but its value stays where it
+    /// was set (a manifest, a command line) and is never repeated in errors or logs.
+    CookieRefused {
+        /// Its exit status.
+        status: ExitStatus,
+        /// The name of the cookie variable the host set.
+        cookie_key: String,
+    },
+    /// The confined plugin exited before its handshake with signs that the sandbox refused it
+    /// something (exit status 126/127, or a permission or import error on its stderr).
+    SandboxDenied {
+        /// Its exit status.
+        status: ExitStatus,
+        /// The sandbox mode it ran under.
+        mode: crate::confine::sandbox::SandboxMode,
+        /// What shows the denial and what to allow.
+        denial: crate::launch::interpreted::denial::Denial,
+    },
+    /// stdout ended (or could not be read) without a handshake while the plugin kept running.
+    StdoutClosed,
+    /// The plugin printed too much before its handshake.
+    TooMuchOutput {
+        /// The limit exceeded.
+        limit: OutputLimit,
+    },
+    /// A line that looks like a handshake but is not a valid one.
+    Malformed {
+        /// The line, truncated.
+        line: String,
+        /// What is wrong with it.
+        error: HandshakeError,
+    },
+    /// A valid handshake this host cannot accept.
+    Incompatible {
+        /// What does not match.
+        reason: Incompatibility,
+        /// The app protocol versions the host offered.
+        offered: Vec<u32>,
+    },
+    /// AutoMTLS is on but the handshake carries no certificate.
+    NoAutoMtls,
+    /// The announced address is not one the host connects to.
+    Address {
+        /// The announced address.
+        address: String,
+        /// What is wrong with it.
+        problem: AddressProblem,
+    },
+    /// Connecting to the plugin failed before TLS.
+    Connect {
+        /// The announced address.
+        address: String,
+        /// Why it failed.
+        source: BoxError,
+    },
+    /// The TLS handshake with the plugin failed.
+    Tls {
+        /// The announced address.
+        address: String,
+        /// The TLS error.
+        source: io::Error,
+    },
+    /// Connecting (TLS included) took longer than the connect timeout.
+    ConnectTimeout {
+        /// The announced address.
+        address: String,
+        /// The connect timeout.
+        timeout: Duration,
+    },
+    /// The health check RPC failed.
+    HealthCheck(Box<tonic::Status>),
+    /// The plugin answered the health check with a status other than `SERVING`.
+    Unhealthy {
+        /// The reported status name (e.g. `NOT_SERVING`).
+        status: String,
+    },
+    /// The health check took longer than the health timeout.
+    HealthTimeout {
+        /// The health timeout.
+        timeout: Duration,
+    },
+}
+
+impl StartErrorKind {
+    /// The phase this failure belongs to; `Exited` happens in any phase after the spawn, so its
+    /// phase is `during` (where the plugin was when it exited).
+    pub(crate) fn phase(&self, during: Phase) -> Phase {
+        match self {
+            Self::Prepare { .. }
+            | Self::RunAsNeedsRoot { .. }
+            | Self::Integrity(_)
+            | Self::Sandbox { .. }
+            | Self::Runtime(_)
+            | Self::RunnerMissing { .. } => Phase::Prepare,
+            Self::Spawn { .. } | Self::Runner { .. } => Phase::Spawn,
+            Self::Exited { .. } | Self::SandboxDenied { .. } => during,
+            Self::Timeout { .. }
+            | Self::CookieRefused { .. }
+            | Self::StdoutClosed
+            | Self::TooMuchOutput { .. }
+            | Self::Malformed { .. }
+            | Self::Incompatible { .. }
+            | Self::NoAutoMtls => Phase::Handshake,
+            Self::Address { .. }
+            | Self::Connect { .. }
+            | Self::Tls { .. }
+            | Self::ConnectTimeout { .. } => Phase::Connect,
+            Self::HealthCheck(_) | Self::Unhealthy { .. } | Self::HealthTimeout { .. } => {
+                Phase::HealthCheck
+            }
+        }
+    }
+}
+
+/// A start-up stage's failure, before the plugin's name and output are attached.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) phase: Phase,
+    pub(crate) kind: StartErrorKind,
+}
+
+impl Failure {
+    /// A failure whose phase follows from its kind (`Exited` needs [`Failure::exited`]).
+    pub(crate) fn new(kind: StartErrorKind) -> Self {
+        Self {
+            phase: kind.phase(Phase::Prepare),
+            kind,
+        }
+    }
+
+    /// The plugin exited during `phase`.
+    pub(crate) fn exited(phase: Phase, status: ExitStatus) -> Self {
+        Self {
+            phase,
+            kind: StartErrorKind::Exited { status },
+        }
+    }
+}
+
+impl From<StartErrorKind> for Failure {
+    fn from(kind: StartErrorKind) -> Self {
+        Self::new(kind)
+    }
+}
+
+impl StartError {
+    /// `failure` of plugin `plugin`, with what it printed (`None` before it was spawned).
+    pub(crate) fn new(plugin: &str, failure: Failure, output: Option<PluginOutput>) -> Self {
+        Self {
+            plugin: plugin.to_owned(),
+            phase: failure.phase,
+            output: output.map(Box::new),
+            kind: failure.kind,
+        }
+    }
+
+    /// The plugin's name.
+    #[must_use]
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    /// The phase of start-up that failed.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// What the plugin printed before the failure; `None` before it was spawned.
+    #[must_use]
+    pub fn output(&self) -> Option<&PluginOutput> {
+        self.output.as_deref()
+    }
+
+    /// What went wrong.
+    #[must_use]
+    pub fn kind(&self) -> &StartErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use StartErrorKind as K;
+        let plugin = &self.plugin;
+        match &self.kind {
+            K::Prepare { what, source } => write!(
+                f,
+                "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the runtime directory exists, is writable and is short"
+            ),
+            K::RunAsNeedsRoot { uid, gid, host_uid } => write!(
+                f,
+                "plugin `{plugin}` is to run as uid {uid}, gid {gid}, but the host runs as uid {host_uid} and only root can start a process as another user; run the host as root, or drop `run_as` (the plugin then runs as the host's user)"
+            ),
+            K::Integrity(source) => {
+                write!(f, "plugin `{plugin}` is refused before start: {source}")
+            }
+            K::Sandbox { mode, source } => write!(
+                f,
+                "plugin `{plugin}` cannot be confined (sandbox mode `{mode}`): {source}"
+            ),
+            K::Runtime(source) => write!(
+                f,
+                "cannot prepare the interpreter of plugin `{plugin}`: {source}"
+            ),
+            K::SandboxDenied {
+                status,
+                mode,
+                denial,
+            } => write!(
+                f,
+                "plugin `{plugin}` exited ({status}) during start-up ({}) and was most likely refused something by its sandbox (mode `{mode}`: Landlock allows only its program's directory, the system paths, its private and working directories and what was explicitly allowed){denial}.",
+                self.phase
+            ),
+            K::RunnerMissing {
+                runner,
+                program,
+                hint,
+            } => write!(
+                f,
+                "plugin `{plugin}` runs under the {runner} runner, but {} is not installed: {hint}",
+                program.display()
+            ),
+            K::Runner { runner, problem } => write!(
+                f,
+                "the {runner} runner could not start plugin `{plugin}`: {problem}"
+            ),
+            K::Spawn { program, source } => write!(
+                f,
+                "cannot start plugin `{plugin}` ({}): {source}; check that the path exists and is executable",
+                program.display()
+            ),
+            K::Timeout { timeout } => write!(
+                f,
+                "plugin `{plugin}` printed no handshake within {timeout:?}; check that it is a go-plugin-compatible plugin, or raise the start timeout."
+            ),
+            K::Exited { status } => write!(
+                f,
+                "plugin `{plugin}` exited ({status}) during start-up ({}); its stderr usually says why.",
+                self.phase
+            ),
+            K::CookieRefused { status, cookie_key } => write!(
+                f,
+                "plugin `{plugin}` refused the host's magic cookie: it exited ({status}) before its handshake, saying it was not launched by its host. The host set the cookie variable `{cookie_key}` (its value is not shown); the plugin expects another key or value: set the cookie its author chose, as `cookie_key` and `cookie_value` under `[handshake]` in its manifest (`--cookie KEY=VALUE` for tether call/inspect, `HandshakeConfig::new(key, value)` in code)."
+            ),
+            K::StdoutClosed => write!(
+                f,
+                "plugin `{plugin}` closed its stdout without printing a handshake; a plugin must print its handshake line on stdout."
+            ),
+            K::TooMuchOutput { limit } => write!(
+                f,
+                "plugin `{plugin}` printed {limit} on stdout before its handshake; a plugin must print its handshake line first (or raise the stray-output limits)."
+            ),
+            K::Malformed { line, error } => write!(
+                f,
+                "plugin `{plugin}` printed a malformed handshake line {line:?}: {error}; the plugin does not speak the go-plugin handshake correctly."
+            ),
+            K::Incompatible { reason, offered } => write!(
+                f,
+                "plugin `{plugin}` is incompatible with this host: {reason} (the host offered app protocol versions {offered:?}); use a plugin built for this host."
+            ),
+            K::NoAutoMtls => write!(
+                f,
+                "plugin `{plugin}` does not support AutoMTLS: its handshake carries no certificate; upgrade the plugin, or start it with `.plaintext()` if an unauthenticated, unencrypted connection is acceptable."
+            ),
+            K::Address { address, problem } => write!(
+                f,
+                "plugin `{plugin}` announced address {address}, which the host refuses: {problem}."
+            ),
+            K::Connect { address, source } => write!(
+                f,
+                "cannot connect to plugin `{plugin}` at {address}: {source}; the plugin announced an address it does not serve on."
+            ),
+            K::Tls { address, source } => write!(
+                f,
+                "the TLS handshake with plugin `{plugin}` at {address} failed: {source}; the plugin must present the certificate from its handshake line and accept the host's PLUGIN_CLIENT_CERT."
+            ),
+            K::ConnectTimeout { address, timeout } => write!(
+                f,
+                "connecting to plugin `{plugin}` at {address} took longer than {timeout:?}; the plugin accepts connections but does not answer (or raise the connect timeout)."
+            ),
+            K::HealthCheck(source) => write!(
+                f,
+                "the health check of plugin `{plugin}` failed: {source}; a plugin must serve grpc.health.v1.Health for service \"plugin\"."
+            ),
+            K::Unhealthy { status } => write!(
+                f,
+                "plugin `{plugin}` reports health status {status} instead of SERVING; it is not ready to serve, see its stderr."
+            ),
+            K::HealthTimeout { timeout } => write!(
+                f,
+                "the health check of plugin `{plugin}` took longer than {timeout:?}; the plugin is stuck (or raise the health timeout)."
+            ),
+        }?;
+        match &self.output {
+            Some(output) => write!(f, "{output}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        use StartErrorKind as K;
+        match &self.kind {
+            K::Prepare { source, .. } | K::Connect { source, .. } => Some(&**source),
+            K::Integrity(source) => Some(&**source),
+            K::Sandbox { source, .. } => Some(&**source),
+            K::Runtime(source) => Some(&**source),
+            K::Spawn { source, .. } | K::Tls { source, .. } => Some(source),
+            K::Malformed { error, .. } => Some(error),
+            K::Address { problem, .. } => Some(problem),
+            K::HealthCheck(source) => Some(&**source),
+            K::Timeout { .. }
+            | K::RunnerMissing { .. }
+            | K::Runner { .. }
+            | K::Exited { .. }
+            | K::CookieRefused { .. }
+            | K::SandboxDenied { .. }
+            | K::StdoutClosed
+            | K::TooMuchOutput { .. }
+            | K::Incompatible { .. }
+            | K::NoAutoMtls
+            | K::RunAsNeedsRoot { .. }
+            | K::ConnectTimeout { .. }
+            | K::Unhealthy { .. }
+            | K::HealthTimeout { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_quoted_on_one_line() {
+        let out = PluginOutput {
+            stdout: "banner".into(),
+            stderr_tail: "line 1\nline \"2\"".into(),
+        };
+        let text = out.to_string();
+        assert!(!text.contains('\n'));
+        assert_eq!(
+            text,
+            r#" stdout: "banner"; stderr (tail): "line 1\nline \"2\"""#
+        );
+        assert_eq!(
+            PluginOutput::default().to_string(),
+            " It printed nothing on stdout or stderr."
+        );
+    }
+
+    #[test]
+    fn start_errors_name_plugin_phase_and_remedy() {
+        let err = StartError::new(
+            "kv",
+            Failure::new(StartErrorKind::NoAutoMtls),
+            Some(PluginOutput::default()),
+        );
+        assert_eq!(err.phase(), Phase::Handshake);
+        assert_eq!(err.plugin(), "kv");
+        let text = err.to_string();
+        assert!(text.starts_with("plugin `kv` does not support AutoMTLS"));
+        assert!(text.contains(".plaintext()"));
+    }
+
+    #[test]
+    fn run_as_on_a_host_that_is_not_root_fails_before_anything_is_made_and_says_what_to_do() {
+        let kind = StartErrorKind::RunAsNeedsRoot {
+            uid: 65534,
+            gid: 65534,
+            host_uid: 1000,
+        };
+        let err = StartError::new("kv", Failure::new(kind), None);
+        assert_eq!(err.phase(), Phase::Prepare);
+        let text = err.to_string();
+        assert!(
+            text.starts_with("plugin `kv` is to run as uid 65534"),
+            "{text}"
+        );
+        assert!(text.contains("host runs as uid 1000") && text.contains("drop `run_as`"));
+    }
+
+    #[test]
+    fn start_errors_stay_small() {
+        assert!(std::mem::size_of::<StartError>() <= 128);
+    }
+}

@@ -1,0 +1,229 @@
+//! The connect and health stages: connect to the address the handshake announced (only inside
+//! the private directory, or loopback), with TLS pinned to the announced certificate, directly
+//! or over go-plugin's multiplexed connection; check gRPC health; then set up the callback
+//! broker and the host services.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tether_proto::handshake::Address;
+use tether_proto::tls::{self, Identity};
+use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Mux, Target};
+use tonic::transport::Channel;
+
+use crate::confine::network::NetworkMode;
+use crate::error::{AddressProblem, Failure, Phase, StartErrorKind};
+use crate::launch::address;
+use crate::launch::handshake::{Accepted, EXIT_SETTLE_TIMEOUT};
+use crate::launch::health::{self, HealthFailure};
+use crate::launch::launched::Launched;
+use crate::launch::output::stdio;
+use crate::launch::settings::Settings;
+
+/// How long connecting to the announced address, TLS handshake included, may take.
+///
+/// Both ends are on this machine and the listener exists before the handshake is printed, so
+/// this normally takes about a millisecond. Override with
+/// [`PluginClientBuilder::connect_timeout`](crate::launch::PluginClientBuilder::connect_timeout).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a successful start learned.
+#[derive(Debug)]
+pub(crate) struct Connected {
+    pub(crate) channel: Channel,
+    pub(crate) broker: GrpcBroker,
+    /// The multiplexed connection, when the broker mode is multiplexed.
+    pub(crate) mux: Option<Mux>,
+    pub(crate) app_version: u32,
+    pub(crate) address: Address,
+    pub(crate) peer_fingerprint: Option<String>,
+}
+
+/// Connect, health check, broker.
+pub(crate) async fn stage(
+    settings: &Settings,
+    launched: &Launched,
+    identity: Option<&Identity>,
+    accepted: Accepted,
+) -> Result<Connected, Failure> {
+    let Accepted {
+        handshake: hs,
+        peer_cert,
+    } = accepted;
+    let private_dir = launched.private_dir();
+    let announced = format!("{}:{}", hs.address.network(), hs.address);
+    let seen = launched.view.to_host(&hs.address);
+    let address_error = |problem| StartErrorKind::Address {
+        address: announced.clone(),
+        problem,
+    };
+    let target = address::check_address(&seen, private_dir).map_err(address_error)?;
+    // A loopback TCP address from a plugin without network: it cannot be serving there.
+    if settings.network == NetworkMode::None && matches!(target, Target::Tcp(_)) {
+        return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
+    }
+    address::check_socket_file(&target, private_dir).map_err(address_error)?;
+    let address = target.to_string();
+    let tls_error = |e| StartErrorKind::Tls {
+        address: address.clone(),
+        source: std::io::Error::other(e),
+    };
+    let pinned = identity.zip(peer_cert.as_ref());
+    let tls_config = match pinned {
+        Some((identity, cert)) => Some(Arc::new(
+            tls::client_config(identity, cert.clone().into()).map_err(tls_error)?,
+        )),
+        None => None,
+    };
+    let multiplexed = settings.multiplex && hs.multiplex == Some(true);
+    let (channel, mux) =
+        match open_channel(settings, launched, &target, tls_config, multiplexed).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                if let Some(status) = launched.group.exited_within(EXIT_SETTLE_TIMEOUT).await {
+                    return Err(Failure::exited(Phase::Connect, status));
+                }
+                return Err(connect_error(address, e, settings.connect_timeout).into());
+            }
+        };
+
+    if let Err(failure) = health::check(channel.clone(), settings.health_timeout).await {
+        if let Some(status) = launched.group.exited_within(EXIT_SETTLE_TIMEOUT).await {
+            return Err(Failure::exited(Phase::HealthCheck, status));
+        }
+        return Err(health_error(failure, settings.health_timeout).into());
+    }
+    stdio::drain(
+        channel.clone(),
+        Arc::clone(&launched.plugin),
+        launched.group.pid(),
+        settings.output_sink.clone(),
+    );
+
+    let broker_tls = match pinned {
+        Some((identity, cert)) => {
+            Some(BrokerTls::new(identity, cert.clone().into()).map_err(tls_error)?)
+        }
+        None => None,
+    };
+    let broker = open_broker(settings, launched, &channel, broker_tls, mux.clone()).await?;
+    Ok(Connected {
+        channel,
+        broker,
+        mux,
+        app_version: hs.app_version,
+        address: match target {
+            Target::Unix(path) => Address::Unix(path),
+            Target::Tcp(addr) => Address::Tcp(addr),
+        },
+        peer_fingerprint: peer_cert.as_deref().map(tls::fingerprint),
+    })
+}
+
+/// The main gRPC channel. Multiplexed: one connection to the plugin's socket carries yamux,
+/// and the main channel is a stream of it, as is every brokered connection.
+async fn open_channel(
+    settings: &Settings,
+    launched: &Launched,
+    target: &Target,
+    tls_config: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
+    multiplexed: bool,
+) -> Result<(Channel, Option<Mux>), ConnectError> {
+    let running = {
+        let group = Arc::clone(&launched.group);
+        Arc::new(move || group.exit_status().is_none())
+    };
+    let timeout = settings.connect_timeout;
+    if !multiplexed {
+        let channel =
+            tether_transport::connect(target.clone(), tls_config, running, timeout).await?;
+        return Ok((channel, None));
+    }
+    let raw = match tokio::time::timeout(timeout, tether_transport::connect_raw(target)).await {
+        Err(_) => return Err(ConnectError::Timeout(timeout)),
+        Ok(Err(e)) => return Err(ConnectError::Io(Box::new(e))),
+        Ok(Ok(raw)) => raw,
+    };
+    let session = Mux::client(raw);
+    let channel =
+        tether_transport::connect_streams(session.opener(), tls_config, running, timeout).await?;
+    Ok((channel, Some(session)))
+}
+
+/// The broker: callbacks served in the private directory, dials only to what the address
+/// policy accepts, with the same pinned identities; then the host services, if any.
+async fn open_broker(
+    settings: &Settings,
+    launched: &Launched,
+    channel: &Channel,
+    tls: Option<BrokerTls>,
+    mux: Option<Mux>,
+) -> Result<GrpcBroker, Failure> {
+    let broker = GrpcBroker::new(
+        format!("plugin `{}`", launched.plugin),
+        settings.broker.clone(),
+    );
+    let dir = launched.private_dir().to_owned();
+    let listen = match launched.view.translated_dir() {
+        Some(seen_as) => ListenOn::UnixSeenAs {
+            dir: dir.clone(),
+            announced_dir: seen_as.to_owned(),
+        },
+        None => ListenOn::Unix(dir.clone()),
+    };
+    let view = launched.view.clone();
+    broker.connect(BrokerSetup {
+        tls,
+        listen,
+        policy: Arc::new(move |address| {
+            let address = view.to_host(address);
+            let target = address::check_address(&address, &dir).map_err(|e| e.to_string())?;
+            address::check_socket_file(&target, &dir).map_err(|e| e.to_string())?;
+            Ok(target)
+        }),
+        mux,
+    });
+    broker.open_stream(channel.clone());
+    if let Some(routes) = settings.host_services.clone() {
+        broker
+            .serve_host_services(routes)
+            .await
+            .map_err(|e| StartErrorKind::Prepare {
+                what: "serving the host services",
+                source: Box::new(e),
+            })?;
+    }
+    Ok(broker)
+}
+
+fn connect_error(address: String, error: ConnectError, timeout: Duration) -> StartErrorKind {
+    match error {
+        ConnectError::Tls(source) => StartErrorKind::Tls { address, source },
+        ConnectError::Timeout(_) => StartErrorKind::ConnectTimeout { address, timeout },
+        ConnectError::Io(source) => StartErrorKind::Connect { address, source },
+        ConnectError::Exited => StartErrorKind::Connect {
+            address,
+            source: "the plugin exited".into(),
+        },
+        other => StartErrorKind::Connect {
+            address,
+            source: Box::new(other),
+        },
+    }
+}
+
+fn health_error(failure: HealthFailure, timeout: Duration) -> StartErrorKind {
+    match failure {
+        HealthFailure::Rpc(status) => StartErrorKind::HealthCheck(Box::new(status)),
+        HealthFailure::NotServing(status) => StartErrorKind::Unhealthy { status },
+        HealthFailure::Timeout => StartErrorKind::HealthTimeout { timeout },
+    }
+}
+
+impl Launched {
+    /// The launch's private directory (socket, `TMPDIR`, brokered sockets).
+    fn private_dir(&self) -> &Path {
+        self.dir.as_ref().map_or(Path::new(""), |dir| dir.path())
+    }
+}

@@ -1,0 +1,50 @@
+//! Launching one plugin: the builder, the stages (spawn → handshake → connect → health), the
+//! running client, its output, its ending, and reattaching to a plugin started elsewhere.
+
+pub(crate) mod address;
+pub(crate) mod builder;
+pub(crate) mod client;
+pub(crate) mod connect;
+pub(crate) mod env;
+pub(crate) mod handshake;
+pub(crate) mod health;
+pub(crate) mod interpreted;
+pub(crate) mod launched;
+pub(crate) mod once;
+pub(crate) mod output;
+pub(crate) mod plan;
+pub(crate) mod private_dir;
+pub(crate) mod reattach;
+pub(crate) mod runner;
+pub(crate) mod settings;
+pub(crate) mod shutdown;
+pub(crate) mod start;
+
+pub use builder::{NoHandshake, PluginClientBuilder};
+pub use client::PluginClient;
+pub use connect::DEFAULT_CONNECT_TIMEOUT;
+pub use env::DEFAULT_ENV_ALLOWLIST;
+pub use handshake::{
+    DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_START_TIMEOUT, MAX_QUOTED_STDOUT,
+};
+pub use health::DEFAULT_HEALTH_TIMEOUT;
+pub use interpreted::denial::{Allowance, Denial};
+pub use interpreted::runtime::{
+    DEFAULT_RUNTIME_QUERY_TIMEOUT, Interpreter, MAX_PROJECT_DEPTH, MAX_RUNTIME_ANSWER_LEN,
+    ResolvedRuntime, Runtime, RuntimeError,
+};
+pub use once::RunOnceError;
+pub use output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
+pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN, PLUGIN_LOG_TARGET};
+pub use private_dir::{MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE};
+pub use reattach::{
+    ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
+};
+pub use runner::gvisor::bundle::{DELIVERED_DIR, SOCKET_DIR, STATE_DIR};
+pub use runner::options::{DEFAULT_RUNSC, GvisorOptions, RUNSC_INSTALL_HINT, Runner};
+pub use settings::HandshakeConfig;
+pub use shutdown::{
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_TERMINATE_GRACE,
+    KILL_REAP_TIMEOUT,
+};
+pub use tether_proto::handshake::Address;

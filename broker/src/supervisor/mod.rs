@@ -1,0 +1,218 @@
+//! The lazy lifecycle: a [`Supervisor`] starts a catalog's plugins on first use, stops them when
+//! idle, notices crashes and hangs, and restarts with exponential backoff.
+
+pub(crate) mod builder;
+pub(crate) mod lease;
+mod restart;
+mod start;
+pub(crate) mod supervision;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use tether_transport::internal::lock;
+
+use tokio::sync::{Mutex, Notify, watch};
+use tonic::transport::Channel;
+
+use crate::catalog::manifest::Manifest;
+use crate::error::UseError;
+use crate::launch::client::PluginClient;
+use builder::Options;
+pub use builder::SupervisorBuilder;
+use lease::lease;
+pub use lease::{
+    CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
+    DEFAULT_RECYCLE_AFTER_DEADLINES, Lease,
+};
+pub use supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
+use supervision::{stop, supervise};
+
+/// Runs a catalog's plugins lazily: a plugin starts on its first use ([`Supervisor::acquire`]),
+/// concurrent first uses share one start, it stops after its manifest's idle timeout, and it is
+/// restarted after a crash (with exponential backoff, up to the manifest's limit).
+///
+/// ```no_run
+/// # mod kv { pub mod kv_client { pub struct KvClient<T>(T); impl<T> KvClient<T> { pub fn new(t: T) -> Self { Self(t) } pub async fn get(&mut self, _: super::GetRequest) -> Result<tonic::Response<Vec<u8>>, tonic::Status> { unimplemented!() } } } pub struct GetRequest { pub key: String } }
+/// use tether_broker::{Supervisor, Catalog, DirSecretSource, Grants};
+///
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// let catalog = Catalog::load_dir("/etc/tether/plugins".as_ref())?;
+/// let supervisor = Supervisor::builder(catalog, "/var/lib/tether/state")
+///     .grants(Grants::load("/etc/tether/grants.toml".as_ref())?)
+///     .secrets(DirSecretSource::new("/run/secrets"))
+///     .build();
+/// // Starts `kv` (only `kv`) now; fails fast with a typed error if it crashes mid-call.
+/// let kv = supervisor.acquire("kv").await?;
+/// let value = kv
+///     .call(|channel| async move {
+///         kv::kv_client::KvClient::new(channel)
+///             .get(kv::GetRequest { key: "a".into() })
+///             .await
+///     })
+///     .await?;
+/// drop(kv); // idle from now on; stopped after the manifest's idle timeout
+/// supervisor.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) slots: BTreeMap<String, Arc<Slot>>,
+    pub(super) options: Options,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("plugins", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) manifest: Manifest,
+    pub(super) state: Mutex<SlotState>,
+    pub(super) starts: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct SlotState {
+    pub(super) running: Option<Arc<Running>>,
+    pub(super) crashes: VecDeque<Crash>,
+    pub(super) shut_down: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Crash {
+    pub(super) at: Instant,
+    pub(super) status: ExitStatus,
+    pub(super) stderr_tail: String,
+}
+
+/// How a running plugin ended.
+#[derive(Debug, Clone)]
+pub(super) enum Ended {
+    Crashed(ExitStatus, String),
+    Hung(String),
+    Stopped,
+}
+
+#[derive(Debug)]
+pub(super) struct Running {
+    pub(super) client: StdMutex<Option<PluginClient>>,
+    pub(super) channel: Channel,
+    pub(super) pid: u32,
+    pub(super) process_limit: crate::confine::ProcessLimit,
+    pub(super) leases: watch::Sender<usize>,
+    pub(super) last_release: StdMutex<Instant>,
+    pub(super) ended: watch::Sender<Option<Ended>>,
+    pub(super) call_timeout: Duration,
+    pub(super) recycle_after_deadlines: u32,
+    /// Calls in a row that ran out their deadline.
+    pub(super) deadlines_in_a_row: AtomicU32,
+    /// Tells the supervisor to kill the plugin as hung.
+    pub(super) recycle: Notify,
+}
+
+impl Running {
+    pub(super) fn take_client(&self) -> Option<PluginClient> {
+        lock(&self.client).take()
+    }
+}
+
+impl Supervisor {
+    /// The plugin `name`, started if it is not running (once, however many callers ask at the
+    /// same time).
+    ///
+    /// # Errors
+    /// A [`UseError`]: unknown plugin, request not granted, missing secret, failed start, or
+    /// [`KeepsCrashing`](UseError::KeepsCrashing). After a crash this waits out the backoff.
+    pub async fn acquire(&self, name: &str) -> Result<Lease, UseError> {
+        let slot = self
+            .inner
+            .slots
+            .get(name)
+            .ok_or_else(|| UseError::UnknownPlugin {
+                plugin: name.to_owned(),
+            })?;
+        let mut state = slot.state.lock().await;
+        if state.shut_down {
+            return Err(UseError::ShutDown {
+                plugin: name.to_owned(),
+            });
+        }
+        if let Some(running) = &state.running
+            && running.ended.borrow().is_none()
+        {
+            return Ok(lease(name, running));
+        }
+        state.running = None;
+        self.wait_for_restart(slot, &mut state).await?;
+        let client = self.start(&slot.manifest).await?;
+        slot.starts.fetch_add(1, Ordering::Relaxed);
+        let running = Arc::new(Running {
+            pid: client.pid(),
+            process_limit: client.process_limit().clone(),
+            channel: client.channel(),
+            client: StdMutex::new(Some(client)),
+            leases: watch::Sender::new(0),
+            last_release: StdMutex::new(Instant::now()),
+            ended: watch::Sender::new(None),
+            call_timeout: self.inner.options.call_timeout,
+            recycle_after_deadlines: self.inner.options.recycle_after_deadlines,
+            deadlines_in_a_row: AtomicU32::new(0),
+            recycle: Notify::new(),
+        });
+        state.running = Some(Arc::clone(&running));
+        let lease = lease(name, &running);
+        tokio::spawn(supervise(
+            Arc::clone(&self.inner),
+            Arc::clone(slot),
+            running,
+        ));
+        Ok(lease)
+    }
+
+    /// How many times plugin `name` has been started by this broker.
+    #[must_use]
+    pub fn starts(&self, name: &str) -> u64 {
+        self.inner
+            .slots
+            .get(name)
+            .map_or(0, |s| s.starts.load(Ordering::Relaxed))
+    }
+
+    /// The pid of plugin `name` if it is running.
+    pub async fn pid(&self, name: &str) -> Option<u32> {
+        let slot = self.inner.slots.get(name)?;
+        let state = slot.state.lock().await;
+        state
+            .running
+            .as_ref()
+            .filter(|r| r.ended.borrow().is_none())
+            .map(|r| r.pid)
+    }
+
+    /// Stops every running plugin gracefully; later `acquire`s fail with
+    /// [`UseError::ShutDown`].
+    pub async fn shutdown(&self) {
+        for slot in self.inner.slots.values() {
+            let running = {
+                let mut state = slot.state.lock().await;
+                state.shut_down = true;
+                state.running.take()
+            };
+            if let Some(running) = running {
+                stop(&slot.manifest.name, &running, Ended::Stopped).await;
+            }
+        }
+    }
+}
