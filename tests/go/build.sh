@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Go go-plugin interop peers (tests/go) in two configurations:
 #   {kv,counter}{plugin,host}-v18, probeplugin-v18    go-plugin v1.8.x (pinned in go.mod/go.sum), machine's `go`, module mode
+#   otelplugin-v18                                     the same, with OpenTelemetry (otelgrpc + OTLP to the host)
 #   {kv,counter}{plugin,host}-v101, probeplugin-v101  Debian's go-plugin 1.0.1, /usr/lib/go-1.19/bin/go, GOPATH mode
 # Usage: tests/go/build.sh OUTDIR
 # The binaries land in OUTDIR; generated code, staged sources and the GOPATH go to
@@ -87,7 +88,7 @@ stage() {
 	rm -rf "$dest"
 	mkdir -p "$dest/proto" "$dest/counterproto"
 	cp "$SRC/go.mod" "$SRC/go.sum" "$dest/"
-	cp -R "$SRC/shared" "$SRC/kvplugin" "$SRC/kvhost" "$SRC/probeplugin" "$SRC/counter" "$SRC/counterplugin" "$SRC/counterhost" "$dest/"
+	cp -R "$SRC/shared" "$SRC/kvplugin" "$SRC/kvhost" "$SRC/probeplugin" "$SRC/counter" "$SRC/counterplugin" "$SRC/counterhost" "$SRC/otelplugin" "$dest/"
 	cp "$GEN/kv.pb.go" "$dest/proto/"
 	cp "$GEN/counter.pb.go" "$dest/counterproto/"
 }
@@ -105,8 +106,9 @@ if want v18; then
 		"$GO" build -buildvcs=false -o "$OUT/probeplugin-v18" ./probeplugin
 		"$GO" build -buildvcs=false -o "$OUT/counterplugin-v18" ./counterplugin
 		"$GO" build -buildvcs=false -tags goplugin_mux -o "$OUT/counterhost-v18" ./counterhost
+		"$GO" build -buildvcs=false -o "$OUT/otelplugin-v18" ./otelplugin
 	) || die "v18 build failed (go-plugin $(sed -n 's/.*hashicorp\/go-plugin \(v[^ ]*\).*/\1/p' "$SRC/go.mod"), $("$GO" version 2>&1))"
-	echo "tests/go/build.sh: built kvplugin-v18 kvhost-v18 probeplugin-v18 counterplugin-v18 counterhost-v18 in $((SECONDS - t0))s" >&2
+	echo "tests/go/build.sh: built kvplugin-v18 kvhost-v18 probeplugin-v18 counterplugin-v18 counterhost-v18 otelplugin-v18 in $((SECONDS - t0))s" >&2
 fi
 
 # --- v101: GOPATH mode, Debian's Go 1.19 and Debian's go-plugin 1.0.1 -------------------------
