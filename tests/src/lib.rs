@@ -12,17 +12,21 @@
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
 //! - [`escape`]: escape attempts the probe plugin makes from inside its confinement.
+//! - [`shared_world`]: escape attempts through what a plugin shares with its host (issue 22).
+//! - [`host_user`]: run a test as root and again as an unprivileged user.
 
 pub mod bins;
 pub mod cgroups;
 pub mod escape;
 pub mod example_host;
 pub mod gvisor;
+pub mod host_user;
 pub mod lease;
 pub mod misbehave;
 pub mod output;
 pub mod peers;
 pub mod procs;
 pub mod python;
+pub mod shared_world;
 pub mod typescript;
 pub mod world;

@@ -97,6 +97,19 @@ fn build(variant: GoPlugin) -> Result<GoPeers, String> {
         .map(|target| target.join("go-peers"))
         .ok_or("cannot locate the cargo target directory")?;
     let script = repo_root().join("tests/go/build.sh");
+    if !writable(&out) {
+        // An unprivileged run of the tests (`tether_tests::host_user`, CI's step "as an
+        // unprivileged user") uses the peers its owner built.
+        return built(&out, variant).map_err(|missing| {
+            format!(
+                "{missing}, and {} is not writable by this user: build the peers as its owner \
+                 first (bash {} {})",
+                out.display(),
+                script.display(),
+                out.display()
+            )
+        });
+    }
     let output = Command::new("bash")
         .arg(&script)
         .arg(&out)
@@ -111,6 +124,21 @@ fn build(variant: GoPlugin) -> Result<GoPeers, String> {
             String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
+    built(&out, variant)
+}
+
+/// Whether this user may write `dir` (or, when it does not exist yet, its parent).
+fn writable(dir: &Path) -> bool {
+    let existing = if dir.exists() {
+        dir
+    } else {
+        dir.parent().unwrap_or(dir)
+    };
+    rustix::fs::access(existing, rustix::fs::Access::WRITE_OK).is_ok()
+}
+
+/// The peers of `variant` already in `out`, or which one is missing.
+fn built(out: &Path, variant: GoPlugin) -> Result<GoPeers, String> {
     let peers = GoPeers {
         plugin: out.join(format!("kvplugin-{}", variant.suffix())),
         host: out.join(format!("kvhost-{}", variant.suffix())),

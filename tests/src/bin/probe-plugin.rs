@@ -19,6 +19,21 @@
 //!   `ok` or the errno's name;
 //! - `Get "abstract-listen:NAME"` (kept open until the plugin ends), `Get "abstract-connect:NAME"`:
 //!   an abstract unix socket, `ok` or the errno's name;
+//! - `Get "unix-talk:PATH"`: connects to a daemon's unix socket and reads its greeting (`ok
+//!   GREETING` or the errno's name; `tether_tests::shared_world::unix_talk`);
+//! - `Get "metadata:GID:PATH"`: tries `chmod` 04777, `chown` to group `GID`, `utimensat` and
+//!   `setxattr` on `PATH` (`chmod=ok chown=EPERM …`);
+//! - `Get "sockets:"`: every unix socket path in `/proc/net/unix` and `/proc/<pid>/net/unix`;
+//! - `Get "steal:KEY"`: a plaintext gRPC `proto.KV/Get KEY` on each of those that looks like a
+//!   plugin's, outside its own private directory, `PATH OUTCOME` a line;
+//! - `Get "ps:"`: every process it can see, `PID PPID CMDLINE` a line, its own first;
+//! - `Get "sysv-list:"`: the SysV IPC objects it can list;
+//! - `Get "sysv:ATTACK:KEY:VALUE"`: `shm-read`, `shm-write`, `msg-receive`, `sem-set` on the
+//!   object with that key (`tether_tests::shared_world::sysv`);
+//! - `Get "inotify-watch:DIR"`: adds `DIR` to its inotify watches (`ok` or the errno's name);
+//!   `Get "inotify-events:"`: what those watches saw so far, `DIR/NAME MASK` a line;
+//! - `Get "fill:PATH"`: writes up to 1 GiB into `PATH` (a leading `$TMPDIR` is its `TMPDIR`),
+//!   then removes it: `ENOSPC BYTES` or `ok BYTES`;
 //! - `Put "udp-send:HOST:PORT"`: sends the value as one datagram (`ok` or the errno's name,
 //!   as an `Internal` status);
 //! - `Put "tiocsti:"`: pushes the value into the controlling terminal's input, byte by byte,
@@ -47,6 +62,7 @@ use secrecy::ExposeSecret as _;
 use tether_examples::kv::kv_server::{Kv, KvServer};
 use tether_examples::kv::{Empty, GetRequest, GetResponse, PutRequest};
 use tether_tests::escape;
+use tether_tests::shared_world::{self, Watcher};
 use tonic::{Request, Response, Status};
 
 fn main() -> ExitCode {
@@ -77,6 +93,41 @@ fn on_start(probe: &str) {
         _ => Err(io::Error::other("unknown on-start probe")),
     };
     eprintln!("on-start {probe}: {outcome:?}");
+}
+
+/// The inotify instance of `inotify-watch:`, made at the first watch.
+static WATCHER: std::sync::Mutex<Option<Watcher>> = std::sync::Mutex::new(None);
+
+fn watch(dir: &str) -> String {
+    let Ok(mut watcher) = WATCHER.lock() else {
+        return "poisoned".to_owned();
+    };
+    if watcher.is_none() {
+        match Watcher::new() {
+            Ok(new) => *watcher = Some(new),
+            Err(errno) => return format!("inotify_init1 {errno}"),
+        }
+    }
+    watcher.as_mut().map_or_else(String::new, |w| w.watch(dir))
+}
+
+/// `steal:KEY`: a plaintext `Get KEY` on every plugin socket it can find (a path through a
+/// `tether-` directory or named `plugin…`, as go-plugin names them) outside its own private
+/// directory. Other sockets are left alone: the machine's daemons are not the target here.
+async fn steal(key: &str) -> String {
+    let own = std::env::var(tether_proto::env::UNIX_SOCKET_DIR).unwrap_or_default();
+    let mut lines = Vec::new();
+    for socket in shared_world::socket_paths() {
+        let plugin_like = socket.contains("/tether-") || socket.contains("/plugin");
+        if !plugin_like || (!own.is_empty() && socket.starts_with(&own)) {
+            continue;
+        }
+        lines.push(format!(
+            "{socket} {}",
+            shared_world::grpc_get(&socket, key).await
+        ));
+    }
+    lines.join("\n")
 }
 
 fn fs_error(op: &str, path: &str, e: &io::Error) -> Status {
@@ -147,6 +198,40 @@ impl Kv for Probe {
             "unix-connect" => ok(escape::unix_connect(arg)),
             "abstract-listen" => ok(escape::abstract_listen(arg)),
             "abstract-connect" => ok(escape::abstract_connect(arg)),
+            "unix-talk" => ok(shared_world::unix_talk(arg)),
+            "metadata" => {
+                let (gid, path) = arg.split_once(':').unwrap_or(("0", arg));
+                ok(shared_world::metadata(
+                    std::path::Path::new(path),
+                    gid.parse().unwrap_or(0),
+                ))
+            }
+            "sockets" => ok(shared_world::socket_paths().join("\n")),
+            "steal" => ok(steal(arg).await),
+            "ps" => ok(shared_world::processes()),
+            "sysv-list" => ok(shared_world::sysv_list()),
+            "sysv" => {
+                let mut parts = arg.splitn(3, ':');
+                let (attack, key, value) = (
+                    parts.next().unwrap_or_default(),
+                    parts.next().and_then(|k| k.parse().ok()).unwrap_or(0),
+                    parts.next().unwrap_or_default(),
+                );
+                ok(shared_world::sysv(attack, key, value.as_bytes()))
+            }
+            "inotify-watch" => ok(watch(arg)),
+            "inotify-events" => ok(WATCHER
+                .lock()
+                .map(|mut w| w.as_mut().map(Watcher::events).unwrap_or_default())
+                .unwrap_or_default()
+                .join("\n")),
+            "fill" => {
+                let path = match arg.strip_prefix("$TMPDIR") {
+                    Some(rest) => format!("{}{rest}", std::env::temp_dir().display()),
+                    None => arg.to_owned(),
+                };
+                ok(shared_world::fill(std::path::Path::new(&path)))
+            }
             "cwd" => std::env::current_dir().map_or_else(
                 |e| Err(fs_error("cwd", "", &e)),
                 |d| ok(d.into_os_string().into_encoded_bytes()),
