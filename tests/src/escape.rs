@@ -79,43 +79,52 @@ pub const HOST_ATTACKS: &[&str] = &[
     "prlimit",
 ];
 
-/// Makes the attack `name` (one of [`HOST_ATTACKS`]) on the plugin's parent, the host.
-///
-/// - `kill0`: `kill(host, 0)`, whether it may signal the host at all;
-/// - `ptrace-seize` / `ptrace-attach`: `PTRACE_SEIZE` / `PTRACE_ATTACH` the host (detached again
-///   at once when it works);
-/// - `process-vm-readv`: read the host's memory (`EFAULT` means the read was allowed but the
-///   address was not mapped);
-/// - `kcmp`: compare the host's address space with the plugin's;
-/// - `pidfd-getfd`: take a copy of the host's descriptor 0 through a pidfd;
-/// - `setpriority`: renice the host to 19;
-/// - `sched-setaffinity`: pin the host to the first CPU;
-/// - `prlimit`: set the host's `RLIMIT_AS` to 16 MiB (the host dies at its next allocation).
+/// Makes the attack `name` (one of [`HOST_ATTACKS`]) on the plugin's parent, the host (see
+/// [`process_attack`]).
 #[must_use]
 pub fn host_attack(name: &str) -> String {
     // SAFETY: getppid has no preconditions.
-    let host = unsafe { libc::getppid() };
-    // SAFETY (whole match): raw system calls on the host's pid with valid pointers to locals.
+    process_attack(name, unsafe { libc::getppid() })
+}
+
+/// Makes the attack `name` (one of [`HOST_ATTACKS`], or `sigkill`) on the process `target`: the
+/// host, or a sibling plugin found in the process table.
+///
+/// - `kill0`: `kill(target, 0)`, whether it may signal the target at all;
+/// - `sigkill`: `kill(target, SIGKILL)` (not in [`HOST_ATTACKS`]: a host it works on dies);
+/// - `ptrace-seize` / `ptrace-attach`: `PTRACE_SEIZE` / `PTRACE_ATTACH` the target (detached again
+///   at once when it works);
+/// - `process-vm-readv`: read the target's memory (`EFAULT` means the read was allowed but the
+///   address was not mapped);
+/// - `kcmp`: compare the target's address space with the plugin's;
+/// - `pidfd-getfd`: take a copy of the target's descriptor 0 through a pidfd;
+/// - `setpriority`: renice the target to 19;
+/// - `sched-setaffinity`: pin the target to the first CPU;
+/// - `prlimit`: set the target's `RLIMIT_AS` to 16 MiB (it dies at its next allocation).
+#[must_use]
+pub fn process_attack(name: &str, target: libc::pid_t) -> String {
+    // SAFETY (whole match): raw system calls on the target's pid with valid pointers to locals.
     unsafe {
         match name {
-            "kill0" => outcome(libc::kill(host, 0).into()),
+            "kill0" => outcome(libc::kill(target, 0).into()),
+            "sigkill" => outcome(libc::kill(target, libc::SIGKILL).into()),
             "ptrace-seize" => {
-                let r = libc::ptrace(libc::PTRACE_SEIZE, host, 0, 0);
+                let r = libc::ptrace(libc::PTRACE_SEIZE, target, 0, 0);
                 if r == 0 {
                     // Stop it only to detach cleanly.
-                    libc::ptrace(libc::PTRACE_INTERRUPT, host, 0, 0);
+                    libc::ptrace(libc::PTRACE_INTERRUPT, target, 0, 0);
                     let mut status = 0;
-                    libc::waitpid(host, &mut status, libc::__WALL);
-                    libc::ptrace(libc::PTRACE_DETACH, host, 0, 0);
+                    libc::waitpid(target, &mut status, libc::__WALL);
+                    libc::ptrace(libc::PTRACE_DETACH, target, 0, 0);
                 }
                 outcome(r)
             }
             "ptrace-attach" => {
-                let r = libc::ptrace(libc::PTRACE_ATTACH, host, 0, 0);
+                let r = libc::ptrace(libc::PTRACE_ATTACH, target, 0, 0);
                 if r == 0 {
                     let mut status = 0;
-                    libc::waitpid(host, &mut status, libc::__WALL);
-                    libc::ptrace(libc::PTRACE_DETACH, host, 0, 0);
+                    libc::waitpid(target, &mut status, libc::__WALL);
+                    libc::ptrace(libc::PTRACE_DETACH, target, 0, 0);
                 }
                 outcome(r)
             }
@@ -129,18 +138,18 @@ pub fn host_attack(name: &str) -> String {
                     iov_base: 0x1000 as *mut libc::c_void,
                     iov_len: buf.len(),
                 };
-                outcome(libc::process_vm_readv(host, &local, 1, &remote, 1, 0) as libc::c_long)
+                outcome(libc::process_vm_readv(target, &local, 1, &remote, 1, 0) as libc::c_long)
             }
             "kcmp" => outcome(libc::syscall(
                 libc::SYS_kcmp,
-                host,
+                target,
                 libc::getpid(),
                 1_i32, // KCMP_VM
                 0_u64,
                 0_u64,
             )),
             "pidfd-getfd" => {
-                let pidfd = libc::syscall(libc::SYS_pidfd_open, host, 0_u32);
+                let pidfd = libc::syscall(libc::SYS_pidfd_open, target, 0_u32);
                 if pidfd < 0 {
                     return format!("pidfd_open: {}", outcome(pidfd));
                 }
@@ -153,13 +162,13 @@ pub fn host_attack(name: &str) -> String {
                 result
             }
             "setpriority" => {
-                outcome(libc::setpriority(libc::PRIO_PROCESS, host.unsigned_abs(), 19).into())
+                outcome(libc::setpriority(libc::PRIO_PROCESS, target.unsigned_abs(), 19).into())
             }
             "sched-setaffinity" => {
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
                 libc::CPU_SET(0, &mut set);
                 outcome(
-                    libc::sched_setaffinity(host, std::mem::size_of::<libc::cpu_set_t>(), &set)
+                    libc::sched_setaffinity(target, std::mem::size_of::<libc::cpu_set_t>(), &set)
                         .into(),
                 )
             }
@@ -168,7 +177,7 @@ pub fn host_attack(name: &str) -> String {
                     rlim_cur: 16 << 20,
                     rlim_max: 16 << 20,
                 };
-                outcome(libc::prlimit(host, libc::RLIMIT_AS, &limit, std::ptr::null_mut()).into())
+                outcome(libc::prlimit(target, libc::RLIMIT_AS, &limit, std::ptr::null_mut()).into())
             }
             _ => format!("unknown attack {name:?}"),
         }

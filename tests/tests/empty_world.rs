@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use base64::Engine as _;
-use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor};
+use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor, UseError};
+use tether_tests::escape::HOST_ATTACKS;
 use tether_tests::host_user::{Host, root_and_unprivileged};
 use tether_tests::lease::get as lease_get;
 use tether_tests::peers::{self, GoPlugin};
@@ -449,6 +450,74 @@ async fn a_sibling_plugin_with_mutual_tls_answers_no_call_of_another_plugin() {
     assert!(
         !stolen.contains(SIBLING_SECRET) && worked(&stolen).is_empty(),
         "{host:?}: a call to the sibling worked:\n{stolen}"
+    );
+}
+
+/// How an attack on another process may end: refused by Landlock's scopes or the system-call
+/// filter (`EPERM`, `EACCES`), or no such process in the plugin's world (`ESRCH`).
+const REFUSED: &[&str] = &["EPERM", "EACCES", "ESRCH"];
+
+#[tokio::test]
+async fn a_plugin_cannot_signal_trace_or_read_a_sibling_plugin() {
+    // What already holds beside hole 3 and the process table: a plugin that knows its
+    // sibling's pid (today's process table lists it) can neither signal, trace, renice, limit
+    // nor read it, nor reach its files through /proc/PID/root: Landlock scopes signals and
+    // ptrace to the plugin's own domain, the system-call filter refuses the rest for any pid
+    // but the caller's.
+    let run = root_and_unprivileged("a_plugin_cannot_signal_trace_or_read_a_sibling_plugin");
+    let host = run.host;
+    let site = Site::new();
+    site.world.add_secret("token", SIBLING_SECRET);
+    site.plugin("attacker", PROBE, &[], "");
+    site.plugin("sibling", PROBE, &["token"], "");
+    site.grants("[plugins.sibling]\nsecrets = [\"token\"]\n");
+    let broker = site.supervisor(&[]);
+    let sibling = broker.acquire("sibling").await.unwrap();
+    let attacker = broker.acquire("attacker").await.unwrap();
+    let pid = sibling.pid();
+    let secrets = get(&sibling, "env:TETHER_SECRETS_DIR").await;
+    let mut outcomes = Vec::new();
+    for attack in HOST_ATTACKS.iter().chain(&["sigkill"]) {
+        let key = format!("attack-pid:{pid}:{attack}");
+        outcomes.push((key.clone(), get(&attacker, &key).await));
+    }
+    for key in [
+        format!("read:/proc/{pid}/environ"),
+        format!("read:/proc/{pid}/mem"),
+        // Listing its fd directory works today (the process table test covers that it is
+        // listed at all); opening what a descriptor names does not.
+        format!("read:/proc/{pid}/fd/0"),
+        format!("list:/proc/{pid}/cwd"),
+        format!("list:/proc/{pid}/root"),
+        format!("read:/proc/{pid}/root{secrets}/token"),
+    ] {
+        let outcome = match lease_get(&attacker, &key).await {
+            Ok(value) => format!("ok {}", String::from_utf8_lossy(&value)),
+            Err(UseError::Call { status, .. }) => match status.code() {
+                tonic::Code::PermissionDenied => "EACCES".to_owned(),
+                tonic::Code::NotFound => "ESRCH".to_owned(),
+                _ => format!("allowed, then {}", status.message()),
+            },
+            Err(e) => panic!("{key}: {e}"),
+        };
+        outcomes.push((key, outcome));
+    }
+    eprintln!("{host:?}: {outcomes:#?}");
+    // The sibling lives on, the same process, and still serves its host.
+    let after = lease_get(&sibling, "secret:token").await;
+    assert!(
+        matches!(&after, Ok(v) if v == SIBLING_SECRET.as_bytes()) && sibling.pid() == pid,
+        "{host:?}: the sibling did not survive the attacks ({after:?}): {outcomes:#?}"
+    );
+    drop((attacker, sibling));
+    broker.shutdown().await;
+    let allowed: Vec<_> = outcomes
+        .iter()
+        .filter(|(_, outcome)| !REFUSED.contains(&outcome.as_str()))
+        .collect();
+    assert!(
+        allowed.is_empty(),
+        "{host:?}: attacks on the sibling that were not refused: {allowed:#?}"
     );
 }
 

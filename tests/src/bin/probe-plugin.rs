@@ -13,6 +13,8 @@
 //! - `Get "ids:"`: its real user and group ids, `UID GID`;
 //! - `Get "attack:NAME"`: an attack on the host (its parent), `ok` or the errno's name (see
 //!   `tether_tests::escape::host_attack`);
+//! - `Get "attack-pid:PID:NAME"`: the same attacks (and `sigkill`) on the process `PID`, as
+//!   the plugin names it (`tether_tests::escape::process_attack`);
 //! - `Get "syscall:NAME"`: a system call a plugin should not have, tried harmlessly, `ok` or
 //!   the errno's name (`tether_tests::escape::syscall`);
 //! - `Get "tcp-connect:HOST:PORT"`, `Get "tcp-listen:HOST:PORT"`, `Get "unix-connect:PATH"`:
@@ -192,6 +194,13 @@ impl Kv for Probe {
                 libc::getgid()
             })),
             "attack" => ok(escape::host_attack(arg)),
+            "attack-pid" => {
+                let (pid, attack) = arg.split_once(':').unwrap_or((arg, ""));
+                let pid = pid
+                    .parse()
+                    .map_err(|e| Status::invalid_argument(format!("attack-pid {pid:?}: {e}")))?;
+                ok(escape::process_attack(attack, pid))
+            }
             "syscall" => ok(escape::syscall(arg)),
             "tcp-connect" => ok(escape::tcp_connect(arg)),
             "tcp-listen" => ok(escape::tcp_listen(arg)),
