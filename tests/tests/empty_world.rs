@@ -193,6 +193,11 @@ impl Daemon {
             let dir = tempfile::Builder::new().prefix("ssh-").tempdir().unwrap();
             (dir, 0o600)
         };
+        Self::listen(dir, mode)
+    }
+
+    /// A daemon listening on `daemon.sock` in `dir`, the socket's mode `mode`.
+    fn listen(dir: tempfile::TempDir, mode: u32) -> Self {
         let path = dir.path().join("daemon.sock");
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -851,6 +856,61 @@ fn hole_6_under_the_gvisor_runner_a_plugin_cannot_fill_the_disk_past_its_disk_ca
         "gVisor: not stopped by a default cap: {wrong:#?}"
     );
     assert_capped(&fill_all(&site, "capped"), DISK_MIB);
+}
+
+// The gVisor runner's host unix sockets (issue 22, "What to build" 8).
+
+#[test]
+#[ignore = "open hole: issue 22 gVisor host-uds (world)"]
+fn under_the_gvisor_runner_a_plugin_connects_to_no_host_socket_outside_its_socket_directory() {
+    let test =
+        "under_the_gvisor_runner_a_plugin_connects_to_no_host_socket_outside_its_socket_directory";
+    // The gVisor runner is for a root host only (runsc runs as root): no unprivileged run.
+    if !Host::current().is_root() {
+        eprintln!("{test}: not for a non-root host (the gVisor runner needs root)");
+        return;
+    }
+    if gvisor::runsc_or_skip(test).is_none() {
+        return;
+    }
+    // A daemon's socket in a directory the operator granted for reading (runsc mounts it
+    // into the sandbox), and one under /run as in hole 1.
+    let granted = tempfile::Builder::new()
+        .prefix("tether-test-granted-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(granted.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = granted.path().to_str().unwrap().to_owned();
+    let in_grant = Daemon::listen(granted, 0o660);
+    let under_run = Daemon::start(Host::Root);
+    let site = Site::new();
+    let read = format!("sandbox_allow_read = [\"{dir}\"]");
+    site.world.add_plugin(
+        &PluginSpec::new("reader", PROBE)
+            .copied()
+            .extra(&format!("runner = \"gvisor\"\n{read}")),
+    );
+    site.grants(&format!("[plugins.reader]\n{read}\n"));
+    let mut talked = Vec::new();
+    for daemon in [&in_grant, &under_run] {
+        let path = daemon.path.to_str().unwrap();
+        let outcome = site
+            .tether_get("reader", &format!("unix-talk:{path}"))
+            .unwrap();
+        eprintln!("gVisor: unix-talk {path}: {outcome}");
+        if outcome.starts_with("ok") {
+            talked.push(format!("{path}: {outcome}"));
+        }
+    }
+    assert!(
+        talked.is_empty(),
+        "gVisor: the plugin talked to host daemons: {talked:#?}"
+    );
+    assert_eq!(
+        (in_grant.accepted(), under_run.accepted()),
+        (0, 0),
+        "a daemon accepted the plugin"
+    );
 }
 
 // The process table: every command line, the host's included.
