@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # An installed `tether` works outside the source tree (issue 16 item 1): `cargo install` it into
-# a temporary root, then run the README's CLI examples from a directory outside the checkout,
+# a temporary root, then run the CLI guide's examples (docs/cli.md) from a directory outside the checkout,
 # with nothing from the checkout's environment (no TETHER_CATALOG, no .cargo/config.toml).
 # Any failing command fails the script. Needs the workspace's debug binaries (kv-plugin), which
 # the tests build; the install reuses target/ (a debug build, so it costs seconds, not a
@@ -42,7 +42,7 @@ TETHER_CATALOG="$repo/examples/agent/catalog" run tether run --repeat 10 --bin-d
 	| grep '^steps run: 100 ' >/dev/null
 run tether call --catalog catalog --plugin word-count tether.agent.v1.Executor/Execute \
 	'{"step":"s","paramsJson":"{\"text\":\"one two\"}"}' | grep '"words\\":2' >/dev/null
-# Any go-plugin plugin by command line: the README's KV examples.
+# Any go-plugin plugin by command line: the CLI guide's KV examples.
 kv="$repo/target/debug/kv-plugin"
 [ "$(run tether call --cmd "$kv" --cookie BASIC_PLUGIN=hello --work-dir . \
 	--proto "$repo/examples/proto/kv.proto" proto.KV/Put '{"key":"x","value":"eQ=="}')" = '{}' ]
@@ -50,7 +50,7 @@ kv="$repo/target/debug/kv-plugin"
 	proto.KV/Get '{"key":"x"}')" = '{"value":"eQ=="}' ]
 [ -f kv_x ]
 run tether inspect --cmd "$kv" --cookie BASIC_PLUGIN=hello | grep '^service proto.KV$' >/dev/null
-# Into a closed pipe: quiet, status 141 (README's exit statuses).
+# Into a closed pipe: quiet, status 141 (docs/cli.md's exit statuses).
 set +o pipefail
 tether inspect --cmd "$kv" --cookie BASIC_PLUGIN=hello 2>"$site/err" | head -1 >/dev/null
 status=${PIPESTATUS[0]}
@@ -59,4 +59,4 @@ if ! { [ "$status" -eq 141 ] || [ "$status" -eq 0 ]; } || [ -s "$site/err" ]; th
 	echo "inspect | head -1: exit $status, stderr: $(cat "$site/err")" >&2
 	exit 1
 fi
-echo "installed tether: README examples passed outside the checkout"
+echo "installed tether: the CLI guide's examples passed outside the checkout"

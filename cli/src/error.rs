@@ -18,7 +18,7 @@ pub(crate) const EXIT_INPUT: u8 = 4;
 pub(crate) const EXIT_BROKEN_PIPE: u8 = 141;
 
 /// The end of `tether --help`: how to see a plugin's output, and each exit status once (the
-/// constants above; README's table says the same).
+/// constants above; the table in docs/cli.md says the same).
 pub(crate) const AFTER_HELP: &str = "\
 Plugin output: a plugin's stderr, stdout and GRPCStdio lines are logged on stderr: its
 warnings and errors always, everything it prints with -v.

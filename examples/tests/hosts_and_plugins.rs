@@ -1,4 +1,5 @@
-//! The example hosts drive the example plugins as the README shows: each command a launch of
+//! The example hosts drive the example plugins as their READMEs show (`examples/kv/`,
+//! `examples/counter/`): each command a launch of
 //! its own, the value kept by the plugin in its working directory. (The interop suites in
 //! `tether-tests` pair them with go-plugin's and Python's; this is the Rust pair alone, and
 //! makes `cargo test` build the example binaries those suites launch.)

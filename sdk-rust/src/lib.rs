@@ -52,8 +52,8 @@
 //! }
 //! ```
 //!
-//! README "Writing a plugin in Rust" is the same as a whole crate — `Cargo.toml`, `build.rs`,
-//! `.proto`, service, `main` and tests — built and tested by CI.
+//! The repository's guide `docs/plugin-rust.md` is the same as a whole crate — `Cargo.toml`,
+//! `build.rs`, `.proto`, service, `main` and tests — built and tested by CI.
 //!
 //! [`Plugin::run`] blocks, builds its own runtime, prints errors to stderr and returns the exit
 //! status. [`Plugin::try_run`] returns a typed [`Error`] instead, and [`Plugin::run_async`]

@@ -9,6 +9,7 @@
 //! - [`gvisor`]: check for `runsc` (the gVisor runner's tests), list a state root's containers.
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
 //! - [`typescript`]: check for Node and build the TypeScript interop peer (`sdk-typescript/`).
+//! - [`guides`]: the guides' code blocks (`docs/*.md`), scratch projects and checked shell runs.
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
 //! - [`escape`]: escape attempts the probe plugin makes from inside its confinement.
@@ -19,6 +20,7 @@ pub mod bins;
 pub mod cgroups;
 pub mod escape;
 pub mod example_host;
+pub mod guides;
 pub mod gvisor;
 pub mod host_user;
 pub mod lease;
