@@ -41,6 +41,14 @@ pub fn errno_name(errno: i32) -> String {
         libc::ECONNREFUSED => "ECONNREFUSED",
         libc::ETIMEDOUT => "ETIMEDOUT",
         libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ENOSPC => "ENOSPC",
+        libc::EDQUOT => "EDQUOT",
+        libc::EFBIG => "EFBIG",
+        libc::EROFS => "EROFS",
+        libc::EEXIST => "EEXIST",
+        libc::ENOTSOCK => "ENOTSOCK",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::EPIPE => "EPIPE",
         _ => return format!("E{errno}"),
     };
     name.to_owned()

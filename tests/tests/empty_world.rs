@@ -516,9 +516,13 @@ async fn a_plugin_cannot_signal_trace_or_read_a_sibling_plugin() {
     );
     drop((attacker, sibling));
     broker.shutdown().await;
+    // An attack of several steps names the step that failed (`pidfd_open: ESRCH`).
     let allowed: Vec<_> = outcomes
         .iter()
-        .filter(|(_, outcome)| !REFUSED.contains(&outcome.as_str()))
+        .filter(|(_, outcome)| {
+            let errno = outcome.rsplit(": ").next().unwrap_or_default();
+            !REFUSED.contains(&errno)
+        })
         .collect();
     assert!(
         allowed.is_empty(),
@@ -650,7 +654,8 @@ async fn hole_4_a_plugin_cannot_see_read_or_change_the_hosts_sysv_ipc() {
 #[tokio::test]
 async fn a_plugin_cannot_open_the_hosts_posix_shared_memory() {
     // What already holds beside hole 4: POSIX shared memory is a file under /dev/shm, which
-    // the file-system rules cover.
+    // the file-system rules cover (and which a world of its own does not hold: there the
+    // write makes a file in the plugin's own /dev/shm, and the host's stays as it was).
     let run = root_and_unprivileged("a_plugin_cannot_open_the_hosts_posix_shared_memory");
     let host = run.host;
     let shm = tempfile::Builder::new()
@@ -677,12 +682,12 @@ async fn a_plugin_cannot_open_the_hosts_posix_shared_memory() {
         "{host:?}: the plugin read {}",
         shm.path().display()
     );
-    assert!(
-        written.is_err(),
-        "{host:?}: the plugin wrote {}",
+    assert_eq!(
+        std::fs::read_to_string(shm.path()).unwrap(),
+        SHM_SECRET,
+        "{host:?}: the plugin changed the host's {} (write: {written:?})",
         shm.path().display()
     );
-    assert_eq!(std::fs::read_to_string(shm.path()).unwrap(), SHM_SECRET);
 }
 
 // Hole 5: inotify on the host's directories.
