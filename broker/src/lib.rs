@@ -216,10 +216,10 @@ pub use catalog::{
     Catalog, Delivery, DirSecretSource, EnvSecretSource, Grants, Manifest, MemorySecretSource,
     SecretSource,
 };
-pub use confine::{Limits, SandboxMode};
+pub use confine::{Confinement, Limits, SandboxMode};
 pub use error::{BoxError, ShutdownError, ShutdownOutcome, StartError, UseError};
 pub use launch::{
-    HandshakeConfig, OutputLine, OutputSink, PluginClient, PluginClientBuilder, ReattachConfig,
-    ReattachedPlugin, Runtime,
+    HandshakeConfig, OutputLimits, OutputLine, OutputSink, PluginClient, PluginClientBuilder,
+    ReattachConfig, ReattachedPlugin, Runtime, Timeouts,
 };
 pub use supervisor::{Lease, Supervisor, SupervisorBuilder};

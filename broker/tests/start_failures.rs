@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use tether_broker::{
-    HandshakeConfig, PluginClient, StartError, error::AddressProblem, error::Incompatibility,
-    error::OutputLimit, error::Phase, error::StartErrorKind,
+    HandshakeConfig, OutputLimits, PluginClient, StartError, Timeouts, error::AddressProblem,
+    error::Incompatibility, error::OutputLimit, error::Phase, error::StartErrorKind,
 };
 
 /// Runs `script` with `/bin/sh` as the plugin, private directories under `runtime`.
@@ -15,8 +15,11 @@ async fn start(script: &str, runtime: &Path, tls: bool) -> StartError {
         .args(["-c", script])
         .name("script")
         .runtime_dir(runtime)
-        .start_timeout(Duration::from_secs(5))
-        .terminate_grace(Duration::from_millis(200))
+        .timeouts(
+            Timeouts::default()
+                .start(Duration::from_secs(5))
+                .terminate_grace(Duration::from_millis(200)),
+        )
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]));
     if !tls {
         builder = builder.plaintext();
@@ -76,8 +79,11 @@ async fn a_plugin_that_prints_no_handshake_times_out_and_is_killed() {
     let err = PluginClient::builder("/bin/sh")
         .args(["-c", "echo starting; echo waiting >&2; exec sleep 30"])
         .runtime_dir(rt.path())
-        .start_timeout(Duration::from_millis(300))
-        .terminate_grace(Duration::from_millis(200))
+        .timeouts(
+            Timeouts::default()
+                .start(Duration::from_millis(300))
+                .terminate_grace(Duration::from_millis(200)),
+        )
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()
         .await
@@ -256,7 +262,7 @@ async fn the_plugin_environment_holds_only_allowed_and_protocol_variables() {
         .runtime_dir(rt.path())
         .env("EXTRA", "yes")
         .env("TMPDIR", "/forged")
-        .stderr_tail_len(16 * 1024)
+        .output_limits(OutputLimits::default().stderr_tail_len(16 * 1024))
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1, 2]))
         .start()
         .await

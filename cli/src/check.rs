@@ -106,9 +106,9 @@ async fn runtime_of(
 ) -> Result<Option<tether_broker::launch::ResolvedRuntime>, tether_broker::launch::RuntimeError> {
     let mut builder = PluginClient::builder(&m.command)
         .args(&m.args)
-        .sandbox(m.sandbox)
+        .sandbox(m.confinement.sandbox)
         .runtime(m.runtime);
-    for name in &m.env_allow {
+    for name in &m.confinement.env_allow {
         builder = builder.env_allow(name);
     }
     if m.sha256.is_some() {
@@ -143,8 +143,8 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
         }
     }
     for (key, paths) in [
-        ("sandbox_allow_exec", &m.sandbox_allow_exec),
-        ("sandbox_allow_read", &m.sandbox_allow_read),
+        ("sandbox_allow_exec", &m.confinement.sandbox_allow_exec),
+        ("sandbox_allow_read", &m.confinement.sandbox_allow_read),
     ] {
         for path in paths {
             if !path.is_dir() {

@@ -39,22 +39,34 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
         .iter()
         .map(|&s| s.to_owned())
         .collect();
-    env.extend(m.env_allow.iter().cloned());
+    env.extend(m.confinement.env_allow.iter().cloned());
     vec![
         ("secrets", mark("secrets", list(&m.secrets))),
         ("config", mark("config", list(&m.config))),
         ("network", mark("network", network(m))),
-        ("sandbox", mark("sandbox", m.sandbox.to_string())),
+        (
+            "sandbox",
+            mark("sandbox", m.confinement.sandbox.to_string()),
+        ),
         (
             "allow-exec",
-            mark("sandbox_allow_exec", paths(&m.sandbox_allow_exec)),
+            mark(
+                "sandbox_allow_exec",
+                paths(&m.confinement.sandbox_allow_exec),
+            ),
         ),
         (
             "allow-read",
-            mark("sandbox_allow_read", paths(&m.sandbox_allow_read)),
+            mark(
+                "sandbox_allow_read",
+                paths(&m.confinement.sandbox_allow_read),
+            ),
         ),
         ("env", mark("env_allow", env.join(", "))),
-        ("seccomp", mark("seccomp", m.seccomp.to_string())),
+        (
+            "seccomp",
+            mark("seccomp", m.confinement.seccomp.to_string()),
+        ),
         ("runtime", m.runtime.to_string()),
         ("uid", uid()),
     ]
@@ -62,9 +74,9 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
 
 /// The network mode and, for `none`, the mechanism this host enforces it with.
 fn network(m: &Manifest) -> String {
-    match NetworkMechanism::for_mode(m.network, true) {
-        Some(mechanism) => format!("{} ({mechanism})", m.network),
-        None => m.network.to_string(),
+    match NetworkMechanism::for_mode(m.confinement.network, true) {
+        Some(mechanism) => format!("{} ({mechanism})", m.confinement.network),
+        None => m.confinement.network.to_string(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor, SupervisorBuilder};
+use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor, SupervisorBuilder, Timeouts};
 
 /// The shutdown and terminate grace of [`World::supervisor`]'s plugins: short, so that tests
 /// that stop plugins do not wait long for one that does not stop.
@@ -160,10 +160,11 @@ impl World {
             .grants(grants)
             .secrets(DirSecretSource::new(self.secrets()))
             .customize(move |b| {
-                b.delivery_dir(&delivery)
-                    .runtime_dir(&run)
-                    .shutdown_grace(TEST_GRACE)
-                    .terminate_grace(TEST_GRACE)
+                b.delivery_dir(&delivery).runtime_dir(&run).timeouts(
+                    Timeouts::default()
+                        .shutdown_grace(TEST_GRACE)
+                        .terminate_grace(TEST_GRACE),
+                )
             })
     }
 

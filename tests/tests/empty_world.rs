@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use base64::Engine as _;
-use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor, UseError};
+use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor, Timeouts, UseError};
 use tether_tests::escape::HOST_ATTACKS;
 use tether_tests::host_user::{Host, root_and_unprivileged};
 use tether_tests::lease::get as lease_get;
@@ -80,7 +80,11 @@ impl Site {
             .secrets(DirSecretSource::new(self.world.secrets()))
             .customize(move |b| {
                 let plain = plaintext.contains(&b.plugin_name().as_str());
-                let b = b.shutdown_grace(TEST_GRACE).terminate_grace(TEST_GRACE);
+                let b = b.timeouts(
+                    Timeouts::default()
+                        .shutdown_grace(TEST_GRACE)
+                        .terminate_grace(TEST_GRACE),
+                );
                 if plain { b.plaintext() } else { b }
             })
             .build()

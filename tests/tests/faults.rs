@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tether_broker::{
     Catalog, HandshakeConfig, Lease, PluginClient, ReattachConfig, ReattachedPlugin,
-    ShutdownOutcome, Supervisor, UseError, confine::ProcessLimit, launch::ReattachTls,
+    ShutdownOutcome, Supervisor, Timeouts, UseError, confine::ProcessLimit, launch::ReattachTls,
 };
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
@@ -46,10 +46,11 @@ fn broker(world: &World) -> tether_broker::SupervisorBuilder {
     assert!(catalog.errors().is_empty(), "{:?}", catalog.errors());
     let (delivery, run) = (world.delivery(), world.run());
     Supervisor::builder(catalog, world.state()).customize(move |b| {
-        b.delivery_dir(&delivery)
-            .runtime_dir(&run)
-            .shutdown_grace(Duration::from_millis(500))
-            .terminate_grace(Duration::from_millis(500))
+        b.delivery_dir(&delivery).runtime_dir(&run).timeouts(
+            Timeouts::default()
+                .shutdown_grace(Duration::from_millis(500))
+                .terminate_grace(Duration::from_millis(500)),
+        )
     })
 }
 
@@ -388,8 +389,11 @@ async fn a_plugin_ignoring_shutdown_and_sigterm_is_killed_with_its_grandchild_af
     let plugin = PluginClient::builder(STUBBORN_PLUGIN)
         .current_dir(work.path())
         .runtime_dir(runtime.path())
-        .shutdown_grace(shutdown_grace)
-        .terminate_grace(terminate_grace)
+        .timeouts(
+            Timeouts::default()
+                .shutdown_grace(shutdown_grace)
+                .terminate_grace(terminate_grace),
+        )
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
         .start()
         .await

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, ShutdownOutcome};
+use tether_broker::{HandshakeConfig, Limits, PluginClient, PluginClientBuilder, ShutdownOutcome};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 use tether_tests::bins;
@@ -273,7 +273,7 @@ async fn a_plugin_runs_in_a_pids_cgroup_of_its_own_that_is_removed_when_it_stops
 
     // The builder's override.
     let plugin = kv_plugin(work.path())
-        .max_processes(32)
+        .limits(Limits::default().processes(32))
         .start()
         .await
         .unwrap();

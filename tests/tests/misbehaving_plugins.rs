@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tether_broker::{
-    HandshakeConfig, PluginClient, PluginClientBuilder, StartError, error::Incompatibility,
-    error::OutputLimit, error::Phase, error::StartErrorKind,
+    HandshakeConfig, OutputLimits, PluginClient, PluginClientBuilder, StartError, Timeouts,
+    error::Incompatibility, error::OutputLimit, error::Phase, error::StartErrorKind,
 };
 use tether_tests::bins;
 use tether_tests::procs;
@@ -45,8 +45,11 @@ impl Sandbox {
         PluginClient::builder(program)
             .current_dir(self.work.path())
             .runtime_dir(self.runtime.path())
-            .start_timeout(TEST_START_TIMEOUT)
-            .terminate_grace(Duration::from_millis(500))
+            .timeouts(
+                Timeouts::default()
+                    .start(TEST_START_TIMEOUT)
+                    .terminate_grace(Duration::from_millis(500)),
+            )
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
     }
 
@@ -222,7 +225,7 @@ async fn a_flood_of_stray_lines_before_the_handshake_is_cut_off() {
     let err = start_err(
         sb.builder(env!("CARGO_BIN_EXE_bad-handshake"))
             .arg("stray-flood")
-            .max_stray_lines(50),
+            .output_limits(OutputLimits::default().max_stray_lines(50)),
     )
     .await;
     assert!(

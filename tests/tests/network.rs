@@ -9,7 +9,7 @@ use std::net::{TcpListener, UdpSocket};
 
 use tether_broker::confine::{NetworkMechanism, NetworkMode, network_namespaces_available};
 use tether_broker::error::{AddressProblem, StartErrorKind};
-use tether_broker::{HandshakeConfig, PluginClient, SandboxMode};
+use tether_broker::{Confinement, HandshakeConfig, PluginClient, SandboxMode};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 
@@ -35,9 +35,12 @@ async fn start(
     PluginClient::builder(PROBE)
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .current_dir(dir)
-        .sandbox(sandbox)
-        .network(mode)
-        .network_namespace(namespace)
+        .confinement(
+            Confinement::default()
+                .sandbox(sandbox)
+                .network(mode)
+                .network_namespace(namespace),
+        )
         .start()
         .await
         .unwrap()

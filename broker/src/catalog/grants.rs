@@ -13,12 +13,13 @@ use std::path::{Component, Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::catalog::confinement::{PathStyle, RawConfinement};
 use crate::catalog::errors::{FileKind, ManifestError, ManifestErrors};
 use crate::catalog::keys::{self, Schema};
 use crate::catalog::manifest::Manifest;
 use crate::catalog::request::{NotGranted, Request};
 use crate::catalog::text::{check_name, line_column, toml_key};
-
+use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::SandboxMode;
 use crate::confine::seccomp::SeccompMode;
@@ -67,42 +68,32 @@ pub struct Grants {
 struct Grant {
     secrets: BTreeSet<String>,
     config: BTreeSet<String>,
-    /// The loosest sandbox mode allowed (`Enforce`: no loosening).
-    sandbox: SandboxMode,
-    network: NetworkMode,
-    seccomp: SeccompMode,
-    env_allow: BTreeSet<String>,
-    sandbox_allow_exec: Vec<PathBuf>,
-    sandbox_allow_read: Vec<PathBuf>,
+    /// The loosest confinement its manifest may ask for: the loosest sandbox mode, the
+    /// network and seccomp modes, the variables and the directories (with those below them).
+    confinement: Confinement,
 }
 
-/// One plugin's table as written, with the place of every name, so that errors point at it.
+/// One plugin's own keys as written, with the place of every name, so that errors point at
+/// it; its confinement keys are read by a second pass ([`GrantsConfinement`]).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawGrant {
     #[serde(default)]
     secrets: Vec<Spanned<String>>,
     #[serde(default)]
     config: Vec<Spanned<String>>,
-    #[serde(default)]
-    sandbox: SandboxMode,
-    #[serde(default)]
-    network: NetworkMode,
-    #[serde(default)]
-    seccomp: SeccompMode,
-    #[serde(default)]
-    env_allow: Vec<Spanned<String>>,
-    #[serde(default)]
-    sandbox_allow_exec: Vec<Spanned<String>>,
-    #[serde(default)]
-    sandbox_allow_read: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct GrantsFile {
     #[serde(default)]
     plugins: BTreeMap<Spanned<String>, RawGrant>,
+}
+
+/// The grants file's second pass: each plugin's confinement keys.
+#[derive(Deserialize)]
+struct GrantsConfinement {
+    #[serde(default)]
+    plugins: BTreeMap<String, RawConfinement>,
 }
 
 impl Grants {
@@ -130,31 +121,47 @@ impl Grants {
         self
     }
 
+    /// Lets `plugin`'s manifest ask for anything up to `allowed` (its sandbox, network and
+    /// seccomp modes, variables and directories; the host-only parts and `limits` are not
+    /// compared), replacing what was granted before — the value the manifest's
+    /// [`confinement`](crate::Manifest::confinement) is checked against.
+    ///
+    /// ```
+    /// use tether_broker::confine::{Confinement, NetworkMode};
+    /// let grants = tether_broker::Grants::new()
+    ///     .confinement("kv", Confinement::default().network(NetworkMode::Host).sandbox_allow_read("/srv"));
+    /// ```
+    #[must_use]
+    pub fn confinement(mut self, plugin: impl Into<String>, allowed: Confinement) -> Self {
+        self.grant(plugin).confinement = allowed;
+        self
+    }
+
     /// Lets `plugin`'s manifest ask for sandbox `mode` (`Off` also allows `BestEffort`).
     #[must_use]
     pub fn sandbox(mut self, plugin: impl Into<String>, mode: SandboxMode) -> Self {
-        self.grant(plugin).sandbox = mode;
+        self.grant(plugin).confinement.sandbox = mode;
         self
     }
 
     /// Lets `plugin`'s manifest ask for network `mode` (`Host`).
     #[must_use]
     pub fn network(mut self, plugin: impl Into<String>, mode: NetworkMode) -> Self {
-        self.grant(plugin).network = mode;
+        self.grant(plugin).confinement.network = mode;
         self
     }
 
     /// Lets `plugin`'s manifest ask for seccomp `mode` (`Off`).
     #[must_use]
     pub fn seccomp(mut self, plugin: impl Into<String>, mode: SeccompMode) -> Self {
-        self.grant(plugin).seccomp = mode;
+        self.grant(plugin).confinement.seccomp = mode;
         self
     }
 
     /// Lets `plugin`'s manifest pass the host's variable `name` (`env_allow`).
     #[must_use]
     pub fn env_allow(mut self, plugin: impl Into<String>, name: impl Into<String>) -> Self {
-        self.grant(plugin).env_allow.insert(name.into());
+        self.grant(plugin).confinement.env_allow.push(name.into());
         self
     }
 
@@ -166,7 +173,10 @@ impl Grants {
         plugin: impl Into<String>,
         path: impl Into<PathBuf>,
     ) -> Self {
-        self.grant(plugin).sandbox_allow_exec.push(path.into());
+        self.grant(plugin)
+            .confinement
+            .sandbox_allow_exec
+            .push(path.into());
         self
     }
 
@@ -178,7 +188,10 @@ impl Grants {
         plugin: impl Into<String>,
         path: impl Into<PathBuf>,
     ) -> Self {
-        self.grant(plugin).sandbox_allow_read.push(path.into());
+        self.grant(plugin)
+            .confinement
+            .sandbox_allow_read
+            .push(path.into());
         self
     }
 
@@ -255,40 +268,8 @@ impl Grants {
         {
             refuse(Request::Config(name.clone()));
         }
-        let sandbox_granted = match manifest.sandbox {
-            SandboxMode::Enforce => true,
-            SandboxMode::BestEffort => grant.sandbox != SandboxMode::Enforce,
-            SandboxMode::Off => grant.sandbox == SandboxMode::Off,
-        };
-        if !sandbox_granted {
-            refuse(Request::Sandbox(manifest.sandbox));
-        }
-        if manifest.network != NetworkMode::None && grant.network != manifest.network {
-            refuse(Request::Network(manifest.network));
-        }
-        if manifest.seccomp != SeccompMode::Default && grant.seccomp != manifest.seccomp {
-            refuse(Request::Seccomp(manifest.seccomp));
-        }
-        for name in manifest
-            .env_allow
-            .iter()
-            .filter(|n| !grant.env_allow.contains(*n))
-        {
-            refuse(Request::EnvAllow(name.clone()));
-        }
-        for path in &manifest.sandbox_allow_exec {
-            if !grant.sandbox_allow_exec.iter().any(|g| covers(g, path)) {
-                refuse(Request::SandboxAllowExec(path.clone()));
-            }
-        }
-        for path in &manifest.sandbox_allow_read {
-            let mut granted = grant
-                .sandbox_allow_read
-                .iter()
-                .chain(&grant.sandbox_allow_exec);
-            if !granted.any(|g| covers(g, path)) {
-                refuse(Request::SandboxAllowRead(path.clone()));
-            }
+        for request in ungranted(&manifest.confinement, &grant.confinement) {
+            refuse(request);
         }
         refused
     }
@@ -301,8 +282,8 @@ impl Grants {
     /// every unknown key, or else the first bad type or value or invalid name.
     pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestErrors> {
         let document = keys::document(text, file, FileKind::Grants)?;
-        let schema =
-            Schema::of::<GrantsFile>().table("plugins", Schema::any_key(Schema::of::<RawGrant>()));
+        let grant = Schema::of::<RawGrant>().and::<RawConfinement>();
+        let schema = Schema::of::<GrantsFile>().table("plugins", Schema::any_key(grant));
         keys::check(&document, &schema, file, text, FileKind::Grants)?;
         Ok(Self::parse_known(text, file)?)
     }
@@ -314,10 +295,14 @@ impl Grants {
             e.file_kind = FileKind::Grants;
             e
         };
-        let parsed: GrantsFile = toml::from_str(text).map_err(|e| {
+        let located = |e: toml::de::Error| {
             let offset = e.span().map_or(0, |s| s.start);
             error(offset, None, e.message().trim().to_owned())
-        })?;
+        };
+        let parsed: GrantsFile = toml::from_str(text).map_err(located)?;
+        let mut confinements = toml::from_str::<GrantsConfinement>(text)
+            .map_err(located)?
+            .plugins;
         let dir = file.parent().unwrap_or(Path::new("."));
         let mut plugins = BTreeMap::new();
         let mut places = BTreeMap::new();
@@ -332,12 +317,7 @@ impl Grants {
             };
             check_name(plugin.get_ref())
                 .map_err(|why| error(plugin.span().start, Some(table.clone()), why))?;
-            let mut grant = Grant {
-                sandbox: raw.sandbox,
-                network: raw.network,
-                seccomp: raw.seccomp,
-                ..Grant::default()
-            };
+            let mut grant = Grant::default();
             for (key, names, into) in [
                 ("secrets", &raw.secrets, &mut grant.secrets),
                 ("config", &raw.config, &mut grant.config),
@@ -347,42 +327,10 @@ impl Grants {
                     into.insert(name.get_ref().clone());
                 }
             }
-            for name in &raw.env_allow {
-                let value = name.get_ref();
-                if value.is_empty() || value.contains(['=', '\0']) {
-                    return Err(at(
-                        name,
-                        "env_allow",
-                        "must be an environment variable name (not empty, no `=` or NUL)".into(),
-                    ));
-                }
-                grant.env_allow.insert(value.clone());
-            }
-            for (key, values, into) in [
-                (
-                    "sandbox_allow_exec",
-                    &raw.sandbox_allow_exec,
-                    &mut grant.sandbox_allow_exec,
-                ),
-                (
-                    "sandbox_allow_read",
-                    &raw.sandbox_allow_read,
-                    &mut grant.sandbox_allow_read,
-                ),
-            ] {
-                for value in values {
-                    let path = value.get_ref();
-                    if path.is_empty() || path.contains('\0') {
-                        return Err(at(
-                            value,
-                            key,
-                            "must be a non-empty path without NUL".into(),
-                        ));
-                    }
-                    // An absolute entry replaces `dir` in the join.
-                    into.push(dir.join(path));
-                }
-            }
+            grant.confinement = confinements
+                .remove(plugin.get_ref())
+                .unwrap_or_default()
+                .read(dir, PathStyle::Literal, at)?;
             plugins.insert(plugin.into_inner(), grant);
         }
         Ok(Self {
@@ -403,6 +351,52 @@ impl Grants {
         })?;
         Self::parse(&text, path)
     }
+}
+
+/// What `asked` loosens beyond the default confinement that `allowed` does not cover, in
+/// manifest-key order: sandbox, network, seccomp, env_allow, sandbox_allow_exec,
+/// sandbox_allow_read. `sandbox = "off"` covers `best-effort`; a directory covers itself and
+/// what is below it; an exec directory covers reading too. The host-only parts (`run_as`, the
+/// network mechanism, `env_allow_defaults`) are not compared, as no manifest sets them; nor are
+/// `limits`, which a manifest sets without a grant.
+fn ungranted(asked: &Confinement, allowed: &Confinement) -> Vec<Request> {
+    let mut refused = Vec::new();
+    let sandbox_granted = match asked.sandbox {
+        SandboxMode::Enforce => true,
+        SandboxMode::BestEffort => allowed.sandbox != SandboxMode::Enforce,
+        SandboxMode::Off => allowed.sandbox == SandboxMode::Off,
+    };
+    if !sandbox_granted {
+        refused.push(Request::Sandbox(asked.sandbox));
+    }
+    if asked.network != NetworkMode::None && allowed.network != asked.network {
+        refused.push(Request::Network(asked.network));
+    }
+    if asked.seccomp != SeccompMode::Default && allowed.seccomp != asked.seccomp {
+        refused.push(Request::Seccomp(asked.seccomp));
+    }
+    for name in asked
+        .env_allow
+        .iter()
+        .filter(|n| !allowed.env_allow.contains(*n))
+    {
+        refused.push(Request::EnvAllow(name.clone()));
+    }
+    for path in &asked.sandbox_allow_exec {
+        if !allowed.sandbox_allow_exec.iter().any(|g| covers(g, path)) {
+            refused.push(Request::SandboxAllowExec(path.clone()));
+        }
+    }
+    for path in &asked.sandbox_allow_read {
+        let mut granted = allowed
+            .sandbox_allow_read
+            .iter()
+            .chain(&allowed.sandbox_allow_exec);
+        if !granted.any(|g| covers(g, path)) {
+            refused.push(Request::SandboxAllowRead(path.clone()));
+        }
+    }
+    refused
 }
 
 /// Whether the granted directory `granted` covers `requested`: the same directory or a parent
@@ -501,6 +495,23 @@ mod tests {
             let other = Grants::parse(&format!("[plugins.b]\n{grants_line}\n"), file).unwrap();
             assert!(other.check(&m).is_err(), "{manifest_line}");
         }
+    }
+
+    #[test]
+    fn the_confinement_keys_mean_the_same_in_a_manifest_and_in_the_grants_file() {
+        let lines = "sandbox = \"best-effort\"\nnetwork = \"host\"\nseccomp = \"off\"\n\
+                     env_allow = [\"HOME\"]\nsandbox_allow_exec = [\"/opt/py\"]\n\
+                     sandbox_allow_read = [\"/srv/data\"]";
+        let asked = manifest_with(lines).confinement;
+        let text = format!("[plugins.a]\n{lines}\n");
+        let granted = Grants::parse(&text, Path::new("/etc/tether/grants.toml")).unwrap();
+        assert_eq!(granted.plugins["a"].confinement, asked);
+        assert_eq!(
+            granted.plugins,
+            Grants::new().confinement("a", asked.clone()).plugins
+        );
+        assert!(ungranted(&asked, &asked).is_empty());
+        assert_eq!(ungranted(&asked, &Confinement::default()).len(), 6);
     }
 
     #[test]

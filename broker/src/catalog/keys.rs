@@ -16,7 +16,7 @@ use crate::catalog::text::toml_key;
 #[derive(Debug)]
 pub(crate) struct Schema {
     /// The known keys ([`fields`] of the struct the table deserializes into).
-    keys: &'static [&'static str],
+    keys: Vec<&'static str>,
     /// The schemas of tables under some keys.
     tables: Vec<(&'static str, Schema)>,
     /// The schema of a table under any key (the grants file's `[plugins.NAME]`).
@@ -27,10 +27,17 @@ impl Schema {
     /// A table with the fields of `T`.
     pub(crate) fn of<'de, T: Deserialize<'de>>() -> Self {
         Self {
-            keys: fields::<T>(),
+            keys: fields::<T>().to_vec(),
             tables: Vec::new(),
             any: None,
         }
+    }
+
+    /// Plus the fields of `T`: a table read by two structs (a manifest's own keys and the
+    /// confinement keys it shares with the grants file).
+    pub(crate) fn and<'de, T: Deserialize<'de>>(mut self) -> Self {
+        self.keys.extend_from_slice(fields::<T>());
+        self
     }
 
     /// Plus the table under `key`.
@@ -42,7 +49,7 @@ impl Schema {
     /// A table whose keys are names chosen by the file, each holding a table of `schema`.
     pub(crate) fn any_key(schema: Self) -> Self {
         Self {
-            keys: &[],
+            keys: Vec::new(),
             tables: Vec::new(),
             any: Some(Box::new(schema)),
         }

@@ -33,27 +33,15 @@ pub fn launch(
     let mut builder = PluginClient::builder(&manifest.command)
         .name(manifest.name.clone())
         .args(&manifest.args)
-        .sandbox(manifest.sandbox)
-        .network(manifest.network)
-        .seccomp(manifest.seccomp)
+        .confinement(manifest.confinement.clone())
         .runtime(manifest.runtime)
         .runner(manifest.runner.clone())
-        .limits(manifest.limits)
         .handshake(
             HandshakeConfig::new(&manifest.cookie_key, &manifest.cookie_value)
                 .app_versions(manifest.app_versions.iter().copied()),
         );
     if !delivery.is_empty() {
         builder = builder.deliver(delivery);
-    }
-    for name in &manifest.env_allow {
-        builder = builder.env_allow(name);
-    }
-    for path in &manifest.sandbox_allow_exec {
-        builder = builder.sandbox_allow_exec(path);
-    }
-    for path in &manifest.sandbox_allow_read {
-        builder = builder.sandbox_allow_read(path);
     }
     if let Some(hash) = &manifest.sha256 {
         builder = builder.sha256(hash.clone());
@@ -95,4 +83,29 @@ fn fetch(
         }
     }
     Ok(delivery)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::catalog::secrets::MemorySecretSource;
+
+    #[test]
+    fn a_granted_manifests_whole_confinement_reaches_the_builder_as_one_value() {
+        let text = "name = \"a\"\ncommand = \"a\"\nsandbox = \"best-effort\"\n\
+                    network = \"host\"\nseccomp = \"off\"\nenv_allow = [\"HOME\"]\n\
+                    sandbox_allow_read = [\"/srv\"]\nsandbox_allow_exec = [\"/opt\"]\n\
+                    [handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n\
+                    [limits]\nmemory_mib = 64\n";
+        let manifest = Manifest::parse(text, Path::new("/cat/a.toml")).unwrap();
+        let none = MemorySecretSource::new();
+        let refused = launch(&manifest, &Grants::new(), &none, &none).unwrap_err();
+        assert!(matches!(refused, UseError::NotGranted(_)), "{refused}");
+        let grants = Grants::new().confinement("a", manifest.confinement.clone());
+        let builder = launch(&manifest, &grants, &none, &none).unwrap();
+        assert_eq!(builder.settings.confinement, manifest.confinement);
+        assert_eq!(builder.settings.confinement.limits.memory_mib, Some(64));
+    }
 }

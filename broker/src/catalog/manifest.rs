@@ -10,14 +10,14 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::catalog::confinement::{PathStyle, RawConfinement};
 pub use crate::catalog::errors::{FileKind, ManifestError, ManifestErrors};
 use crate::catalog::keys::{self, Schema};
 use crate::catalog::runner::{self, RawGvisor, RawRunner, interpreter_hint};
 pub use crate::catalog::text::MAX_NAME_LEN;
-use crate::catalog::text::{check_name, expand_env, line_column};
-use crate::confine::network::NetworkMode;
-use crate::confine::sandbox::{Limits, SandboxMode};
-use crate::confine::seccomp::SeccompMode;
+use crate::catalog::text::{check_name, line_column};
+use crate::confine::confinement::Confinement;
+use crate::confine::sandbox::Limits;
 use crate::launch::interpreted::runtime::Runtime;
 use crate::launch::runner::options::Runner;
 
@@ -60,6 +60,7 @@ pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
 /// assert_eq!(m.name, "kv");
 /// assert_eq!(m.command, std::path::Path::new("/etc/tether/plugins/bin/kv-plugin"));
 /// assert_eq!(m.secrets, ["db-password"]);
+/// assert_eq!(m.confinement.limits.memory_mib, Some(256));
 /// # Ok::<(), tether_broker::catalog::ManifestErrors>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,30 +86,18 @@ pub struct Manifest {
     pub secrets: Vec<String>,
     /// Names of the config files the plugin asks for.
     pub config: Vec<String>,
-    /// Host environment variables the plugin may receive.
-    pub env_allow: Vec<String>,
-    /// Resource limits.
-    pub limits: Limits,
-    /// How strictly the plugin is confined.
-    pub sandbox: SandboxMode,
+    /// What the plugin asks to be allowed: the keys `sandbox`, `network`, `seccomp`,
+    /// `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read` and the table `[limits]`. All
+    /// but `[limits]` need the operator's grant when they loosen the default (see
+    /// [`Grants`](crate::Grants)). `sandbox_allow_*` paths are resolved when the manifest is
+    /// parsed; see [`Manifest::parse`]. The host-only parts (`run_as`, the network mechanism)
+    /// stay at their defaults.
+    pub confinement: Confinement,
     /// Where the plugin runs (manifest key `runner`: `"process"`, the default, or `"gvisor"`;
     /// the table `[gvisor]` sets the sandbox's cgroup limits `memory_mib` and `cpu_millis`,
     /// see [`GvisorOptions::memory_mib`](crate::launch::GvisorOptions::memory_mib) and
     /// [`GvisorOptions::cpu_millis`](crate::launch::GvisorOptions::cpu_millis)).
     pub runner: Runner,
-    /// Directories the confined plugin may also read and execute below (manifest key
-    /// `sandbox_allow_exec`): an interpreter outside the system paths, e.g. a pyenv Python.
-    /// Resolved when the manifest is parsed; see [`Manifest::parse`].
-    pub sandbox_allow_exec: Vec<PathBuf>,
-    /// Directories the confined plugin may also read below (`sandbox_allow_read`), e.g. a
-    /// script plugin's sources.
-    pub sandbox_allow_read: Vec<PathBuf>,
-    /// The plugin's network (`network = "none" | "host"`, default `none`). `host` needs a
-    /// grant.
-    pub network: NetworkMode,
-    /// Its system-call filter (`seccomp = "default" | "off"`, default `default`). `off`
-    /// needs a grant.
-    pub seccomp: SeccompMode,
     /// Which interpreter runs it (`runtime = "auto" | "native" | "python" | "node"`, default
     /// `auto`): see [`PluginClientBuilder::runtime`](crate::PluginClientBuilder::runtime).
     /// Needs no grant: it allows reading the interpreter's install and the plugin's own
@@ -158,8 +147,10 @@ impl RestartPolicy {
     }
 }
 
+/// A manifest's own keys; the confinement keys it shares with the grants file are read by a
+/// second pass into [`RawConfinement`] (unknown keys are found before either, by
+/// [`keys::check`]).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawManifest {
     name: Spanned<String>,
     command: Spanned<String>,
@@ -172,22 +163,10 @@ struct RawManifest {
     #[serde(default)]
     config: Vec<Spanned<String>>,
     #[serde(default)]
-    env_allow: Vec<Spanned<String>>,
-    #[serde(default)]
     limits: Limits,
-    #[serde(default)]
-    sandbox: SandboxMode,
     #[serde(default)]
     runner: RawRunner,
     gvisor: Option<Spanned<RawGvisor>>,
-    #[serde(default)]
-    sandbox_allow_exec: Vec<Spanned<String>>,
-    #[serde(default)]
-    sandbox_allow_read: Vec<Spanned<String>>,
-    #[serde(default)]
-    network: NetworkMode,
-    #[serde(default)]
-    seccomp: SeccompMode,
     #[serde(default)]
     runtime: Runtime,
     idle_timeout: Option<Spanned<String>>,
@@ -198,6 +177,7 @@ struct RawManifest {
 /// The keys a manifest may have: those of the structs it is deserialized into.
 fn schema() -> Schema {
     Schema::of::<RawManifest>()
+        .and::<RawConfinement>()
         .table("handshake", Schema::of::<RawHandshake>())
         .table("limits", Schema::of::<Limits>())
         .table("restart", Schema::of::<RawRestart>())
@@ -265,10 +245,12 @@ impl Manifest {
 
     /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
     fn parse_known(text: &str, file: &Path) -> Result<Self, ManifestError> {
-        let raw: RawManifest = toml::from_str(text).map_err(|e| {
+        let located = |e: toml::de::Error| {
             let offset = e.span().map_or(0, |s| s.start);
             ManifestError::at(file, text, offset, None, e.message().trim().to_owned())
-        })?;
+        };
+        let raw: RawManifest = toml::from_str(text).map_err(located)?;
+        let raw_confinement: RawConfinement = toml::from_str(text).map_err(located)?;
         let check = Checker { file, text };
 
         check.no_nul(&raw.name, "name")?;
@@ -310,11 +292,12 @@ impl Manifest {
         }
         let secrets = check.names(&raw.secrets, "secrets")?;
         let config = check.names(&raw.config, "config")?;
-        let env_allow = check.unique(&raw.env_allow, "env_allow")?;
-        let sandbox_allow_exec =
-            check.sandbox_paths(&raw.sandbox_allow_exec, "sandbox_allow_exec", dir)?;
-        let sandbox_allow_read =
-            check.sandbox_paths(&raw.sandbox_allow_read, "sandbox_allow_read", dir)?;
+        check.unique(raw_confinement.env_allow(), "env_allow")?;
+        let confinement = raw_confinement
+            .read(dir, PathStyle::Expanded, |value, key, why| {
+                check.error(value, key, why)
+            })?
+            .limits(raw.limits);
         let idle_timeout = match &raw.idle_timeout {
             Some(d) => check.duration(d, "idle_timeout")?,
             None => DEFAULT_IDLE_TIMEOUT,
@@ -351,14 +334,8 @@ impl Manifest {
             app_versions: raw.handshake.app_versions.into_inner(),
             secrets,
             config,
-            env_allow,
-            limits: raw.limits,
-            sandbox: raw.sandbox,
+            confinement,
             runner,
-            sandbox_allow_exec,
-            sandbox_allow_read,
-            network: raw.network,
-            seccomp: raw.seccomp,
             runtime: raw.runtime,
             idle_timeout,
             restart,
@@ -459,26 +436,6 @@ impl Checker<'_> {
         Ok(path.to_owned())
     }
 
-    fn sandbox_paths(
-        &self,
-        values: &[Spanned<String>],
-        key: &str,
-        dir: &Path,
-    ) -> Result<Vec<PathBuf>, ManifestError> {
-        let mut paths = Vec::new();
-        for value in values {
-            self.no_nul(value, key)?;
-            let expanded = expand_env(value.get_ref(), |name| std::env::var(name).ok())
-                .map_err(|why| self.error(value, key, why))?;
-            if expanded.is_empty() {
-                return Err(self.error(value, key, "is empty"));
-            }
-            // An absolute entry replaces `dir` in the join.
-            paths.push(dir.join(&expanded));
-        }
-        Ok(paths)
-    }
-
     fn sha256(&self, value: &Spanned<String>) -> Result<String, ManifestError> {
         let hex = value.get_ref();
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -512,6 +469,10 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::catalog::text::expand_env;
+    use crate::confine::network::NetworkMode;
+    use crate::confine::sandbox::SandboxMode;
+    use crate::confine::seccomp::SeccompMode;
 
     #[test]
     fn environment_variables_in_sandbox_paths_are_expanded_with_defaults() {
@@ -556,10 +517,10 @@ mod tests {
         );
         let m = parse(&text).unwrap();
         assert_eq!(
-            m.sandbox_allow_exec,
+            m.confinement.sandbox_allow_exec,
             [Path::new("/opt/node"), Path::new("/usr/local")]
         );
-        assert_eq!(m.sandbox_allow_read, [Path::new("/cat/../src")]);
+        assert_eq!(m.confinement.sandbox_allow_read, [Path::new("/cat/../src")]);
     }
 
     #[test]
@@ -612,17 +573,17 @@ initial_backoff = "50ms"
         assert_eq!(m.args, ["--verbose"]);
         assert_eq!(m.secrets, ["a", "b"]);
         assert_eq!(m.config, ["settings.json"]);
-        assert_eq!(m.env_allow, ["HOME"]);
-        assert_eq!(m.sandbox, SandboxMode::BestEffort);
+        assert_eq!(m.confinement.env_allow, ["HOME"]);
+        assert_eq!(m.confinement.sandbox, SandboxMode::BestEffort);
         assert_eq!(m.idle_timeout, Duration::from_secs(2));
         assert_eq!(m.app_versions, [1, 2]);
-        assert_eq!(m.limits.memory_mib, Some(64));
-        assert_eq!(m.limits.processes, Some(16));
+        assert_eq!(m.confinement.limits.memory_mib, Some(64));
+        assert_eq!(m.confinement.limits.processes, Some(16));
         assert_eq!(m.restart.max_restarts, 3);
         assert_eq!(m.restart.initial_backoff, Duration::from_millis(50));
         assert_eq!(m.restart.max_backoff, DEFAULT_MAX_BACKOFF);
         assert_eq!(
-            (m.network, m.seccomp, m.runtime),
+            (m.confinement.network, m.confinement.seccomp, m.runtime),
             (NetworkMode::None, SeccompMode::Default, Runtime::Auto)
         );
     }
@@ -635,7 +596,7 @@ initial_backoff = "50ms"
         ))
         .unwrap();
         assert_eq!(
-            (m.network, m.seccomp, m.runtime),
+            (m.confinement.network, m.confinement.seccomp, m.runtime),
             (NetworkMode::Host, SeccompMode::Off, Runtime::Python)
         );
         let err =
@@ -685,7 +646,7 @@ initial_backoff = "50ms"
     #[test]
     fn the_sandbox_is_enforced_unless_the_manifest_says_otherwise() {
         let m = parse(&GOOD.replace("sandbox = \"best-effort\"\n", "")).unwrap();
-        assert_eq!(m.sandbox, SandboxMode::Enforce);
+        assert_eq!(m.confinement.sandbox, SandboxMode::Enforce);
     }
 
     #[test]
@@ -888,10 +849,10 @@ initial_backoff = "50ms"
             prop_assert_eq!(m.command, Path::new("/cat").join(&spec.command));
             prop_assert_eq!(&m.args, &spec.args);
             prop_assert_eq!(&m.secrets, &spec.secrets);
-            prop_assert_eq!(&m.env_allow, &spec.env_allow);
+            prop_assert_eq!(&m.confinement.env_allow, &spec.env_allow);
             prop_assert_eq!(&m.cookie_value, &spec.cookie_value);
             prop_assert_eq!(&m.app_versions, &spec.app_versions);
-            prop_assert_eq!(m.limits.memory_mib, spec.memory_mib);
+            prop_assert_eq!(m.confinement.limits.memory_mib, spec.memory_mib);
             prop_assert_eq!(
                 m.restart.max_restarts,
                 spec.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS)

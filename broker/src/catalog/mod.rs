@@ -1,5 +1,6 @@
 //! A catalog: a directory of plugin manifests, one `*.toml` file per plugin.
 
+pub(crate) mod confinement;
 pub(crate) mod delivery;
 pub(crate) mod errors;
 pub(crate) mod grants;

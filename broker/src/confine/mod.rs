@@ -4,6 +4,7 @@
 
 pub(crate) mod caps;
 pub(crate) mod cgroup_text;
+pub(crate) mod confinement;
 pub(crate) mod container;
 pub(crate) mod integrity;
 pub(crate) mod janitor;
@@ -15,6 +16,7 @@ pub(crate) mod sandbox;
 pub mod seccomp;
 pub(crate) mod user;
 
+pub use confinement::Confinement;
 pub use integrity::{IntegrityError, sha256_file};
 pub use netns::NETWORK_NAMESPACE_RESERVE;
 pub use network::{

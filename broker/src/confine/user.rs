@@ -6,31 +6,25 @@
 use std::io;
 use std::path::Path;
 
-use crate::launch::settings::Settings;
-
 /// Whether a host whose effective uid is `host_uid` may start a plugin as another user.
 pub(crate) fn may_run_as(host_uid: u32) -> bool {
     host_uid == 0
 }
 
 /// What the host made for a launch becomes `run_as`'s: the private directory `dir`, the
-/// delivered files, and the working directory when the host made it (a supervisor's state
-/// directory; the directory only, not what earlier launches left in it).
+/// delivered files, and `hosts_working_dir`, the working directory when the host made it (a
+/// supervisor's state directory; the directory only, not what earlier launches left in it).
 pub(crate) fn give_launch_dirs(
-    settings: &Settings,
     dir: &Path,
     delivered: Option<&Path>,
+    hosts_working_dir: Option<&Path>,
     run_as: (u32, u32),
 ) -> io::Result<()> {
     give(dir, run_as, false)?;
     if let Some(delivered) = delivered {
         give(delivered, run_as, true)?;
     }
-    if let Some(working_dir) = settings
-        .current_dir
-        .as_deref()
-        .filter(|_| settings.working_dir_is_hosts)
-    {
+    if let Some(working_dir) = hosts_working_dir {
         give(working_dir, run_as, false)?;
     }
     Ok(())

@@ -8,22 +8,16 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::catalog::delivery::Delivery;
+use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
 use crate::launch::client::PluginClient;
-use crate::launch::connect::DEFAULT_CONNECT_TIMEOUT;
-use crate::launch::handshake::{
-    DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_START_TIMEOUT,
-};
-use crate::launch::health::DEFAULT_HEALTH_TIMEOUT;
-use crate::launch::interpreted::runtime::{DEFAULT_RUNTIME_QUERY_TIMEOUT, Runtime};
-use crate::launch::output::DEFAULT_STDERR_TAIL_LEN;
+use crate::launch::interpreted::runtime::Runtime;
+use crate::launch::output::limits::OutputLimits;
 use crate::launch::runner::options::Runner;
 use crate::launch::settings::{HandshakeConfig, Settings};
-use crate::launch::shutdown::{
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_TERMINATE_GRACE,
-};
+use crate::launch::timeouts::Timeouts;
 
 /// Type state of a [`PluginClientBuilder`] that has no [`HandshakeConfig`] yet; call
 /// [`PluginClientBuilder::handshake`] before [`PluginClientBuilder::start`].
@@ -55,8 +49,6 @@ impl PluginClientBuilder<NoHandshake> {
                 args: Vec::new(),
                 name: None,
                 current_dir: None,
-                env_allow_defaults: true,
-                env_allow: Vec::new(),
                 env: Vec::new(),
                 plaintext: false,
                 multiplex: false,
@@ -66,26 +58,11 @@ impl PluginClientBuilder<NoHandshake> {
                     tether_proto::env::DEFAULT_MIN_PORT,
                     tether_proto::env::DEFAULT_MAX_PORT,
                 ),
-                start_timeout: DEFAULT_START_TIMEOUT,
-                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-                health_timeout: DEFAULT_HEALTH_TIMEOUT,
-                shutdown_rpc_timeout: DEFAULT_SHUTDOWN_RPC_TIMEOUT,
-                shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
-                terminate_grace: DEFAULT_TERMINATE_GRACE,
-                max_stray_lines: DEFAULT_MAX_STRAY_LINES,
-                max_stray_bytes: DEFAULT_MAX_STRAY_BYTES,
-                stderr_tail_len: DEFAULT_STDERR_TAIL_LEN,
-                sandbox: SandboxMode::Enforce,
-                seccomp: SeccompMode::Default,
-                network: NetworkMode::None,
-                network_namespace: true,
-                run_as: None,
+                confinement: Confinement::default(),
+                timeouts: Timeouts::default(),
+                output_limits: OutputLimits::default(),
                 working_dir_is_hosts: false,
-                sandbox_exec: Vec::new(),
-                sandbox_read: Vec::new(),
                 runtime: Runtime::Auto,
-                runtime_query_timeout: DEFAULT_RUNTIME_QUERY_TIMEOUT,
-                limits: Limits::default(),
                 sha256: None,
                 delivery: None,
                 delivery_dir: None,
@@ -165,14 +142,8 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     /// let b = tether_broker::PluginClient::builder("/bin/plugin").env_allow("HOME");
     /// ```
-    pub fn env_allow(mut self, name: impl Into<OsString>) -> Self {
-        self.settings.env_allow.push(name.into());
-        self
-    }
-
-    /// Whether to pass the host's values of [`DEFAULT_ENV_ALLOWLIST`](crate::launch::DEFAULT_ENV_ALLOWLIST) (default `true`).
-    pub fn env_allow_defaults(mut self, allow: bool) -> Self {
-        self.settings.env_allow_defaults = allow;
+    pub fn env_allow(mut self, name: impl Into<String>) -> Self {
+        self.settings.confinement.env_allow.push(name.into());
         self
     }
 
@@ -257,64 +228,57 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
-    /// See [`DEFAULT_START_TIMEOUT`].
-    pub fn start_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.start_timeout = timeout;
-        self
-    }
-
-    /// See [`DEFAULT_CONNECT_TIMEOUT`].
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.connect_timeout = timeout;
-        self
-    }
-
-    /// See [`DEFAULT_HEALTH_TIMEOUT`].
-    pub fn health_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.health_timeout = timeout;
-        self
-    }
-
-    /// See [`DEFAULT_SHUTDOWN_RPC_TIMEOUT`].
-    pub fn shutdown_rpc_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.shutdown_rpc_timeout = timeout;
-        self
-    }
-
-    /// See [`DEFAULT_SHUTDOWN_GRACE`].
+    /// How long each stage may take (default [`Timeouts::default`]: start, connect, health,
+    /// shutdown, interpreter query), replacing every timeout set before.
     ///
     /// ```
     /// use std::time::Duration;
+    /// use tether_broker::launch::Timeouts;
     /// let b = tether_broker::PluginClient::builder("/bin/plugin")
-    ///     .shutdown_grace(Duration::from_millis(500))
-    ///     .terminate_grace(Duration::from_millis(500));
+    ///     .timeouts(Timeouts::default().connect(Duration::from_secs(1)));
     /// ```
-    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
-        self.settings.shutdown_grace = grace;
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.settings.timeouts = timeouts;
         self
     }
 
-    /// See [`DEFAULT_TERMINATE_GRACE`]. Also used when a [`PluginClient`] is dropped.
-    pub fn terminate_grace(mut self, grace: Duration) -> Self {
-        self.settings.terminate_grace = grace;
+    /// How long the plugin has to print its handshake: [`Timeouts::start`], the one timeout
+    /// most often changed (see [`DEFAULT_START_TIMEOUT`](crate::launch::DEFAULT_START_TIMEOUT)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let b = tether_broker::PluginClient::builder("/bin/plugin").start_timeout(Duration::from_secs(60));
+    /// ```
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.timeouts.start = timeout;
         self
     }
 
-    /// See [`DEFAULT_MAX_STRAY_LINES`].
-    pub fn max_stray_lines(mut self, lines: usize) -> Self {
-        self.settings.max_stray_lines = lines;
+    /// How much of the plugin's output is read before its handshake and kept for errors
+    /// (default [`OutputLimits::default`]).
+    ///
+    /// ```
+    /// use tether_broker::launch::OutputLimits;
+    /// let b = tether_broker::PluginClient::builder("/bin/plugin")
+    ///     .output_limits(OutputLimits::default().max_stray_lines(10));
+    /// ```
+    pub fn output_limits(mut self, limits: OutputLimits) -> Self {
+        self.settings.output_limits = limits;
         self
     }
 
-    /// See [`DEFAULT_MAX_STRAY_BYTES`].
-    pub fn max_stray_bytes(mut self, bytes: usize) -> Self {
-        self.settings.max_stray_bytes = bytes;
-        self
-    }
-
-    /// See [`DEFAULT_STDERR_TAIL_LEN`].
-    pub fn stderr_tail_len(mut self, bytes: usize) -> Self {
-        self.settings.stderr_tail_len = bytes;
+    /// Everything that decides what the plugin may do, as one value (default
+    /// [`Confinement::default`]: the strictest), replacing what was set before. The setters
+    /// below change one part of it; a manifest's confinement arrives here whole (see
+    /// [`catalog::launch`](crate::catalog::launch)).
+    ///
+    /// ```
+    /// use tether_broker::confine::{Confinement, NetworkMode};
+    /// let b = tether_broker::PluginClient::builder("/bin/plugin")
+    ///     .confinement(Confinement::default().network(NetworkMode::Host).network_namespace(false));
+    /// ```
+    pub fn confinement(mut self, confinement: Confinement) -> Self {
+        self.settings.confinement = confinement;
         self
     }
 
@@ -331,7 +295,7 @@ impl<H> PluginClientBuilder<H> {
     /// let b = PluginClient::builder("/bin/plugin").sandbox(SandboxMode::BestEffort);
     /// ```
     pub fn sandbox(mut self, mode: SandboxMode) -> Self {
-        self.settings.sandbox = mode;
+        self.settings.confinement.sandbox = mode;
         self
     }
 
@@ -359,7 +323,7 @@ impl<H> PluginClientBuilder<H> {
     /// let b = PluginClient::builder("/bin/plugin").seccomp(SeccompMode::Off);
     /// ```
     pub fn seccomp(mut self, mode: SeccompMode) -> Self {
-        self.settings.seccomp = mode;
+        self.settings.confinement.seccomp = mode;
         self
     }
 
@@ -373,21 +337,7 @@ impl<H> PluginClientBuilder<H> {
     /// let b = PluginClient::builder("/bin/plugin").network(NetworkMode::Host);
     /// ```
     pub fn network(mut self, mode: NetworkMode) -> Self {
-        self.settings.network = mode;
-        self
-    }
-
-    /// Whether [`NetworkMode::None`] may be enforced with a network namespace of the plugin's
-    /// own where the host can make one (default `true`); `false` always uses the seccomp
-    /// filter on socket families instead (see [`NetworkMechanism`](crate::confine::NetworkMechanism)),
-    /// e.g. on a host whose policy forbids namespaces, or to test that mechanism.
-    ///
-    /// ```
-    /// use tether_broker::PluginClient;
-    /// let b = PluginClient::builder("/bin/plugin").network_namespace(false);
-    /// ```
-    pub fn network_namespace(mut self, allow: bool) -> Self {
-        self.settings.network_namespace = allow;
+        self.settings.confinement.network = mode;
         self
     }
 
@@ -409,7 +359,7 @@ impl<H> PluginClientBuilder<H> {
     /// let b = PluginClient::builder("/usr/libexec/kv-plugin").run_as(65534, 65534); // nobody
     /// ```
     pub fn run_as(mut self, uid: u32, gid: u32) -> Self {
-        self.settings.run_as = Some((uid, gid));
+        self.settings.confinement.run_as = Some((uid, gid));
         self
     }
 
@@ -433,14 +383,20 @@ impl<H> PluginClientBuilder<H> {
     ///     .sandbox_allow_read("/srv/plugins");
     /// ```
     pub fn sandbox_allow_exec(mut self, path: impl Into<PathBuf>) -> Self {
-        self.settings.sandbox_exec.push(path.into());
+        self.settings
+            .confinement
+            .sandbox_allow_exec
+            .push(path.into());
         self
     }
 
     /// Also lets the confined plugin read below `path` (a script plugin's own source
     /// directory, for example).
     pub fn sandbox_allow_read(mut self, path: impl Into<PathBuf>) -> Self {
-        self.settings.sandbox_read.push(path.into());
+        self.settings
+            .confinement
+            .sandbox_allow_read
+            .push(path.into());
         self
     }
 
@@ -449,7 +405,7 @@ impl<H> PluginClientBuilder<H> {
     /// asked where it lives (`sys.executable`, `sys.prefix`, `sys.base_prefix`, `sys.path`;
     /// Node's `process.execPath`), with the plugin's environment and confined to reading (the
     /// query runs its start-up code but can write nowhere), within
-    /// [`runtime_query_timeout`](Self::runtime_query_timeout). Then the real interpreter is
+    /// [`Timeouts::interpreter_query`]. Then the real interpreter is
     /// executed — not a pyenv shim — with the script made absolute, and the sandbox lets the
     /// plugin read and execute the interpreter's install prefixes and read its import
     /// directories and the script's project (the nearest directory with `pyproject.toml`,
@@ -473,35 +429,18 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
-    /// See [`DEFAULT_RUNTIME_QUERY_TIMEOUT`].
-    pub fn runtime_query_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.runtime_query_timeout = timeout;
-        self
-    }
-
-    /// Resource limits applied before exec (core dumps are always off).
+    /// Resource limits applied before exec (core dumps are always off). The processes limit
+    /// ([`Limits::processes`], default [`DEFAULT_MAX_PROCESSES`](crate::confine::DEFAULT_MAX_PROCESSES))
+    /// caps the plugin and everything it starts: the `pids.max` of its own pids cgroup, so a
+    /// fork bomb stops there — or `RLIMIT_NPROC` on a host without a writable pids controller
+    /// (see [`ProcessLimit`](crate::confine::ProcessLimit)).
     ///
     /// ```
     /// use tether_broker::{Limits, PluginClient};
-    /// let b = PluginClient::builder("/bin/plugin").limits(Limits::default().memory_mib(512));
+    /// let b = PluginClient::builder("/bin/plugin").limits(Limits::default().memory_mib(512).processes(64));
     /// ```
     pub fn limits(mut self, limits: Limits) -> Self {
-        self.settings.limits = limits;
-        self
-    }
-
-    /// At most `max` tasks (processes and threads) for the plugin and everything it starts
-    /// (default [`DEFAULT_MAX_PROCESSES`](crate::confine::DEFAULT_MAX_PROCESSES)): the `pids.max` of
-    /// the plugin's own pids cgroup, so a fork bomb stops there — or `RLIMIT_NPROC` on a host
-    /// without a writable pids controller (see [`ProcessLimit`](crate::confine::ProcessLimit)). The
-    /// same as [`Limits::processes`]; a later [`limits`](Self::limits) replaces it.
-    ///
-    /// ```
-    /// use tether_broker::PluginClient;
-    /// let b = PluginClient::builder("/bin/plugin").max_processes(64);
-    /// ```
-    pub fn max_processes(mut self, max: u64) -> Self {
-        self.settings.limits.processes = Some(max);
+        self.settings.confinement.limits = limits;
         self
     }
 

@@ -14,21 +14,10 @@ use crate::confine::pids::ProcessLimit;
 use crate::confine::seccomp::SeccompMode;
 use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::connect::Connected;
-use crate::launch::launched::Launched;
+use crate::launch::launched::{InForce, Launched};
 use crate::launch::output::{self, SharedTail};
 use crate::launch::settings::Settings;
 use crate::launch::shutdown::Graceful;
-
-/// What confines a launched plugin, as known once it is spawned.
-#[derive(Debug)]
-pub(crate) struct InForce {
-    /// The Landlock ABI enforced; `None` without Landlock.
-    pub(crate) landlock_abi: Option<u32>,
-    /// What limits its processes.
-    pub(crate) process_limit: ProcessLimit,
-    /// How `NetworkMode::None` is enforced; `None` with `NetworkMode::Host`.
-    pub(crate) network_mechanism: Option<NetworkMechanism>,
-}
 
 /// A running plugin, connected and healthy.
 ///
@@ -93,11 +82,11 @@ impl PluginClient {
             landlock_abi: in_force.landlock_abi,
             process_limit: in_force.process_limit,
             network_mechanism: in_force.network_mechanism,
-            seccomp: settings.seccomp,
-            network: settings.network,
-            run_as: settings.run_as,
-            shutdown_rpc_timeout: settings.shutdown_rpc_timeout,
-            shutdown_grace: settings.shutdown_grace,
+            seccomp: settings.confinement.seccomp,
+            network: settings.confinement.network,
+            run_as: settings.confinement.run_as,
+            shutdown_rpc_timeout: settings.timeouts.shutdown_rpc,
+            shutdown_grace: settings.timeouts.shutdown_grace,
         }
     }
 

@@ -21,13 +21,6 @@ use crate::launch::launched::Launched;
 use crate::launch::output::stdio;
 use crate::launch::settings::Settings;
 
-/// How long connecting to the announced address, TLS handshake included, may take.
-///
-/// Both ends are on this machine and the listener exists before the handshake is printed, so
-/// this normally takes about a millisecond. Override with
-/// [`PluginClientBuilder::connect_timeout`](crate::launch::PluginClientBuilder::connect_timeout).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// What a successful start learned.
 #[derive(Debug)]
 pub(crate) struct Connected {
@@ -60,7 +53,7 @@ pub(crate) async fn stage(
     };
     let target = address::check_address(&seen, private_dir).map_err(address_error)?;
     // A loopback TCP address from a plugin without network: it cannot be serving there.
-    if settings.network == NetworkMode::None && matches!(target, Target::Tcp(_)) {
+    if settings.confinement.network == NetworkMode::None && matches!(target, Target::Tcp(_)) {
         return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
     }
     address::check_socket_file(&target, private_dir).map_err(address_error)?;
@@ -84,15 +77,15 @@ pub(crate) async fn stage(
                 if let Some(status) = launched.group.exited_within(EXIT_SETTLE_TIMEOUT).await {
                     return Err(Failure::exited(Phase::Connect, status));
                 }
-                return Err(connect_error(address, e, settings.connect_timeout).into());
+                return Err(connect_error(address, e, settings.timeouts.connect).into());
             }
         };
 
-    if let Err(failure) = health::check(channel.clone(), settings.health_timeout).await {
+    if let Err(failure) = health::check(channel.clone(), settings.timeouts.health).await {
         if let Some(status) = launched.group.exited_within(EXIT_SETTLE_TIMEOUT).await {
             return Err(Failure::exited(Phase::HealthCheck, status));
         }
-        return Err(health_error(failure, settings.health_timeout).into());
+        return Err(health_error(failure, settings.timeouts.health).into());
     }
     stdio::drain(
         channel.clone(),
@@ -134,7 +127,7 @@ async fn open_channel(
         let group = Arc::clone(&launched.group);
         Arc::new(move || group.exit_status().is_none())
     };
-    let timeout = settings.connect_timeout;
+    let timeout = settings.timeouts.connect;
     if !multiplexed {
         let channel =
             tether_transport::connect(target.clone(), tls_config, running, timeout).await?;

@@ -4,10 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 
-use crate::launch::settings::Settings;
+use crate::confine::confinement::Confinement;
 
 /// The host environment variables passed to every plugin unless
-/// [`PluginClientBuilder::env_allow_defaults`](crate::launch::PluginClientBuilder::env_allow_defaults) turns them off.
+/// [`Confinement::env_allow_defaults`](crate::confine::Confinement::env_allow_defaults) turns them off.
 ///
 /// The plugin's environment starts empty: host variables often hold credentials (cloud keys,
 /// tokens, `SSH_AUTH_SOCK`) and a plugin should get only what it is given. These are passed
@@ -71,9 +71,9 @@ pub(crate) fn build_env<'a>(
     out
 }
 
-/// The names of host variables a launch with `settings` may pass.
-pub(crate) fn allowed_names(settings: &Settings) -> impl Iterator<Item = &OsStr> {
-    let defaults: &[&str] = if settings.env_allow_defaults {
+/// The names of host variables a plugin under `confinement` may receive.
+pub(crate) fn allowed_names(confinement: &Confinement) -> impl Iterator<Item = &OsStr> {
+    let defaults: &[&str] = if confinement.env_allow_defaults {
         DEFAULT_ENV_ALLOWLIST
     } else {
         &[]
@@ -81,7 +81,7 @@ pub(crate) fn allowed_names(settings: &Settings) -> impl Iterator<Item = &OsStr>
     defaults
         .iter()
         .map(OsStr::new)
-        .chain(settings.env_allow.iter().map(OsString::as_os_str))
+        .chain(confinement.env_allow.iter().map(OsStr::new))
 }
 
 /// Whether `name` is set by the protocol and so cannot come from the host or the user.

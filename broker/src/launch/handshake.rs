@@ -19,24 +19,6 @@ use crate::launch::launched::Launched;
 use crate::launch::output::{self, Line, LineReader};
 use crate::launch::settings::{HandshakeConfig, Settings};
 
-/// How long a plugin has from spawn to printing its handshake line.
-///
-/// go-plugin waits a minute. Local plugins print their handshake within tens of milliseconds
-/// (key generation included), and a cold start of a large binary on a loaded machine within a
-/// few seconds; 20 s leaves a wide margin for that while a hung plugin still fails a host's
-/// start-up in seconds rather than a minute. Override with
-/// [`PluginClientBuilder::start_timeout`](crate::launch::PluginClientBuilder::start_timeout).
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(20);
-/// How many lines a plugin may print on stdout before its handshake line.
-///
-/// go-plugin hosts treat any such line as fatal; tether logs and skips them (a plugin's runtime
-/// or a wrapper script may print a banner) but bounds them, because a plugin that prints
-/// thousands of lines is not going to print a handshake. Override with
-/// [`PluginClientBuilder::max_stray_lines`](crate::launch::PluginClientBuilder::max_stray_lines).
-pub const DEFAULT_MAX_STRAY_LINES: usize = 100;
-/// How many bytes of stray stdout (lines before the handshake) a plugin may print in total.
-/// Override with [`PluginClientBuilder::max_stray_bytes`](crate::launch::PluginClientBuilder::max_stray_bytes).
-pub const DEFAULT_MAX_STRAY_BYTES: usize = 64 * 1024;
 /// At most this many bytes of stdout are quoted in an error message.
 pub const MAX_QUOTED_STDOUT: usize = 1024;
 
@@ -220,8 +202,8 @@ pub(crate) async fn stage(
         biased;
         read = read_handshake(&mut reader, stray, plugin) => read,
         status = group.exited() => return Err(Failure::exited(Phase::Handshake, status)),
-        () = tokio::time::sleep(settings.start_timeout) => {
-            return Err(StartErrorKind::Timeout { timeout: settings.start_timeout }.into());
+        () = tokio::time::sleep(settings.timeouts.start) => {
+            return Err(StartErrorKind::Timeout { timeout: settings.timeouts.start }.into());
         }
     };
     let hs = match read {

@@ -8,10 +8,6 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-/// How long the start-up health check (`grpc.health.v1.Health/Check`) may take.
-/// Override with [`PluginClientBuilder::health_timeout`](crate::launch::PluginClientBuilder::health_timeout).
-pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// How a health check failed.
 #[derive(Debug)]
 pub(crate) enum HealthFailure {

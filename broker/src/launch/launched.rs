@@ -1,15 +1,53 @@
-//! A started plugin that has to be ended: what every runner hands to the stages after it
-//! (handshake, connect, the client), whichever runner started it. How it ends is in
+//! The runner seam's types: what a launch owns before a runner starts the plugin
+//! ([`Resources`]), and what every runner hands to the stages after it — handshake, connect, the
+//! client — whichever runner started it ([`Spawned`]: a [`Launched`] plugin that has to be
+//! ended, its pipes and the confinement [`InForce`]). How it ends is in
 //! [`shutdown`](crate::launch::shutdown).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tether_proto::tls::Identity;
+
+use crate::catalog::delivery::DeliveredDir;
+use crate::confine::integrity::VerifiedBinary;
 use crate::confine::janitor::Registration;
+use crate::confine::network::NetworkMechanism;
+use crate::confine::pids::ProcessLimit;
 use crate::confine::process::ProcessGroup;
 use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::Diagnose;
+use crate::launch::runner::process::spawn::PluginPipe;
 use crate::launch::runner::view::PluginView;
+
+/// What a launch owns before anything runs (made by the prepare stage).
+pub(crate) struct Resources {
+    /// The binary, opened and checked when a digest was configured.
+    pub(crate) verified: Option<VerifiedBinary>,
+    pub(crate) dir: PrivateDir,
+    pub(crate) delivered: Option<DeliveredDir>,
+    pub(crate) identity: Option<Identity>,
+}
+
+/// A spawned plugin and what the later stages need.
+pub(crate) struct Spawned {
+    pub(crate) launched: Launched,
+    pub(crate) stdout: PluginPipe,
+    pub(crate) stderr: PluginPipe,
+    pub(crate) identity: Option<Identity>,
+    pub(crate) in_force: InForce,
+}
+
+/// What confines a launched plugin, as known once it is spawned.
+#[derive(Debug)]
+pub(crate) struct InForce {
+    /// The Landlock ABI enforced; `None` without Landlock.
+    pub(crate) landlock_abi: Option<u32>,
+    /// What limits its processes.
+    pub(crate) process_limit: ProcessLimit,
+    /// How `NetworkMode::None` is enforced; `None` with `NetworkMode::Host`.
+    pub(crate) network_mechanism: Option<NetworkMechanism>,
+}
 
 /// A launched plugin that has to be ended: its process group and its private directory.
 ///

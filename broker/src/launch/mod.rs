@@ -19,23 +19,22 @@ pub(crate) mod runner;
 pub(crate) mod settings;
 pub(crate) mod shutdown;
 pub(crate) mod start;
+pub(crate) mod timeouts;
 
 pub use builder::{NoHandshake, PluginClientBuilder};
 pub use client::PluginClient;
-pub use connect::DEFAULT_CONNECT_TIMEOUT;
 pub use env::DEFAULT_ENV_ALLOWLIST;
-pub use handshake::{
-    DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_START_TIMEOUT, MAX_QUOTED_STDOUT,
-};
-pub use health::DEFAULT_HEALTH_TIMEOUT;
+pub use handshake::MAX_QUOTED_STDOUT;
 pub use interpreted::denial::{Allowance, Denial};
 pub use interpreted::runtime::{
-    DEFAULT_RUNTIME_QUERY_TIMEOUT, Interpreter, MAX_PROJECT_DEPTH, MAX_RUNTIME_ANSWER_LEN,
-    ResolvedRuntime, Runtime, RuntimeError,
+    Interpreter, MAX_PROJECT_DEPTH, MAX_RUNTIME_ANSWER_LEN, ResolvedRuntime, Runtime, RuntimeError,
 };
 pub use once::RunOnceError;
+pub use output::limits::{
+    DEFAULT_MAX_STRAY_BYTES, DEFAULT_MAX_STRAY_LINES, DEFAULT_STDERR_TAIL_LEN, OutputLimits,
+};
 pub use output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
-pub use output::{DEFAULT_STDERR_TAIL_LEN, MAX_LOG_LINE_LEN, PLUGIN_LOG_TARGET};
+pub use output::{MAX_LOG_LINE_LEN, PLUGIN_LOG_TARGET};
 pub use private_dir::{MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE};
 pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
@@ -43,8 +42,10 @@ pub use reattach::{
 pub use runner::gvisor::bundle::{DELIVERED_DIR, SOCKET_DIR, STATE_DIR};
 pub use runner::options::{DEFAULT_RUNSC, GvisorOptions, RUNSC_INSTALL_HINT, Runner};
 pub use settings::HandshakeConfig;
-pub use shutdown::{
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_TERMINATE_GRACE,
-    KILL_REAP_TIMEOUT,
-};
+pub use shutdown::KILL_REAP_TIMEOUT;
 pub use tether_proto::handshake::Address;
+pub use timeouts::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, DEFAULT_INTERPRETER_QUERY_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_START_TIMEOUT,
+    DEFAULT_TERMINATE_GRACE, Timeouts,
+};

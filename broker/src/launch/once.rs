@@ -12,9 +12,10 @@ use tokio::io::AsyncReadExt as _;
 
 use crate::error::{ShutdownError, StartError};
 use crate::launch::builder::PluginClientBuilder;
+use crate::launch::launched::Spawned;
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::settings::HandshakeConfig;
-use crate::launch::start::{self, Spawned};
+use crate::launch::start;
 
 /// Why [`PluginClientBuilder::run_to_exit`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +54,9 @@ impl PluginClientBuilder<HandshakeConfig> {
             stderr,
             ..
         } = spawned;
-        let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(settings.stderr_tail_len)));
+        let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(
+            settings.output_limits.stderr_tail_len,
+        )));
         let mut stderr_done = output::drain_stderr(
             stderr,
             Arc::clone(&name),

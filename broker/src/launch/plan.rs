@@ -96,15 +96,19 @@ impl LaunchPlan {
         launch_env.host_services = Some(settings.host_services.is_some());
         let env = env::build_env(
             inputs.host_env,
-            env::allowed_names(settings),
+            env::allowed_names(&settings.confinement),
             &settings.env,
             launch_env.to_vars(),
             &handshake.cookie.key,
         );
 
         let mut paths = Paths::default();
-        paths.exec.extend(settings.sandbox_exec.iter().cloned());
-        paths.read.extend(settings.sandbox_read.iter().cloned());
+        paths
+            .exec
+            .extend(settings.confinement.sandbox_allow_exec.iter().cloned());
+        paths
+            .read
+            .extend(settings.confinement.sandbox_allow_read.iter().cloned());
         let mut janitor_dirs = vec![inputs.private_dir.to_owned()];
         if let Some(d) = &inputs.delivered {
             paths.read.push(d.dir.to_owned());

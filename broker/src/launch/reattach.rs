@@ -15,8 +15,9 @@ use tether_proto::plugin::grpc_controller_client::GrpcControllerClient;
 use tether_proto::tls::{self, Identity};
 use tonic::transport::Channel;
 
-use crate::launch::connect::DEFAULT_CONNECT_TIMEOUT;
-use crate::launch::shutdown::{DEFAULT_SHUTDOWN_GRACE, DEFAULT_TERMINATE_GRACE};
+use crate::launch::timeouts::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_TERMINATE_GRACE,
+};
 use tether_transport::{ConnectError, Target};
 
 /// How often a reattached plugin's exit is checked while waiting for it.

@@ -5,16 +5,15 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tether_proto::env::MagicCookie;
 
 use crate::catalog::delivery::Delivery;
-use crate::confine::network::NetworkMode;
-use crate::confine::sandbox::{Limits, SandboxMode};
-use crate::confine::seccomp::SeccompMode;
+use crate::confine::confinement::Confinement;
 use crate::launch::interpreted::runtime::Runtime;
+use crate::launch::output::limits::OutputLimits;
 use crate::launch::runner::options::Runner;
+use crate::launch::timeouts::Timeouts;
 
 /// The launch half of the handshake: the magic cookie and the app protocol versions the host
 /// speaks.
@@ -64,38 +63,22 @@ pub(crate) struct Settings {
     pub(crate) args: Vec<OsString>,
     pub(crate) name: Option<String>,
     pub(crate) current_dir: Option<PathBuf>,
-    pub(crate) env_allow_defaults: bool,
-    pub(crate) env_allow: Vec<OsString>,
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) plaintext: bool,
     pub(crate) multiplex: bool,
     pub(crate) output_sink: Option<crate::launch::output::sink::OutputSink>,
     pub(crate) runtime_dir: Option<PathBuf>,
     pub(crate) port_range: (u16, u16),
-    pub(crate) start_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) health_timeout: Duration,
-    pub(crate) shutdown_rpc_timeout: Duration,
-    pub(crate) shutdown_grace: Duration,
-    pub(crate) terminate_grace: Duration,
-    pub(crate) max_stray_lines: usize,
-    pub(crate) max_stray_bytes: usize,
-    pub(crate) stderr_tail_len: usize,
-    pub(crate) sandbox: SandboxMode,
-    pub(crate) seccomp: SeccompMode,
-    pub(crate) network: NetworkMode,
-    /// Whether `NetworkMode::None` may use a network namespace (else the seccomp fallback).
-    pub(crate) network_namespace: bool,
-    /// The uid and gid the plugin runs as (root hosts only).
-    pub(crate) run_as: Option<(u32, u32)>,
+    /// What the plugin may do.
+    pub(crate) confinement: Confinement,
+    /// How long each stage may take.
+    pub(crate) timeouts: Timeouts,
+    /// How much of its output is read and kept.
+    pub(crate) output_limits: OutputLimits,
     /// Whether the working directory was made by the host for this plugin (a supervisor's
-    /// state directory): then it is given to [`Self::run_as`]'s user.
+    /// state directory): then it is given to the confinement's `run_as` user.
     pub(crate) working_dir_is_hosts: bool,
-    pub(crate) sandbox_exec: Vec<PathBuf>,
-    pub(crate) sandbox_read: Vec<PathBuf>,
     pub(crate) runtime: Runtime,
-    pub(crate) runtime_query_timeout: Duration,
-    pub(crate) limits: Limits,
     pub(crate) sha256: Option<String>,
     pub(crate) delivery: Option<Arc<Delivery>>,
     pub(crate) delivery_dir: Option<PathBuf>,
@@ -105,6 +88,14 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
+    /// The working directory, when the host made it for this plugin (a supervisor's state
+    /// directory).
+    pub(crate) fn hosts_working_dir(&self) -> Option<&std::path::Path> {
+        self.current_dir
+            .as_deref()
+            .filter(|_| self.working_dir_is_hosts)
+    }
+
     /// The name used in logs and errors: the configured one or the program's file name.
     pub(crate) fn display_name(&self) -> String {
         if let Some(name) = &self.name {

@@ -14,16 +14,6 @@ use crate::confine::process::ProcessGroup;
 use crate::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::launched::Launched;
 
-/// How long the `GRPCController.Shutdown` call may take during
-/// [`PluginClient::shutdown`](crate::launch::PluginClient::shutdown). Override with [`PluginClientBuilder::shutdown_rpc_timeout`](crate::launch::PluginClientBuilder::shutdown_rpc_timeout).
-pub const DEFAULT_SHUTDOWN_RPC_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long [`PluginClient::shutdown`](crate::launch::PluginClient::shutdown) waits for the plugin to exit after asking it to (go-plugin
-/// hard-codes the same 2 s) before sending `SIGTERM` to its process group.
-/// Override with [`PluginClientBuilder::shutdown_grace`](crate::launch::PluginClientBuilder::shutdown_grace).
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-/// How long the plugin has to exit after `SIGTERM` before its process group gets `SIGKILL`.
-/// Override with [`PluginClientBuilder::terminate_grace`](crate::launch::PluginClientBuilder::terminate_grace).
-pub const DEFAULT_TERMINATE_GRACE: Duration = Duration::from_secs(2);
 /// How long to wait for the plugin to be reaped after `SIGKILL` before giving up (a process in
 /// uninterruptible sleep cannot die sooner). Not configurable: `SIGKILL` cannot be caught.
 pub const KILL_REAP_TIMEOUT: Duration = Duration::from_secs(5);

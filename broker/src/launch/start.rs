@@ -3,7 +3,6 @@
 //! short function; failures are [`Failure`]s that [`start`] turns into one [`StartError`] with
 //! the plugin's name and what it printed.
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,27 +10,20 @@ use tether_proto::tls::Identity;
 
 use crate::catalog::delivery::{DeliveredDir, delivery_base};
 use crate::confine::integrity::VerifiedBinary;
-use crate::confine::janitor::Janitor;
-use crate::confine::network::{NetworkMechanism, NetworkMode};
-use crate::confine::pids::{self, PidsGroup, ProcessLimit};
-use crate::confine::process::{ExitHook, Leader, ProcessGroup};
-use crate::confine::sandbox;
 use crate::confine::user;
 use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
 use crate::launch::builder::PluginClientBuilder;
-use crate::launch::client::{InForce, PluginClient};
+use crate::launch::client::PluginClient;
 use crate::launch::connect;
 use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::interpreted;
 use crate::launch::interpreted::runtime::ResolvedRuntime;
-use crate::launch::launched::Launched;
+use crate::launch::launched::{Resources, Spawned};
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::plan::{Delivered, LaunchPlan, PlanInputs};
 use crate::launch::private_dir::PrivateDir;
-use crate::launch::runner::options::{GvisorOptions, Runner};
-use crate::launch::runner::process::spawn::{self, PluginPipe};
-use crate::launch::runner::view::PluginView;
-use crate::launch::runner::{self, gvisor};
+use crate::launch::runner::options::Runner;
+use crate::launch::runner::{self, gvisor, process};
 use crate::launch::settings::{HandshakeConfig, Settings};
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
@@ -61,7 +53,8 @@ pub(crate) async fn start(
     let pid = launched.group.pid();
     tracing::debug!(plugin, pid, "plugin spawned");
 
-    let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(settings.stderr_tail_len)));
+    let limits = settings.output_limits;
+    let tail: SharedTail = Arc::new(Mutex::new(StderrTail::new(limits.stderr_tail_len)));
     let mut stderr_done = output::drain_stderr(
         stderr,
         Arc::clone(&name),
@@ -69,7 +62,7 @@ pub(crate) async fn start(
         Arc::clone(&tail),
         settings.output_sink.clone(),
     );
-    let mut stray = StrayOutput::new(settings.max_stray_lines, settings.max_stray_bytes);
+    let mut stray = StrayOutput::new(limits.max_stray_lines, limits.max_stray_bytes);
     let result = async {
         let hs = handshake::stage(&settings, &handshake, &launched, stdout, &mut stray).await?;
         connect::stage(&settings, &launched, identity.as_ref(), hs).await
@@ -84,13 +77,13 @@ pub(crate) async fn start(
                 app_version = connected.app_version,
                 tls = connected.peer_fingerprint.is_some(),
                 broker = %connected.broker.mode(),
-                sandbox = %settings.sandbox,
+                sandbox = %settings.confinement.sandbox,
                 landlock_abi = in_force.landlock_abi,
                 process_limit = ?in_force.process_limit,
-                seccomp = %settings.seccomp,
-                network = %settings.network,
+                seccomp = %settings.confinement.seccomp,
+                network = %settings.confinement.network,
                 network_mechanism = in_force.network_mechanism.map(|m| m.to_string()),
-                run_as = ?settings.run_as,
+                run_as = ?settings.confinement.run_as,
                 elapsed = ?started.elapsed(),
                 "plugin started"
             );
@@ -140,22 +133,10 @@ pub(crate) async fn launch(
     let resolved = interpreted::interpreter(settings, &mut plan, name).await?;
     interpreted::allow_program(&mut plan);
     let spawned = match &settings.runner {
-        Runner::Process => {
-            let confined = confine(settings, &mut plan, name)?;
-            spawn(settings, &plan, resources, confined, name)?
-        }
-        Runner::Gvisor(options) => run_gvisor(options, settings, &plan, resources, name)?,
+        Runner::Process => process::start(settings, &mut plan, resources, name)?,
+        Runner::Gvisor(options) => gvisor::start(options, settings, &plan, resources, name)?,
     };
     Ok((spawned, resolved))
-}
-
-/// What a launch owns before anything runs.
-struct Resources {
-    /// The binary, opened and checked when a digest was configured.
-    verified: Option<VerifiedBinary>,
-    dir: PrivateDir,
-    delivered: Option<DeliveredDir>,
-    identity: Option<Identity>,
 }
 
 /// Stage 1: integrity first (nothing is made for a binary that will be refused), then the
@@ -163,7 +144,7 @@ struct Resources {
 fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
     let prepare_error = |what, source| StartErrorKind::Prepare { what, source };
     let host_uid = rustix::process::geteuid().as_raw();
-    if let Some((uid, gid)) = settings.run_as
+    if let Some((uid, gid)) = settings.confinement.run_as
         && !user::may_run_as(host_uid)
     {
         return Err(StartErrorKind::RunAsNeedsRoot { uid, gid, host_uid }.into());
@@ -187,11 +168,11 @@ fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
         }
         _ => None,
     };
-    if let Some(run_as) = settings.run_as {
+    if let Some(run_as) = settings.confinement.run_as {
         user::give_launch_dirs(
-            settings,
             dir.path(),
             delivered.as_ref().map(DeliveredDir::path),
+            settings.hosts_working_dir(),
             run_as,
         )
         .map_err(|e| {
@@ -249,196 +230,6 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         );
     }
     plan
-}
-
-/// The confinement prepared in the parent, applied in the child.
-struct Confined {
-    sandbox: sandbox::Prepared,
-    pids_group: Option<PidsGroup>,
-    process_limit: ProcessLimit,
-    network_mechanism: Option<NetworkMechanism>,
-}
-
-/// Stage 3: processes are limited by a pids cgroup of the plugin's own when the host can make
-/// one (then `RLIMIT_NPROC`, per user and not applied to root, is left alone), else by
-/// `RLIMIT_NPROC`; then the sandbox is prepared.
-fn confine(settings: &Settings, plan: &mut LaunchPlan, plugin: &str) -> Result<Confined, Failure> {
-    let mut limits = settings.limits;
-    let pids_group = PidsGroup::create(
-        limits.processes.unwrap_or(pids::DEFAULT_MAX_PROCESSES),
-        plugin,
-    );
-    let process_limit = match &pids_group {
-        Some(group) => {
-            limits.processes = None;
-            group.limit()
-        }
-        None => ProcessLimit::Rlimit {
-            max: limits.processes,
-        },
-    };
-    let network_mechanism =
-        NetworkMechanism::for_mode(settings.network, settings.network_namespace);
-    let layers = sandbox::Layers {
-        seccomp: settings.seccomp,
-        run_as: settings.run_as,
-        network: network_mechanism,
-    };
-    let mut sandbox =
-        sandbox::Prepared::new(settings.sandbox, &limits, &plan.paths, layers, plugin).map_err(
-            |e| StartErrorKind::Sandbox {
-                mode: settings.sandbox,
-                source: Box::new(e),
-            },
-        )?;
-    if let Some(fd) = pids_group.as_ref().and_then(PidsGroup::procs_fd) {
-        sandbox.enter_cgroup(fd);
-    }
-    Ok(Confined {
-        sandbox,
-        pids_group,
-        process_limit,
-        network_mechanism,
-    })
-}
-
-/// A spawned plugin and what the later stages need.
-pub(crate) struct Spawned {
-    pub(crate) launched: Launched,
-    pub(crate) stdout: PluginPipe,
-    pub(crate) stderr: PluginPipe,
-    pub(crate) identity: Option<Identity>,
-    pub(crate) in_force: InForce,
-}
-
-/// Stage 4: the process, in its own group, registered with the janitor; its pids cgroup and
-/// delivered files live exactly as long as it does.
-fn spawn(
-    settings: &Settings,
-    plan: &LaunchPlan,
-    resources: Resources,
-    confined: Confined,
-    name: &Arc<str>,
-) -> Result<Spawned, Failure> {
-    let plugin = &**name;
-    let spawn_error = |source| StartErrorKind::Spawn {
-        program: settings.program.clone(),
-        source,
-    };
-    let Resources {
-        verified,
-        dir,
-        delivered,
-        identity,
-    } = resources;
-    let Confined {
-        sandbox,
-        pids_group,
-        process_limit,
-        network_mechanism,
-    } = confined;
-    let exec = verified
-        .as_ref()
-        .map_or_else(|| plan.program.clone(), VerifiedBinary::exec_path);
-    let child = spawn::spawn(plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
-    drop(verified);
-    let landlock_abi = sandbox.landlock_abi;
-    // The host's descriptors of the Landlock ruleset and of the plugin's network namespace:
-    // the child has applied them.
-    drop(sandbox);
-    let spawn::PluginProcess {
-        pid,
-        stdout,
-        stderr,
-    } = child;
-    let group = ProcessGroup::new(Leader::Spawned(pid), Arc::clone(name)).map_err(spawn_error)?;
-    // The janitor kills every process of this cgroup if the host dies: a process that left
-    // the plugin's process group or session is still in it.
-    let cgroup_dir = pids_group.as_ref().map(|g| g.dir().to_owned());
-    if let Some(mut pids_group) = pids_group {
-        // Once the plugin has exited, whatever is left in the group is killed and the group
-        // removed.
-        pids_group.spawned();
-        group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
-    }
-    let janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
-    let janitor = match Janitor::shared().register(
-        group.pid(),
-        cgroup_dir.as_deref(),
-        &janitor_dirs,
-    ) {
-        Ok(registration) => Some(registration),
-        Err(e) => {
-            tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
-            None
-        }
-    };
-    if let Some(delivered) = delivered {
-        // Secrets live exactly as long as the plugin.
-        group.on_exit(ExitHook(Box::new(move || drop(delivered))));
-    }
-    let launched = Launched {
-        view: PluginView::same(dir.path()),
-        diagnose: None,
-        group,
-        dir: Some(dir),
-        plugin: Arc::clone(name),
-        terminate_grace: settings.terminate_grace,
-        janitor,
-    };
-    Ok(Spawned {
-        launched,
-        stdout,
-        stderr,
-        identity,
-        in_force: InForce {
-            landlock_abi,
-            process_limit,
-            network_mechanism,
-        },
-    })
-}
-
-/// Stage 3–4 under gVisor: the bundle, runsc's state root and `runsc run` instead of the
-/// process runner's confinement and spawn.
-fn run_gvisor(
-    options: &GvisorOptions,
-    settings: &Settings,
-    plan: &LaunchPlan,
-    resources: Resources,
-    name: &Arc<str>,
-) -> Result<Spawned, Failure> {
-    let Resources {
-        verified,
-        dir,
-        delivered,
-        identity,
-    } = resources;
-    let resolved = spawn::resolve_program(&settings.program, plan.path_var());
-    let program = resolved
-        .canonicalize()
-        .map_err(|source| StartErrorKind::Spawn {
-            program: settings.program.clone(),
-            source,
-        })?;
-    let started = gvisor::start(options, settings, plan, &program, dir, delivered, name)?;
-    // The digest was checked on the file now mounted; kept open until runsc has started.
-    drop(verified);
-    Ok(Spawned {
-        launched: started.launched,
-        stdout: started.stdout,
-        stderr: started.stderr,
-        identity,
-        // gVisor's `--network=none`: the sandbox's own network stack with only a loopback.
-        in_force: InForce {
-            landlock_abi: None,
-            process_limit: ProcessLimit::Rlimit {
-                max: settings.limits.processes,
-            },
-            network_mechanism: (settings.network == NetworkMode::None)
-                .then_some(NetworkMechanism::Namespace),
-        },
-    })
 }
 
 impl PluginClientBuilder<HandshakeConfig> {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, SandboxMode};
+use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, SandboxMode, Timeouts};
 
 use crate::catalog_origin::Origin;
 use crate::error::CliError;
@@ -116,9 +116,11 @@ impl Subject {
                 )
                 .sandbox(SandboxMode::Off),
         };
-        let builder = builder
-            .start_timeout(self.start_timeout)
-            .shutdown_grace(self.grace);
+        let builder = builder.timeouts(
+            Timeouts::default()
+                .start(self.start_timeout)
+                .shutdown_grace(self.grace),
+        );
         Ok(match &self.current_dir {
             Some(dir) if self.catalog.is_none() => builder.current_dir(dir),
             _ => builder,

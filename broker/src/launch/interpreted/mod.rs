@@ -51,7 +51,7 @@ async fn resolve_runtime(
 ) -> Result<Option<ResolvedRuntime>, RuntimeError> {
     let env = env::build_env(
         std::env::vars_os(),
-        env::allowed_names(settings),
+        env::allowed_names(&settings.confinement),
         &settings.env,
         Vec::new(),
         "",
@@ -70,16 +70,16 @@ async fn resolve_with_env(
     let host_cwd = std::env::current_dir().ok();
     query::resolve(query::Query {
         runtime: settings.runtime,
-        sandbox: settings.sandbox,
-        seccomp: settings.seccomp,
-        run_as: settings.run_as,
+        sandbox: settings.confinement.sandbox,
+        seccomp: settings.confinement.seccomp,
+        run_as: settings.confinement.run_as,
         program: &settings.program,
         resolved: &resolved,
         args: &settings.args,
         env,
         // What the user typed is relative to the host's directory, as the program is.
         cwd: host_cwd.as_deref(),
-        timeout: settings.runtime_query_timeout,
+        timeout: settings.timeouts.interpreter_query,
         plugin,
         lookup: &lookup,
     })
@@ -99,7 +99,9 @@ pub(crate) fn diagnose(
     };
     let status = *status;
     // Landlock's denials only: the gVisor runner diagnoses its own failures.
-    if settings.sandbox == SandboxMode::Off || !matches!(settings.runner, Runner::Process) {
+    if settings.confinement.sandbox == SandboxMode::Off
+        || !matches!(settings.runner, Runner::Process)
+    {
         return failure;
     }
     match denial::diagnose(status, &output.stderr_tail, resolved.map(|r| r.interpreter)) {
@@ -107,7 +109,7 @@ pub(crate) fn diagnose(
             phase: failure.phase,
             kind: StartErrorKind::SandboxDenied {
                 status,
-                mode: settings.sandbox,
+                mode: settings.confinement.sandbox,
                 denial,
             },
         },

@@ -18,11 +18,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// How long the interpreter may take to answer where it lives (a pyenv shim runs a few shell
-/// scripts first; a cold Python start with many `.pth` files takes a second). Override with
-/// [`PluginClientBuilder::runtime_query_timeout`](crate::PluginClientBuilder::runtime_query_timeout).
-pub const DEFAULT_RUNTIME_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Most bytes of the interpreter's answer read; a longer answer is refused.
 pub const MAX_RUNTIME_ANSWER_LEN: usize = 64 * 1024;
 
@@ -132,7 +127,7 @@ pub enum RuntimeError {
         source: io::Error,
     },
     /// The interpreter did not answer in time.
-    #[error("the {interpreter} interpreter {} did not say where it lives within {timeout:?}; raise the runtime query timeout", program.display())]
+    #[error("the {interpreter} interpreter {} did not say where it lives within {timeout:?}; raise its timeout (`Timeouts::interpreter_query`)", program.display())]
     Timeout {
         /// Python or Node.
         interpreter: Interpreter,

@@ -1,6 +1,7 @@
 //! Draining a plugin's stdout and stderr so it can never block on a full pipe, logging what it
 //! prints, and keeping the tail of its stderr for error messages.
 
+pub(crate) mod limits;
 pub(crate) mod lines;
 pub(crate) mod plugin_log;
 pub(crate) mod sink;
@@ -18,9 +19,6 @@ use crate::launch::output::sink::{OutputLine, OutputSink, OutputSource};
 pub(crate) use lines::{Line, LineReader};
 use plugin_log::{LogLevel, LogRecord};
 
-/// How many of the last bytes of a plugin's stderr are kept for error messages.
-/// Override with [`PluginClientBuilder::stderr_tail_len`](crate::launch::PluginClientBuilder::stderr_tail_len).
-pub const DEFAULT_STDERR_TAIL_LEN: usize = 4 * 1024;
 /// Output lines after the handshake are logged in pieces of at most this many bytes (go-plugin
 /// splits at 64 KiB too), so a plugin that never prints a newline cannot make the host buffer
 /// without bound.

@@ -11,16 +11,17 @@
 //! that; none of them knows which runner ran a plugin.
 //!
 //! - The **process runner** (`process/`) is the host's child process with all its confinement
-//!   (Landlock, rlimits, a pids cgroup, the janitor): the `confine` stage of `start`, then
-//!   `process::spawn` (started without copying the host: `process::vfork`).
+//!   (Landlock, rlimits, a pids cgroup, the janitor): `process::start` confines, then spawns
+//!   (`process::spawn`, started without copying the host: `process::vfork`).
 //! - The **gVisor runner** (`gvisor/`) runs `runsc run` of a per-launch OCI bundle
 //!   (`gvisor::bundle`, `gvisor::oci`) whose root file system holds the binary and its ELF
 //!   dependencies (`gvisor::elf`). `runsc run` is the child the host waits for and signals: its stdout/stderr are
 //!   the container's, it exits with the plugin, and killing it ends the sandbox (runsc ties an
 //!   attached sandbox to it); its exit hook deletes the container.
 //!
-//! The set of runners is closed (chosen by [`Runner`]), so the seam is one `match` in
-//! `start.rs` over a shared result type rather than a trait object.
+//! Both take the launch's `Resources` and hand back `Spawned` (`launch/launched.rs`). The set
+//! of runners is closed (chosen by [`Runner`]), so the seam is one `match` in `start.rs` over
+//! that shared result type rather than a trait object.
 
 use crate::error::{Failure, StartErrorKind};
 

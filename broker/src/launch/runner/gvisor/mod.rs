@@ -22,9 +22,11 @@ use crate::catalog::delivery::DeliveredDir;
 use crate::confine::NetworkMode;
 use crate::confine::container::Container;
 use crate::confine::janitor::Janitor;
+use crate::confine::network::NetworkMechanism;
+use crate::confine::pids::ProcessLimit;
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::error::{Failure, StartErrorKind};
-use crate::launch::launched::Launched;
+use crate::launch::launched::{InForce, Launched, Resources, Spawned};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::gvisor::bundle::{BundleInputs, MountPoint, SOCKET_DIR};
@@ -54,17 +56,60 @@ const RUNSC_FAILURE_PREFIXES: &[&str] = &[
     "flag provided but not defined",
 ];
 
-/// A plugin started under gVisor: what [`start`](crate::launch::start) continues with.
+/// A plugin started under gVisor, before its identity and confinement are added.
 #[derive(Debug)]
-pub(crate) struct Started {
-    pub(crate) launched: Launched,
-    pub(crate) stdout: PluginPipe,
-    pub(crate) stderr: PluginPipe,
+struct Started {
+    launched: Launched,
+    stdout: PluginPipe,
+    stderr: PluginPipe,
 }
 
-/// Starts the plugin `name` (binary `program`, already resolved) under runsc: bundle, state
-/// root, `runsc run`, janitor registration.
+/// Stages 3–4 of the gVisor runner: the bundle, runsc's state root and `runsc run` instead of
+/// the process runner's confinement and spawn.
 pub(crate) fn start(
+    options: &GvisorOptions,
+    settings: &Settings,
+    plan: &LaunchPlan,
+    resources: Resources,
+    name: &Arc<str>,
+) -> Result<Spawned, Failure> {
+    let Resources {
+        verified,
+        dir,
+        delivered,
+        identity,
+    } = resources;
+    let resolved =
+        crate::launch::runner::process::spawn::resolve_program(&settings.program, plan.path_var());
+    let program = resolved
+        .canonicalize()
+        .map_err(|source| StartErrorKind::Spawn {
+            program: settings.program.clone(),
+            source,
+        })?;
+    let started = run(options, settings, plan, &program, dir, delivered, name)?;
+    // The digest was checked on the file now mounted; kept open until runsc has started.
+    drop(verified);
+    Ok(Spawned {
+        launched: started.launched,
+        stdout: started.stdout,
+        stderr: started.stderr,
+        identity,
+        // gVisor's `--network=none`: the sandbox's own network stack with only a loopback.
+        in_force: InForce {
+            landlock_abi: None,
+            process_limit: ProcessLimit::Rlimit {
+                max: settings.confinement.limits.processes,
+            },
+            network_mechanism: (settings.confinement.network == NetworkMode::None)
+                .then_some(NetworkMechanism::Namespace),
+        },
+    })
+}
+
+/// Runs the plugin `name` (binary `program`, already resolved) under runsc: bundle, state
+/// root, `runsc run`, janitor registration.
+fn run(
     options: &GvisorOptions,
     settings: &Settings,
     plan: &LaunchPlan,
@@ -107,7 +152,7 @@ pub(crate) fn start(
         })?;
     let libraries = match &options.rootfs {
         Some(_) => Closure::default(),
-        None => libraries_of(program, &settings.sandbox_exec).map_err(|e| {
+        None => libraries_of(program, &settings.confinement.sandbox_allow_exec).map_err(|e| {
             runner_error(format!(
                 "cannot assemble the root file system of {}: {e}",
                 program.display()
@@ -115,8 +160,8 @@ pub(crate) fn start(
         })?,
     };
     let assembled = bundle_dir.path().join("rootfs");
-    let mut read_only = settings.sandbox_exec.clone();
-    read_only.extend(settings.sandbox_read.iter().cloned());
+    let mut read_only = settings.confinement.sandbox_allow_exec.clone();
+    read_only.extend(settings.confinement.sandbox_allow_read.iter().cloned());
     let planned = bundle::plan(&BundleInputs {
         program,
         args: &settings.args,
@@ -127,10 +172,10 @@ pub(crate) fn start(
         read_only: &read_only,
         libraries: &libraries,
         rootfs: options.rootfs.as_deref().unwrap_or(&assembled),
-        limits: &settings.limits,
+        limits: &settings.confinement.limits,
         options,
-        host_network: settings.network == NetworkMode::Host,
-        user: settings.run_as.unwrap_or((0, 0)),
+        host_network: settings.confinement.network == NetworkMode::Host,
+        user: settings.confinement.run_as.unwrap_or((0, 0)),
     })
     .map_err(|e| runner_error(e.to_string()))?;
     write_bundle(bundle_dir.path(), &planned, options.rootfs.is_none()).map_err(|e| {
@@ -154,9 +199,14 @@ pub(crate) fn start(
         program: runsc.clone(),
         source,
     };
-    let mut child = run_command(&container, options, settings.network, bundle_dir.path())
-        .spawn()
-        .map_err(spawn_error)?;
+    let mut child = run_command(
+        &container,
+        options,
+        settings.confinement.network,
+        bundle_dir.path(),
+    )
+    .spawn()
+    .map_err(spawn_error)?;
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
     let mut janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
@@ -188,7 +238,7 @@ pub(crate) fn start(
         group,
         dir: Some(dir),
         plugin: Arc::clone(name),
-        terminate_grace: settings.terminate_grace,
+        terminate_grace: settings.timeouts.terminate_grace,
         janitor,
     };
     let Some((stdout, stderr)) = pipes else {

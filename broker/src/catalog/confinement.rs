@@ -1,0 +1,128 @@
+//! The confinement keys a manifest and the grants file share (`sandbox`, `network`,
+//! `seccomp`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read`): one struct deserializes
+//! them from both files and one function turns them into a [`Confinement`]. In a manifest they
+//! are what the plugin asks for; in a grants file's `[plugins.NAME]` what it may ask for.
+//!
+//! A new grantable key is a field of [`RawConfinement`] and a line of [`RawConfinement::read`];
+//! both files then accept it, and the schema check knows it.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::catalog::errors::ManifestError;
+use crate::catalog::text::expand_env;
+use crate::confine::confinement::Confinement;
+use crate::confine::network::NetworkMode;
+use crate::confine::sandbox::SandboxMode;
+use crate::confine::seccomp::SeccompMode;
+
+/// The shared keys as written, each name and path with its place so that errors point at it.
+/// Deserialized from the same table as the file's own keys (a second pass over it): toml's
+/// spans do not survive `#[serde(flatten)]`.
+#[derive(Deserialize, Default)]
+pub(crate) struct RawConfinement {
+    #[serde(default)]
+    sandbox: SandboxMode,
+    #[serde(default)]
+    network: NetworkMode,
+    #[serde(default)]
+    seccomp: SeccompMode,
+    #[serde(default)]
+    env_allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    sandbox_allow_exec: Vec<Spanned<String>>,
+    #[serde(default)]
+    sandbox_allow_read: Vec<Spanned<String>>,
+}
+
+/// How a file's confinement paths are read: both are relative to the file's directory; a
+/// manifest's may also use the host's environment (`${NAME}`, `${NAME:-default}`), because
+/// interpreter locations differ between machines, while the operator writes literal paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PathStyle {
+    /// `${NAME}` expanded (a manifest).
+    Expanded,
+    /// Taken as written (the grants file).
+    Literal,
+}
+
+impl RawConfinement {
+    /// The names of `env_allow`, with their places (a manifest refuses one listed twice).
+    pub(crate) fn env_allow(&self) -> &[Spanned<String>] {
+        &self.env_allow
+    }
+
+    /// The [`Confinement`] these keys describe, paths resolved against `dir`; other fields
+    /// (those no file sets: `run_as`, …) keep their defaults. `error` locates a problem at a
+    /// value under a key.
+    ///
+    /// # Errors
+    /// The first bad value: an environment variable name that is empty or holds `=` or NUL, a
+    /// path that is empty or holds NUL, or (with [`PathStyle::Expanded`]) names an unset
+    /// variable.
+    pub(crate) fn read(
+        self,
+        dir: &Path,
+        style: PathStyle,
+        error: impl Fn(&Spanned<String>, &str, String) -> ManifestError,
+    ) -> Result<Confinement, ManifestError> {
+        let mut confinement = Confinement::default()
+            .sandbox(self.sandbox)
+            .network(self.network)
+            .seccomp(self.seccomp);
+        for name in &self.env_allow {
+            let value = name.get_ref();
+            if value.is_empty() || value.contains(['=', '\0']) {
+                return Err(error(
+                    name,
+                    "env_allow",
+                    "must be an environment variable name (not empty, no `=` or NUL)".into(),
+                ));
+            }
+            confinement.env_allow.push(value.clone());
+        }
+        for (key, values, into) in [
+            (
+                "sandbox_allow_exec",
+                &self.sandbox_allow_exec,
+                &mut confinement.sandbox_allow_exec,
+            ),
+            (
+                "sandbox_allow_read",
+                &self.sandbox_allow_read,
+                &mut confinement.sandbox_allow_read,
+            ),
+        ] {
+            for value in values {
+                into.push(path(value, key, dir, style, &error)?);
+            }
+        }
+        Ok(confinement)
+    }
+}
+
+/// One confinement path of a file in directory `dir`.
+fn path(
+    value: &Spanned<String>,
+    key: &str,
+    dir: &Path,
+    style: PathStyle,
+    error: &impl Fn(&Spanned<String>, &str, String) -> ManifestError,
+) -> Result<PathBuf, ManifestError> {
+    let written = value.get_ref();
+    if written.contains('\0') {
+        return Err(error(value, key, "contains a NUL byte".into()));
+    }
+    let path = match style {
+        PathStyle::Literal => written.clone(),
+        PathStyle::Expanded => expand_env(written, |name| std::env::var(name).ok())
+            .map_err(|why| error(value, key, why))?,
+    };
+    if path.is_empty() {
+        return Err(error(value, key, "is empty".into()));
+    }
+    // An absolute entry replaces `dir` in the join.
+    Ok(dir.join(path))
+}
