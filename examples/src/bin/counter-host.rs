@@ -16,17 +16,14 @@
 //! `tether-bench`.
 
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tether_broker::launch::{GvisorOptions, Runner};
-use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::adder::Adder;
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::counter::{GetRequest, PutRequest};
-use tether_examples::{error_chain, plugin_command};
+use tether_examples::{LaunchFlags, error_chain, plugin_command};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,24 +31,11 @@ use tether_examples::{error_chain, plugin_command};
     about = "Runs the counter plugin named by $COUNTER_PLUGIN"
 )]
 struct Cli {
-    /// Turn AutoMTLS off (for go-plugin ≤ 1.4.3 plugins).
-    #[arg(long)]
-    plaintext: bool,
     /// Serve AddHelper as a host service and send `add_server` 0 (tether plugins only).
-    #[arg(long)]
+    #[arg(long, global = true)]
     host_service: bool,
-    /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC).
-    #[arg(long)]
-    multiplex: bool,
-    /// Run the plugin in a gVisor sandbox (`runsc`); the working directory is its state.
-    #[arg(long)]
-    gvisor: bool,
-    /// Let the confined plugin read and execute below DIR too (repeatable).
-    #[arg(long = "allow-exec", value_name = "DIR")]
-    allow_exec: Vec<PathBuf>,
-    /// Let the confined plugin read below DIR too (repeatable).
-    #[arg(long = "allow-read", value_name = "DIR")]
-    allow_read: Vec<PathBuf>,
+    #[command(flatten)]
+    launch: LaunchFlags,
     #[command(subcommand)]
     command: Command,
 }
@@ -97,27 +81,12 @@ fn main() -> ExitCode {
 async fn run(cli: Cli, program: String, args: Vec<String>) -> Result<(), BoxError> {
     // go-plugin's example plugins keep their `kv_<KEY>` files in their working directory:
     // this host grants them its own, explicitly (tether never does so by default).
-    let mut builder = PluginClient::builder(program)
-        .args(args)
-        .current_dir(std::env::current_dir()?)
-        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-        .multiplex(cli.multiplex);
-    if cli.plaintext {
-        builder = builder.plaintext();
-    }
+    let mut builder = cli
+        .launch
+        .builder(&program, &args)?
+        .current_dir(std::env::current_dir()?);
     if cli.host_service {
         builder = builder.host_service(AddHelperServer::new(Adder));
-    }
-    for dir in &cli.allow_exec {
-        builder = builder.sandbox_allow_exec(dir);
-    }
-    for dir in &cli.allow_read {
-        builder = builder.sandbox_allow_read(dir);
-    }
-    if cli.gvisor {
-        builder = builder
-            .runner(Runner::Gvisor(GvisorOptions::new()))
-            .current_dir(std::env::current_dir()?);
     }
     let plugin = builder.start().await?;
     let mut counter = CounterClient::new(plugin.channel());

@@ -17,15 +17,12 @@
 //! filter (default `warn`). Benchmarks of this contract: `kv-bench` in `tether-bench`.
 
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tether_broker::launch::{GvisorOptions, Runner};
-use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tether_examples::{MAX_MESSAGE_SIZE, error_chain, plugin_command};
+use tether_examples::{LaunchFlags, error_chain, plugin_command};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,21 +30,8 @@ use tether_examples::{MAX_MESSAGE_SIZE, error_chain, plugin_command};
     about = "Runs the KV plugin named by $KV_PLUGIN and calls it"
 )]
 struct Cli {
-    /// Turn AutoMTLS off (for plugins that cannot do it).
-    #[arg(long)]
-    plaintext: bool,
-    /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC).
-    #[arg(long)]
-    multiplex: bool,
-    /// Run the plugin in a gVisor sandbox (`runsc`); the working directory is its state.
-    #[arg(long)]
-    gvisor: bool,
-    /// Let the confined plugin read and execute below DIR too (repeatable).
-    #[arg(long = "allow-exec", value_name = "DIR")]
-    allow_exec: Vec<PathBuf>,
-    /// Let the confined plugin read below DIR too (repeatable).
-    #[arg(long = "allow-read", value_name = "DIR")]
-    allow_read: Vec<PathBuf>,
+    #[command(flatten)]
+    launch: LaunchFlags,
     #[command(subcommand)]
     command: Command,
 }
@@ -61,8 +45,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Up to 64 MiB values: reuse heap pages rather than fault in fresh ones per buffer.
-    tether_examples::keep_large_allocations();
     let cli = Cli::parse();
     tether_examples::init_logging("KV_HOST_LOG");
     let (program, args) = match plugin_command("KV_PLUGIN") {
@@ -102,30 +84,12 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 async fn run(cli: Cli, program: String, args: Vec<String>) -> Result<(), BoxError> {
     // go-plugin's example plugins keep their `kv_<KEY>` files in their working directory:
     // this host grants them its own, explicitly (tether never does so by default).
-    let mut builder = PluginClient::builder(program)
-        .args(args)
-        .current_dir(std::env::current_dir()?)
-        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-        .multiplex(cli.multiplex);
-    if cli.plaintext {
-        builder = builder.plaintext();
-    }
-    for dir in &cli.allow_exec {
-        builder = builder.sandbox_allow_exec(dir);
-    }
-    for dir in &cli.allow_read {
-        builder = builder.sandbox_allow_read(dir);
-    }
-    if cli.gvisor {
-        builder = builder
-            .runner(Runner::Gvisor(GvisorOptions::new()))
-            .current_dir(std::env::current_dir()?);
-    }
+    let builder = cli
+        .launch
+        .builder(&program, &args)?
+        .current_dir(std::env::current_dir()?);
     let plugin = builder.start().await?;
-    // tonic decodes at most 4 MiB by default; the KV example carries up to 64 MiB values.
-    let mut kv = KvClient::new(plugin.channel())
-        .max_decoding_message_size(MAX_MESSAGE_SIZE)
-        .max_encoding_message_size(MAX_MESSAGE_SIZE);
+    let mut kv = KvClient::new(plugin.channel());
     let result = match cli.command {
         Command::Put { key, value } => {
             let put = PutRequest {

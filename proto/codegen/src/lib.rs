@@ -1,8 +1,10 @@
 //! Regenerates tether's checked-in protobuf code.
 //!
-//! Every `.proto` file the workspace uses is compiled in-process with [`protox`] (no system
-//! `protoc`), turned into Rust with `tonic-prost-build`, and written next to the crate that owns
-//! it. Run it after changing a `.proto` file:
+//! Every `.proto` file of the published crates (and `tether-agent`'s, which the CLI shares) is
+//! compiled in-process with [`protox`] (no system `protoc`), turned into Rust with
+//! `tonic-prost-build`, and written next to the crate that owns it. (The examples compile
+//! theirs in `examples/build.rs` with `tether-build`, as a plugin author does.) Run it after
+//! changing a `.proto` file:
 //!
 //! ```text
 //! cargo run -p tether-codegen
@@ -44,20 +46,6 @@ pub const JOBS: &[Job] = &[
         output: "proto/src/generated/plugin.rs",
         descriptor: "proto/src/generated/plugin.bin",
     },
-    Job {
-        protos: &["examples/proto/kv.proto"],
-        includes: &["examples/proto"],
-        package: "proto",
-        output: "examples/src/generated/kv.rs",
-        descriptor: "examples/src/generated/kv.bin",
-    },
-    Job {
-        protos: &["examples/proto/counter.proto"],
-        includes: &["examples/proto"],
-        package: "proto",
-        output: "examples/src/generated/counter.rs",
-        descriptor: "examples/src/generated/counter.bin",
-    },
     // `tether conformance`'s callback check speaks go-plugin's counter contract; the CLI has its
     // own copy so that it packages without the (unpublished) examples crate.
     Job {
@@ -66,13 +54,6 @@ pub const JOBS: &[Job] = &[
         package: "proto",
         output: "cli/src/conformance/generated/counter.rs",
         descriptor: "cli/src/conformance/generated/counter.bin",
-    },
-    Job {
-        protos: &["examples/proto/streams.proto"],
-        includes: &["examples/proto"],
-        package: "streams",
-        output: "examples/src/generated/streams.rs",
-        descriptor: "examples/src/generated/streams.bin",
     },
     Job {
         protos: &["examples/proto/agent.proto"],

@@ -6,8 +6,8 @@
 //! COUNTER_PLUGIN="<command> [args]" counter-bench [OPTIONS] summary --calls N [--compare-modes]
 //! ```
 //!
-//! Options as the `counter-host` example's: `--plaintext`, `--host-service`, `--multiplex`,
-//! `--allow-exec DIR`, `--allow-read DIR`. A callback `Put` serves `AddHelper` on a fresh
+//! Options as the `counter-host` example's (the same code, [`LaunchFlags`]): `--plaintext`,
+//! `--host-service`, `--multiplex`, `--gvisor`, `--allow-exec DIR`, `--allow-read DIR`. A callback `Put` serves `AddHelper` on a fresh
 //! broker id for that call, as go-plugin's example does (`callback.rs`). `measure callback`
 //! prints raw samples for the harness (`measure.rs`); `tests/go/counterhost measure callback`
 //! takes the same arguments, makes the same calls and prints the same keys. `summary` prints
@@ -17,7 +17,8 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tether_broker::{HandshakeConfig, PluginClient};
+use tether_broker::PluginClient;
+use tether_examples::LaunchFlags;
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
 
@@ -34,22 +35,13 @@ mod summary;
     about = "Times callbacks of the counter plugin named by $COUNTER_PLUGIN for the tether-bench harness"
 )]
 struct Cli {
-    /// Turn AutoMTLS off (for go-plugin ≤ 1.4.3 plugins).
-    #[arg(long, global = true)]
-    plaintext: bool,
     /// Serve AddHelper as a host service and send `add_server` 0 (tether plugins only).
     #[arg(long, global = true)]
     host_service: bool,
-    /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC).
-    #[arg(long, global = true)]
-    multiplex: bool,
-    /// Let the confined plugin read and execute below DIR too: an interpreter outside the
-    /// system paths, e.g. a pyenv or virtualenv Python (repeatable).
-    #[arg(long = "allow-exec", value_name = "DIR", global = true)]
-    allow_exec: Vec<std::path::PathBuf>,
-    /// Let the confined plugin read below DIR too, e.g. a script plugin's sources (repeatable).
-    #[arg(long = "allow-read", value_name = "DIR", global = true)]
-    allow_read: Vec<std::path::PathBuf>,
+    /// How the `counter-host` example launches its plugin: `--plaintext`, `--multiplex`,
+    /// `--gvisor`, `--allow-exec`, `--allow-read`.
+    #[command(flatten)]
+    launch: LaunchFlags,
     #[command(subcommand)]
     command: Command,
 }
@@ -118,26 +110,15 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<(), (BoxError, u8)> {
     let (program, args) =
         tether_examples::plugin_command("COUNTER_PLUGIN").map_err(|e| (e.into(), 2))?;
-    let start = |multiplex: bool| {
-        let mut builder = PluginClient::builder(&program)
-            .args(&args)
-            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-            .multiplex(multiplex);
-        if cli.plaintext {
-            builder = builder.plaintext();
-        }
-        if cli.host_service {
+    let (program, args, launch, host_service) = (&program, &args, &cli.launch, cli.host_service);
+    let start = |multiplex: bool| async move {
+        let mut builder = launch.builder(program, args)?.multiplex(multiplex);
+        if host_service {
             builder = builder.host_service(AddHelperServer::new(Adder));
         }
-        for dir in &cli.allow_exec {
-            builder = builder.sandbox_allow_exec(dir);
-        }
-        for dir in &cli.allow_read {
-            builder = builder.sandbox_allow_read(dir);
-        }
-        builder.start()
+        Ok::<_, BoxError>(builder.start().await?)
     };
-    let plugin = start(cli.multiplex).await.map_err(|e| (e.into(), 1))?;
+    let plugin = start(cli.launch.multiplex).await.map_err(|e| (e, 1))?;
     let (result, other) = match cli.command {
         Command::Summary {
             calls,
@@ -147,7 +128,7 @@ async fn run(cli: Cli) -> Result<(), (BoxError, u8)> {
                 summary::run(&[&plugin, &muxed], calls, cli.host_service).await,
                 Some(muxed),
             ),
-            Err(e) => (Err(e.into()), None),
+            Err(e) => (Err(e), None),
         },
         command => (call(&plugin, command, cli.host_service).await, None),
     };

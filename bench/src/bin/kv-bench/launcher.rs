@@ -4,6 +4,7 @@
 use std::error::Error;
 
 use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder};
+use tether_examples::LaunchFlags;
 use tether_examples::kv::kv_client::KvClient;
 use tonic::transport::Channel;
 
@@ -80,49 +81,25 @@ pub(crate) fn plugin_command() -> Result<(String, Vec<String>), Failure> {
 pub(crate) struct Launcher {
     pub(crate) program: String,
     pub(crate) args: Vec<String>,
-    pub(crate) plaintext: bool,
-    pub(crate) multiplex: bool,
-    pub(crate) allow_exec: Vec<std::path::PathBuf>,
-    pub(crate) allow_read: Vec<std::path::PathBuf>,
+    /// The example hosts' options.
+    pub(crate) launch: LaunchFlags,
     pub(crate) sandbox: tether_broker::SandboxMode,
-    /// Under the gVisor runner (the working directory is the plugin's state).
-    pub(crate) gvisor: bool,
     pub(crate) seccomp: tether_broker::confine::SeccompMode,
     pub(crate) network: tether_broker::confine::NetworkMode,
 }
 
 impl Launcher {
-    pub(crate) async fn start(&self) -> Result<PluginClient, tether_broker::StartError> {
-        self.builder().start().await
+    pub(crate) async fn start(&self) -> Result<PluginClient, Failure> {
+        Ok(self.builder()?.start().await?)
     }
 
     /// The builder [`start`](Self::start) starts.
-    pub(crate) fn builder(&self) -> PluginClientBuilder<HandshakeConfig> {
-        let mut builder = PluginClient::builder(&self.program)
-            .args(&self.args)
-            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-            .multiplex(self.multiplex)
+    pub(crate) fn builder(&self) -> std::io::Result<PluginClientBuilder<HandshakeConfig>> {
+        Ok(self
+            .launch
+            .builder(&self.program, &self.args)?
             .sandbox(self.sandbox)
             .seccomp(self.seccomp)
-            .network(self.network);
-        if self.plaintext {
-            builder = builder.plaintext();
-        }
-        for dir in &self.allow_exec {
-            builder = builder.sandbox_allow_exec(dir);
-        }
-        for dir in &self.allow_read {
-            builder = builder.sandbox_allow_read(dir);
-        }
-        if self.gvisor {
-            let state = std::env::current_dir().map_err(|_| ()).ok();
-            builder = builder.runner(tether_broker::launch::Runner::Gvisor(
-                tether_broker::launch::GvisorOptions::new(),
-            ));
-            if let Some(state) = state {
-                builder = builder.current_dir(state);
-            }
-        }
-        builder
+            .network(self.network))
     }
 }

@@ -6,11 +6,12 @@
 //! KV_PLUGIN="<command> [args]" kv-bench [OPTIONS] summary --calls N --launches L [--concurrency C]
 //! ```
 //!
-//! Options: `--plaintext`, `--multiplex`, `--seccomp default|off`, `--network none|host`,
-//! `--sandbox enforce|best-effort|off` (default
-//! `enforce`; `off` measures what confinement costs at launch), `--allow-exec DIR`,
-//! `--allow-read DIR`. The plugin is launched as the `kv-host` example does (same handshake,
-//! confinement and message limits); the example itself only does `put` and `get`.
+//! Options: the `kv-host` example's (`--plaintext`, `--multiplex`, `--gvisor`, `--allow-exec
+//! DIR`, `--allow-read DIR`: [`LaunchFlags`], the same code), so the plugin is launched as the
+//! example launches it; and the benchmark's own, which loosen the defaults to measure what
+//! each layer costs: `--seccomp default|off`, `--network none|host`, `--sandbox
+//! enforce|best-effort|off` (default `enforce`; `off` measures what confinement costs at
+//! launch). Unlike the example, it carries values up to 64 MiB (the `payload` metric).
 //!
 //! `measure` prints raw measurements for the harness, one line of `key=value` pairs;
 //! `tests/go/kvhost measure` takes the same arguments and prints the same keys, so the harness
@@ -23,6 +24,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tether_examples::LaunchFlags;
 
 use crate::launcher::{Failure, Launcher};
 
@@ -39,27 +41,14 @@ mod workflow;
     about = "Times calls to the KV plugin named by $KV_PLUGIN for the tether-bench harness"
 )]
 struct Cli {
-    /// Turn AutoMTLS off (for plugins that cannot do it).
-    #[arg(long, global = true)]
-    plaintext: bool,
-    /// Offer go-plugin's multiplexed broker (PLUGIN_MULTIPLEX_GRPC); the main connection is
-    /// then a yamux stream when the plugin accepts.
-    #[arg(long, global = true)]
-    multiplex: bool,
-    /// Let the confined plugin read and execute below DIR too: an interpreter outside the
-    /// system paths, e.g. a pyenv or virtualenv Python (repeatable).
-    #[arg(long = "allow-exec", value_name = "DIR", global = true)]
-    allow_exec: Vec<std::path::PathBuf>,
-    /// Let the confined plugin read below DIR too, e.g. a script plugin's sources (repeatable).
-    #[arg(long = "allow-read", value_name = "DIR", global = true)]
-    allow_read: Vec<std::path::PathBuf>,
+    /// How the `kv-host` example launches its plugin: `--plaintext`, `--multiplex`,
+    /// `--gvisor`, `--allow-exec`, `--allow-read`.
+    #[command(flatten)]
+    launch: LaunchFlags,
     /// Confinement of the plugin: `enforce` (the default), `best-effort`, or `off` (an explicit
     /// opt-out, e.g. to measure what confinement costs at launch).
     #[arg(long, value_enum, default_value_t = Confinement::Enforce, global = true)]
     sandbox: Confinement,
-    /// Run the plugin under the gVisor runner (`runsc`); the working directory is its state.
-    #[arg(long, global = true)]
-    gvisor: bool,
     /// The plugin's system-call filter: `default` (tether's default) or `off`, e.g. to measure
     /// what the filter costs at launch.
     #[arg(long, value_enum, default_value_t = Filter::Default, global = true)]
@@ -183,12 +172,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     let launcher = Launcher {
         program,
         args,
-        plaintext: cli.plaintext,
-        multiplex: cli.multiplex,
-        allow_exec: cli.allow_exec,
-        allow_read: cli.allow_read,
+        launch: cli.launch,
         sandbox: cli.sandbox.into(),
-        gvisor: cli.gvisor,
         seccomp: cli.seccomp.into(),
         network: cli.network.into(),
     };

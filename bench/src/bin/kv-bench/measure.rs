@@ -359,7 +359,7 @@ async fn host_rss(launcher: &Launcher, plugins: u64) -> Result<String, Failure> 
         let plugin = match interruptible(launcher.start()).await {
             Ok(Ok(plugin)) => plugin,
             Ok(Err(e)) => {
-                outcome = Err(e.into());
+                outcome = Err(e);
                 break;
             }
             Err(e) => {

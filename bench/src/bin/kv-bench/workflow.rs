@@ -75,7 +75,7 @@ pub(crate) async fn run(
 
 /// Launch (working in `state`), one `Put` per step, shutdown.
 async fn plugin_steps(launcher: &Launcher, state: &Path, steps: u64) -> Result<(), Failure> {
-    let plugin = launcher.builder().current_dir(state).start().await?;
+    let plugin = launcher.builder()?.current_dir(state).start().await?;
     let mut kv = kv_client(plugin.channel());
     let mut outcome = Ok(());
     for i in 0..steps {
