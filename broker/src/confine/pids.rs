@@ -28,8 +28,9 @@ use crate::confine::cgroup_text::{self, GroupName, Version};
 
 /// Default `pids.max` of a plugin's cgroup: the tasks (processes *and* threads) the plugin
 /// and everything it starts may have at once. Override with
-/// [`PluginClientBuilder::max_processes`](crate::PluginClientBuilder::max_processes),
-/// [`Limits::processes`](crate::Limits::processes) or a manifest's `limits.processes`.
+/// [`Limits::processes`](crate::Limits::processes) (given to
+/// [`PluginClientBuilder::limits`](crate::PluginClientBuilder::limits)) or a manifest's
+/// `limits.processes`.
 pub const DEFAULT_MAX_PROCESSES: u64 = 1024;
 
 /// How many rounds of "list the group's processes, `SIGKILL` each" are tried when a plugin's
