@@ -146,7 +146,7 @@
 //! `counter` stands for the generated code):
 //!
 //! ```no_run
-//! # mod counter { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/src/generated/counter.rs")); }
+//! # mod counter { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../cli/src/conformance/generated/counter.rs")); }
 //! use counter::add_helper_server::{AddHelper, AddHelperServer};
 //! use counter::counter_client::CounterClient;
 //! use counter::{PutRequest, SumRequest, SumResponse};

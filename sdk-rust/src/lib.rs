@@ -7,9 +7,11 @@
 //!
 //! # A complete plugin
 //!
-//! The KV plugin of go-plugin's `examples/grpc`, keeping values in memory:
+//! The KV plugin of go-plugin's `examples/grpc`, keeping values in memory (not compiled here:
+//! its generated `kv` code lives in the examples crate's `OUT_DIR`; the same plugin, built the
+//! author's way, is the Rust plugin guide's crate, which `tests/tests/guides.rs` compiles and runs):
 //!
-//! ```no_run
+//! ```ignore
 //! use std::collections::HashMap;
 //! use std::sync::Mutex;
 //!
@@ -20,7 +22,6 @@
 //! // The code generated from go-plugin's `kv.proto` (package `proto`) by the plugin's
 //! // `build.rs`, `tether_build::compile_protos(&["proto/kv.proto"], &["proto"])`:
 //! // mod kv { tonic::include_proto!("proto"); }
-//! # mod kv { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/src/generated/kv.rs")); }
 //!
 //! #[derive(Default)]
 //! struct MemoryKv(Mutex<HashMap<String, Vec<u8>>>);
@@ -128,7 +129,7 @@
 //!
 //! ```no_run
 //! // mod counter { tonic::include_proto!("proto"); } // from counter.proto, by build.rs
-//! # mod counter { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/src/generated/counter.rs")); }
+//! # mod counter { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../cli/src/conformance/generated/counter.rs")); }
 //! use counter::add_helper_client::AddHelperClient;
 //! use counter::counter_server::{Counter, CounterServer};
 //! use counter::{Empty, GetRequest, GetResponse, PutRequest, SumRequest};
