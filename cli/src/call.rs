@@ -11,7 +11,7 @@ use tonic::transport::Channel;
 use crate::args::CallArgs;
 use crate::descriptors;
 use crate::error::CliError;
-use crate::output::outln;
+use crate::output::{self, outln};
 use crate::target;
 
 /// Launches the plugin, calls the method, prints the response(s), shuts the plugin down.
@@ -114,7 +114,8 @@ pub(crate) fn parse_request(
     Ok(msg)
 }
 
-/// Writes `message` as compact canonical protobuf JSON.
+/// Writes `message` as compact canonical protobuf JSON, safe for a terminal
+/// ([`output::json`]).
 pub(crate) fn to_json(message: &DynamicMessage) -> Result<String, CliError> {
     let value = message
         .serialize_with_options(
@@ -122,7 +123,7 @@ pub(crate) fn to_json(message: &DynamicMessage) -> Result<String, CliError> {
             &SerializeOptions::new().skip_default_fields(true),
         )
         .map_err(CliError::BadResponse)?;
-    serde_json::to_string(&value).map_err(CliError::BadResponse)
+    output::json(&value).map_err(CliError::BadResponse)
 }
 
 /// Calls a unary or server-streaming method; returns every response.

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use tether_agent::host::RunError;
+use tether_proto::text::{escape, escape_lines};
 
 /// Exit status: the plugin answered with a gRPC error.
 pub(crate) const EXIT_CALL: u8 = 1;
@@ -186,7 +187,7 @@ pub(crate) enum CliError {
     #[error("cannot write to standard output")]
     Output(#[source] std::io::Error),
     /// The plugin answered with a gRPC error.
-    #[error("{method} failed: {code:?}: {message}", code = status.code(), message = status.message())]
+    #[error("{method} failed: {code:?}: {message}", code = status.code(), message = escape(status.message()))]
     Call {
         method: String,
         status: Box<tonic::Status>,
@@ -221,7 +222,7 @@ fn tail_lines(tail: &str) -> String {
     let mut out = String::from("; its stderr ended with:");
     for line in lines {
         out.push_str("\n  | ");
-        out.push_str(line);
+        out.push_str(&escape(line).to_cow());
     }
     out
 }
@@ -285,16 +286,21 @@ impl CliError {
     }
 }
 
-/// One line `tether: error: …`, then one `  caused by: …` line per source.
+/// One line `tether: error: …`, then one `  caused by: …` line per source; each
+/// [escaped](tether_proto::text) for a terminal, whatever its source quoted from a plugin (the
+/// errors that quote one escape it themselves, on one line).
 pub(crate) fn render(err: &CliError) -> String {
-    let mut out = format!("tether: error: {err}");
+    let mut out = format!("tether: error: {}", escape_lines(&err.to_string()));
     // A workflow error already says everything in one line.
     let mut source = match err {
         CliError::Workflow(_) => None,
         _ => std::error::Error::source(err),
     };
     while let Some(cause) = source {
-        out.push_str(&format!("\n  caused by: {cause}"));
+        out.push_str(&format!(
+            "\n  caused by: {}",
+            escape_lines(&cause.to_string())
+        ));
         source = cause.source();
     }
     out

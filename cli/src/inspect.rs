@@ -2,6 +2,7 @@
 //! plugin's own services (the `describe` module).
 
 use tether_broker::PluginClient;
+use tether_proto::text::escape;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
@@ -13,7 +14,8 @@ use crate::output::outln;
 use crate::target;
 
 /// Launches the plugin, prints one `key: value` line per fact and each service it describes,
-/// shuts it down (also when stdout closes early).
+/// shuts it down (also when stdout closes early). What the plugin announced or answered is
+/// escaped on its one line.
 pub(crate) async fn run(args: InspectArgs) -> Result<(), CliError> {
     let plugin = target::launch(&args.target).await?;
     let printed = report(&plugin).await;
@@ -30,7 +32,7 @@ async fn report(plugin: &PluginClient) -> Result<(), CliError> {
     outln!(
         "transport: {} {}",
         plugin.address().network(),
-        plugin.address()
+        escape(&plugin.address().to_string())
     )?;
     outln!("broker: {}", plugin.broker_mode())?;
     match plugin.peer_fingerprint() {
@@ -44,21 +46,27 @@ async fn report(plugin: &PluginClient) -> Result<(), CliError> {
         .await;
     match health {
         Ok(r) => outln!("health: {:?}", r.into_inner().status())?,
-        Err(status) => outln!("health: error: {}", status.message())?,
+        Err(status) => outln!("health: error: {}", escape(status.message()))?,
     }
     let mut services = match descriptors::list_services(plugin.channel()).await {
         Ok(services) => services,
-        Err(e) => return outln!("services: unknown (no server reflection: {e})"),
+        Err(e) => {
+            return outln!(
+                "services: unknown (no server reflection: {})",
+                escape(&e.to_string())
+            );
+        }
     };
     services.sort();
-    outln!("services: {}", services.join(", "))?;
+    let shown: Vec<String> = services.iter().map(|s| escape(s).to_string()).collect();
+    outln!("services: {}", shown.join(", "))?;
     let own: Vec<String> = services
         .into_iter()
         .filter(|s| !describe::is_protocol_service(s))
         .collect();
     let (pool, undescribed) = match descriptors::describe_services(plugin.channel(), &own).await {
         Ok(described) => described,
-        Err(e) => return outln!("descriptions: unavailable ({e})"),
+        Err(e) => return outln!("descriptions: unavailable ({})", escape(&e.to_string())),
     };
     for name in &own {
         if let Some(service) = pool.get_service_by_name(name) {
@@ -67,7 +75,11 @@ async fn report(plugin: &PluginClient) -> Result<(), CliError> {
         }
     }
     for (name, why) in undescribed {
-        outln!("service {name} (reflection cannot describe it: {why})")?;
+        outln!(
+            "service {} (reflection cannot describe it: {})",
+            escape(&name),
+            escape(&why.to_string())
+        )?;
     }
     Ok(())
 }

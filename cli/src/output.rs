@@ -9,6 +9,8 @@
 
 use std::io::Write as _;
 
+use tether_proto::text::{escape_lines, is_acted_on};
+
 use crate::error::CliError;
 
 /// `println!`, returning [`CliError::Output`] instead of panicking.
@@ -19,11 +21,62 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
-/// Writes one line to stdout (line-buffered, so an error shows at this line).
+/// Writes one line to stdout (line-buffered, so an error shows at this line),
+/// [escaped](tether_proto::text) for a terminal: what the commands print quotes plugins (their
+/// reflection names, health messages, conformance findings, step results).
 pub(crate) fn line(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
+    let text = args.to_string();
     let mut stdout = std::io::stdout().lock();
     stdout
-        .write_fmt(format_args!("{args}\n"))
+        .write_fmt(format_args!("{}\n", escape_lines(&text)))
         .and_then(|()| stdout.flush())
         .map_err(CliError::Output)
+}
+
+/// `value` as compact JSON in which every character a terminal acts on is a `\uXXXX` escape
+/// (serde_json escapes only C0 controls, `"` and `\`; DEL, C1 controls and bidirectional
+/// controls would reach the terminal raw). Still valid JSON, with the same value.
+pub(crate) fn json(value: &impl serde::Serialize) -> Result<String, serde_json::Error> {
+    let mut out = Vec::new();
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut out,
+        TerminalSafeJson,
+    ))?;
+    // serde_json writes UTF-8 only.
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// serde_json's compact formatter, with [`is_acted_on`] characters escaped in strings.
+struct TerminalSafeJson;
+
+impl serde_json::ser::Formatter for TerminalSafeJson {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut rest = fragment;
+        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| is_acted_on(c)) {
+            writer.write_all(&rest.as_bytes()[..at])?;
+            write!(writer, "\\u{:04x}", u32::from(c))?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        writer.write_all(rest.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escapes_what_a_terminal_acts_on_and_stays_the_same_value() {
+        let value = serde_json::json!({"m": "a\u{1b}]0;t\u{7}\u{7f}\u{9b}2J\u{202e}é日"});
+        let text = json(&value).unwrap();
+        assert_eq!(text, r#"{"m":"a\u001b]0;t\u0007\u007f\u009b2J\u202eé日"}"#);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            value
+        );
+    }
 }

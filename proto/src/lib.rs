@@ -9,6 +9,8 @@
 //!   ([`env::LaunchEnv`]: written by hosts, read by plugins, without IO).
 //! - [`ValueKind`]: secret or config file, the two kinds of value an operator grants a plugin.
 //! - [`tls`]: AutoMTLS identities and configurations that pin exactly one peer certificate.
+//! - [`text`]: text from the peer (a plugin's messages, logs, names) escaped before it reaches a
+//!   terminal.
 //!
 //! The facts these modules implement are go-plugin's, so tether hosts run go-plugin plugins and
 //! go-plugin hosts run tether plugins.
@@ -52,6 +54,7 @@
 pub mod env;
 pub mod handshake;
 mod key_shares;
+pub mod text;
 pub mod tls;
 mod value_kind;
 pub mod version;

@@ -15,6 +15,8 @@
 //! - [`escape`]: escape attempts the probe plugin makes from inside its confinement.
 //! - [`shared_world`]: escape attempts through what a plugin shares with its host (issue 22).
 //! - [`host_user`]: run a test as root and again as an unprivileged user.
+//! - [`hostile_text`]: terminal escapes a hostile plugin sends, and what a terminal may show.
+//! - [`terminal`]: run a program on a real pseudo-terminal and read what it showed.
 
 pub mod bins;
 pub mod cgroups;
@@ -23,6 +25,7 @@ pub mod example_host;
 pub mod guides;
 pub mod gvisor;
 pub mod host_user;
+pub mod hostile_text;
 pub mod lease;
 pub mod misbehave;
 pub mod output;
@@ -30,5 +33,6 @@ pub mod peers;
 pub mod procs;
 pub mod python;
 pub mod shared_world;
+pub mod terminal;
 pub mod typescript;
 pub mod world;

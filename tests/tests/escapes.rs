@@ -8,11 +8,7 @@
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
 use std::collections::BTreeMap;
-use std::io::Read as _;
-use std::os::fd::{FromRawFd as _, OwnedFd};
-use std::os::unix::process::CommandExt as _;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use tether_broker::confine::SeccompMode;
@@ -210,57 +206,13 @@ async fn the_default_system_call_filter_refuses_what_reaches_beyond_the_plugin()
 }
 
 /// A pseudo-terminal: (master, slave).
-fn open_pty() -> (OwnedFd, OwnedFd) {
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty fills in two descriptors; name, termios and winsize are optional.
-    let r = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors were just opened and are owned here only.
-    unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
-}
-
 /// Runs `tty-host` as the leader of a session whose controlling terminal is a new
 /// pseudo-terminal, and returns everything the terminal showed (its output, echoed input
 /// included).
 fn run_on_a_terminal(marker: &str, mode: Option<&str>) -> String {
-    let (master, slave) = open_pty();
     let mut command = Command::new(TTY_HOST);
     command.args([PROBE, marker]).args(mode);
-    command
-        .stdin(Stdio::from(slave.try_clone().unwrap()))
-        .stdout(Stdio::from(slave.try_clone().unwrap()))
-        .stderr(Stdio::from(slave));
-    // SAFETY: setsid and ioctl are async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = command.spawn().unwrap();
-    drop(command); // The parent's copies of the slave.
-    let (tx, rx) = mpsc::channel();
-    let mut master = std::fs::File::from(master);
-    std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        // Reads until every copy of the slave is closed (EIO).
-        let _ = master.read_to_end(&mut seen);
-        let _ = tx.send(seen);
-    });
-    let seen = rx
-        .recv_timeout(TTY_HOST_TIMEOUT)
-        .expect("the terminal closes when tty-host ends");
-    let status = child.wait().unwrap();
+    let (status, seen) = tether_tests::terminal::run_on_a_terminal(command, TTY_HOST_TIMEOUT);
     let seen = String::from_utf8_lossy(&seen).into_owned();
     assert!(status.success(), "tty-host ended with {status}:\n{seen}");
     seen

@@ -3,6 +3,8 @@
 use std::io;
 use std::time::Duration;
 
+use tether_proto::text::escape;
+
 use crate::dial::ConnectError;
 
 /// Why [`GrpcBroker::accept_and_serve`](crate::GrpcBroker::accept_and_serve) or
@@ -63,7 +65,10 @@ pub enum GrpcBrokerError {
     },
     /// Dialling: the peer announced an address this side refuses (outside the private
     /// directory, not loopback, unparsable).
-    #[error("{peer} announced address {address:?} for broker id {id}, which is refused: {reason}")]
+    #[error(
+        "{peer} announced address {address:?} for broker id {id}, which is refused: {}",
+        escape(reason)
+    )]
     BadAddress {
         /// The peer.
         peer: String,
@@ -75,7 +80,10 @@ pub enum GrpcBrokerError {
         reason: String,
     },
     /// Dialling: the announced address could not be connected to.
-    #[error("cannot connect to broker id {id} of {peer} at {target}: {source}")]
+    #[error(
+        "cannot connect to broker id {id} of {peer} at {}: {source}",
+        escape(target)
+    )]
     Connect {
         /// The peer.
         peer: String,

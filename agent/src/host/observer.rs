@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use tether_proto::text::escape;
+
 use super::workflow::Step;
 
 /// A progress report a plugin sent through `tether.agent.v1.Host/ReportProgress`.
@@ -31,15 +33,16 @@ impl ProgressEvent<'_> {
     }
 }
 
-/// `STEP (PLUGIN): MESSAGE AMOUNT`.
+/// `STEP (PLUGIN): MESSAGE AMOUNT`, what the plugin sent [escaped](tether_proto::text) for a
+/// terminal.
 impl fmt::Display for ProgressEvent<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{} ({}): {} {}",
-            self.step,
+            escape(self.step),
             self.plugin,
-            self.message,
+            escape(self.message),
             self.amount()
         )
     }

@@ -126,6 +126,7 @@ impl Observer for StepLines {
         let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         let total = self.total;
         if n <= ALL_LINES_UP_TO || n == total || n.is_multiple_of((total / 10).max(1)) {
+            let message = tether_proto::text::escape(message);
             eprintln!("[{n}/{total}] {} ({}): {message}", step.name, step.plugin);
         }
     }

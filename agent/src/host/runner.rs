@@ -40,7 +40,10 @@ pub enum RunError {
         plugin: String,
     },
     /// A step ran and reported failure ([`Phase::Failed`]).
-    #[error("step `{step}` (plugin `{plugin}`) failed: {message}")]
+    #[error(
+        "step `{step}` (plugin `{plugin}`) failed: {}",
+        tether_proto::text::escape(message)
+    )]
     StepFailed {
         /// The step.
         step: String,

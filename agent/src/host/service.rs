@@ -19,6 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use tether_proto::text::escape;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
@@ -167,10 +168,10 @@ impl Host for AgentHost {
         tracing::debug!(
             target: "tether::agent",
             plugin = %self.plugin,
-            step = %report.step,
+            step = %escape(&report.step),
             "progress {}: {}",
             event.amount(),
-            report.message
+            escape(&report.message)
         );
         self.observer.progress(&event);
         Ok(Response::new(Ack {}))
@@ -179,7 +180,7 @@ impl Host for AgentHost {
     async fn log(&self, request: Request<LogLine>) -> Result<Response<Ack>, Status> {
         let line = request.into_inner();
         self.counts.logs.fetch_add(1, Ordering::Relaxed);
-        let (plugin, step, message) = (&self.plugin, &line.step, &line.message);
+        let (plugin, step, message) = (&self.plugin, escape(&line.step), escape(&line.message));
         macro_rules! emit {
             ($level:expr) => {
                 tracing::event!(target: "tether::agent", $level, plugin = %plugin, step = %step, "{message}")
@@ -207,7 +208,7 @@ impl Host for AgentHost {
             .resolve(&self.plugin, &step, &name)
             .inspect_err(|status| {
                 self.counts.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(target: "tether::agent", plugin = %self.plugin, %step, "refused artifact fetch: {}", status.message());
+                tracing::warn!(target: "tether::agent", plugin = %self.plugin, step = %escape(&step), "refused artifact fetch: {}", escape(status.message()));
             })?;
         let bytes = read_artifact(&path, &name).await?;
         self.counts.fetches.fetch_add(1, Ordering::Relaxed);

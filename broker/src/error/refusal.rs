@@ -53,19 +53,22 @@ pub enum AddressProblem {
         dir: PathBuf,
     },
     /// The socket path, or a directory on the way to it, is a symbolic link.
-    #[error("{} is a symbolic link; the host connects only to a socket the plugin created itself", path.display())]
+    #[error(
+        "{} is a symbolic link; the host connects only to a socket the plugin created itself",
+        shown(path)
+    )]
     Symlink {
         /// The symbolic link.
         path: PathBuf,
     },
     /// The path exists but is not a unix socket.
-    #[error("{} is not a unix socket", path.display())]
+    #[error("{} is not a unix socket", shown(path))]
     NotASocket {
         /// The path.
         path: PathBuf,
     },
     /// The path cannot be inspected (usually: it does not exist).
-    #[error("{} cannot be inspected: {source}", path.display())]
+    #[error("{} cannot be inspected: {source}", shown(path))]
     Inaccessible {
         /// The path.
         path: PathBuf,
@@ -81,4 +84,9 @@ pub enum AddressProblem {
         "it is a TCP address, but the plugin has no network (`network = \"none\"`, the default); a plugin that serves over TCP needs `network = \"host\"` (builder: `.network(NetworkMode::Host)`), or let it serve on a unix socket in PLUGIN_UNIX_SOCKET_DIR"
     )]
     TcpWithoutNetwork,
+}
+
+/// A path the plugin announced, [escaped](tether_proto::text) for a terminal.
+fn shown(path: &std::path::Path) -> String {
+    tether_proto::text::escape(&path.to_string_lossy()).to_string()
 }

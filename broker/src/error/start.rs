@@ -7,6 +7,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use tether_proto::handshake::HandshakeError;
+use tether_proto::text::escape;
 
 use crate::error::BoxError;
 pub use crate::error::refusal::{AddressProblem, Incompatibility};
@@ -51,18 +52,16 @@ pub struct PluginOutput {
 }
 
 impl fmt::Display for PluginOutput {
-    /// Writes ` stdout: "…"; stderr (tail): "…"` with both quoted on one line, or a note that
-    /// the plugin printed nothing; meant to end an error message.
+    /// Writes ` stdout: "…"; stderr (tail): "…"` with both quoted on one line and
+    /// [escaped](tether_proto::text), or a note that the plugin printed nothing; meant to end
+    /// an error message.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (stdout, stderr) = (escape(&self.stdout), escape(&self.stderr_tail));
         match (self.stdout.is_empty(), self.stderr_tail.is_empty()) {
             (true, true) => f.write_str(" It printed nothing on stdout or stderr."),
-            (false, true) => write!(f, " stdout: {:?}; stderr: empty.", self.stdout),
-            (true, false) => write!(f, " stderr (tail): {:?}", self.stderr_tail),
-            (false, false) => write!(
-                f,
-                " stdout: {:?}; stderr (tail): {:?}",
-                self.stdout, self.stderr_tail
-            ),
+            (false, true) => write!(f, " stdout: \"{stdout}\"; stderr: empty."),
+            (true, false) => write!(f, " stderr (tail): \"{stderr}\""),
+            (false, false) => write!(f, " stdout: \"{stdout}\"; stderr (tail): \"{stderr}\""),
         }
     }
 }
@@ -442,19 +441,23 @@ impl fmt::Display for StartError {
             ),
             K::Address { address, problem } => write!(
                 f,
-                "plugin `{plugin}` announced address {address}, which the host refuses: {problem}."
+                "plugin `{plugin}` announced address {}, which the host refuses: {problem}.",
+                escape(address)
             ),
             K::Connect { address, source } => write!(
                 f,
-                "cannot connect to plugin `{plugin}` at {address}: {source}; the plugin announced an address it does not serve on."
+                "cannot connect to plugin `{plugin}` at {}: {source}; the plugin announced an address it does not serve on.",
+                escape(address)
             ),
             K::Tls { address, source } => write!(
                 f,
-                "the TLS handshake with plugin `{plugin}` at {address} failed: {source}; the plugin must present the certificate from its handshake line and accept the host's PLUGIN_CLIENT_CERT."
+                "the TLS handshake with plugin `{plugin}` at {} failed: {source}; the plugin must present the certificate from its handshake line and accept the host's PLUGIN_CLIENT_CERT.",
+                escape(address)
             ),
             K::ConnectTimeout { address, timeout } => write!(
                 f,
-                "connecting to plugin `{plugin}` at {address} took longer than {timeout:?}; the plugin accepts connections but does not answer (or raise the connect timeout)."
+                "connecting to plugin `{plugin}` at {} took longer than {timeout:?}; the plugin accepts connections but does not answer (or raise the connect timeout).",
+                escape(address)
             ),
             K::HealthCheck(source) => write!(
                 f,
@@ -520,7 +523,7 @@ mod tests {
         assert!(!text.contains('\n'));
         assert_eq!(
             text,
-            r#" stdout: "banner"; stderr (tail): "line 1\nline \"2\"""#
+            r#" stdout: "banner"; stderr (tail): "line 1\nline "2"""#
         );
         assert_eq!(
             PluginOutput::default().to_string(),

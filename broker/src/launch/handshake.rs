@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::launch::runner::process::spawn::PluginPipe;
 use tether_proto::handshake::{self, Handshake, HandshakeError, MAX_LINE_LEN};
+use tether_proto::text::escape;
 use tokio::io::AsyncRead;
 
 use crate::error::{Failure, Incompatibility, OutputLimit, Phase, StartErrorKind};
@@ -167,7 +168,7 @@ pub(crate) async fn read_handshake<R: AsyncRead + Unpin>(
             Ok(Verdict::Stray) => {
                 tracing::info!(
                     plugin,
-                    line = %String::from_utf8_lossy(&line).trim_end(),
+                    line = %escape(String::from_utf8_lossy(&line).trim_end()),
                     "plugin printed a line before its handshake; skipping it"
                 );
             }

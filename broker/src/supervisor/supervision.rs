@@ -44,7 +44,7 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
                     return; // Being ended by a shutdown.
                 };
                 let stderr_tail = client.final_stderr_tail(CRASH_STDERR_TIMEOUT).await;
-                tracing::warn!(plugin, %status, stderr_tail, "plugin crashed");
+                tracing::warn!(plugin, %status, stderr_tail = %tether_proto::text::escape(&stderr_tail), "plugin crashed");
                 let mut state = slot.state.lock().await;
                 state.crashes.push_back(Crash { at: Instant::now(), status, stderr_tail: stderr_tail.clone() });
                 if state.running.as_ref().is_some_and(|r| Arc::ptr_eq(r, &running)) {

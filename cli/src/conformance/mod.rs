@@ -32,19 +32,20 @@ use self::report::{CheckResult, Level, Report, not_applicable};
 use self::subject::Subject;
 use crate::args::ConformanceArgs;
 use crate::error::CliError;
+use crate::output::outln;
 
 /// Runs every check and prints the report; [`CliError::NotConforming`] when a required check
 /// failed.
 pub(crate) async fn run(args: ConformanceArgs) -> Result<(), CliError> {
     let subject = Subject::from_args(&args)?;
     let results = check(&subject).await;
-    println!(
+    outln!(
         "{}",
         Report {
             plugin: &subject.name,
             results: &results,
         }
-    );
+    )?;
     let failed = results.iter().filter(|r| r.is_required_failure()).count();
     if failed > 0 {
         return Err(CliError::NotConforming { failed });

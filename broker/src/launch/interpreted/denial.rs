@@ -72,7 +72,7 @@ impl fmt::Display for Allowance {
                     Self::Exec(_) => ("sandbox_allow_exec", "--allow-exec"),
                     _ => ("sandbox_allow_read", "--allow-read"),
                 };
-                let dir = dir.display();
+                let dir = tether_proto::text::escape(&dir.to_string_lossy()).to_string();
                 write!(
                     f,
                     "allow it: `{flag} {dir}` (tether call/inspect, the example hosts), `{key} = [\"{dir}\"]` in the manifest (granted by the same line under `[plugins.NAME]` in the grants file), or `.{key}(\"{dir}\")` on the builder"

@@ -10,6 +10,7 @@ pub(crate) mod stdio;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use tether_proto::text::escape;
 use tether_transport::internal::lock;
 
 use tokio::io::AsyncRead;
@@ -31,8 +32,11 @@ pub const PLUGIN_LOG_TARGET: &str = "tether_broker::plugin";
 
 /// Emits a plugin's parsed log line as a `tracing` event at its level, with fields `plugin`,
 /// `pid`, `module`, `timestamp` (the plugin's), `fields` (its other key/value pairs) and
-/// `source` (`stderr` or `grpc-stdio`).
+/// `source` (`stderr` or `grpc-stdio`). Everything the plugin wrote is
+/// [escaped](tether_proto::text) for a terminal.
 pub(crate) fn emit(plugin: &str, pid: u32, source: &'static str, record: &LogRecord) {
+    let module = record.module.as_deref().map(escape);
+    let timestamp = record.timestamp.as_deref().map(escape);
     macro_rules! at {
         ($level:expr) => {
             tracing::event!(
@@ -41,11 +45,11 @@ pub(crate) fn emit(plugin: &str, pid: u32, source: &'static str, record: &LogRec
                 plugin,
                 pid,
                 source,
-                module = record.module.as_deref(),
-                timestamp = record.timestamp.as_deref(),
-                fields = %record.fields,
+                module = module.as_ref().map(tracing::field::display),
+                timestamp = timestamp.as_ref().map(tracing::field::display),
+                fields = %escape(&record.fields),
                 "{}",
-                record.message
+                escape(&record.message)
             )
         };
     }
@@ -58,8 +62,8 @@ pub(crate) fn emit(plugin: &str, pid: u32, source: &'static str, record: &LogRec
     }
 }
 
-/// Hands one line of a plugin's output to the user's sink, or else to `tracing`: stderr lines
-/// through [`emit`], stdout lines at info.
+/// Hands one line of a plugin's output to the user's sink as it was written, or else to
+/// `tracing`, escaped: stderr lines through [`emit`], stdout lines at info.
 pub(crate) fn deliver(
     sink: Option<&OutputSink>,
     plugin: &Arc<str>,
@@ -83,7 +87,7 @@ pub(crate) fn deliver(
     let plugin = &**plugin;
     match source {
         OutputSource::Stdout => {
-            tracing::info!(plugin, line = %record.message, "plugin stdout");
+            tracing::info!(plugin, line = %escape(&record.message), "plugin stdout");
         }
         OutputSource::GrpcStdioStdout => tracing::info!(
             target: PLUGIN_LOG_TARGET,
@@ -91,7 +95,7 @@ pub(crate) fn deliver(
             pid,
             source = "grpc-stdio",
             "stdout: {}",
-            record.message
+            escape(&record.message)
         ),
         OutputSource::Stderr => emit(plugin, pid, "stderr", &record),
         OutputSource::GrpcStdioStderr => emit(plugin, pid, "grpc-stdio", &record),

@@ -42,7 +42,8 @@ pub(crate) struct LogRecord {
     pub(crate) module: Option<String>,
     /// hclog's `@timestamp`, as sent.
     pub(crate) timestamp: Option<String>,
-    /// Other keys, `key=value` separated by spaces (JSON values as JSON), in the line's order.
+    /// Other keys, `key=value` separated by spaces (strings in quotes, other JSON values as
+    /// JSON), in the line's order; as the plugin wrote them (escaped where they are shown).
     pub(crate) fields: String,
 }
 
@@ -77,7 +78,7 @@ fn parse_json(line: &str) -> Option<LogRecord> {
         }
         match value {
             serde_json::Value::String(s) => {
-                let _ = write!(fields, "{key}={s:?}");
+                let _ = write!(fields, "{key}=\"{s}\"");
             }
             other => {
                 let _ = write!(fields, "{key}={other}");
