@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::limits;
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 
 /// The subcommands whose `--catalog` takes the plugin as a second value in its older form.
@@ -225,6 +226,14 @@ pub(crate) struct CallArgs {
     /// The request, as JSON (protobuf's canonical JSON mapping).
     #[arg(value_name = "JSON", default_value = "{}")]
     pub(crate) request: String,
+    /// How long the call may take, every response of a stream included; then it is cancelled
+    /// (exit 1).
+    #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_MAX_TIME.into())]
+    pub(crate) max_time: humantime::Duration,
+    /// How many bytes of responses (their JSON lines) are printed at most; a stream that
+    /// answers more is cancelled (exit 1). A number of bytes, or with KiB, MiB or GiB.
+    #[arg(long, value_name = "BYTES", default_value_t = limits::DEFAULT_MAX_OUTPUT)]
+    pub(crate) max_bytes: limits::ByteCount,
 }
 
 #[derive(Debug, Args)]

@@ -11,7 +11,8 @@ use tonic::transport::Channel;
 use crate::args::CallArgs;
 use crate::descriptors;
 use crate::error::CliError;
-use crate::output::{self, outln};
+use crate::limits::ByteCount;
+use crate::output;
 use crate::target;
 
 /// Launches the plugin, calls the method, prints the response(s), shuts the plugin down.
@@ -42,10 +43,18 @@ pub(crate) async fn run(args: CallArgs) -> Result<(), CliError> {
         };
         let method = descriptors::find_method(&pool, service, method_name, origin)?;
         let request = parse_request(&method.input(), &args.request)?;
-        for response in invoke(plugin.channel(), &method, request).await? {
-            outln!("{}", to_json(&response)?)?;
+        let mut printer = Printer::new(&method, args.max_bytes);
+        let call = invoke(plugin.channel(), &method, request, |response| {
+            printer.print(response)
+        });
+        match tokio::time::timeout(args.max_time.into(), call).await {
+            Ok(called) => called,
+            Err(_elapsed) => Err(CliError::CallTimeout {
+                method: slash_name(&method),
+                max_time: args.max_time,
+                responses: printer.responses,
+            }),
         }
-        Ok(())
     }
     .await;
     let result = match result {
@@ -55,6 +64,45 @@ pub(crate) async fn run(args: CallArgs) -> Result<(), CliError> {
     let shutdown = plugin.shutdown().await;
     result?;
     shutdown.map(drop).map_err(CliError::Shutdown)
+}
+
+/// Prints each response as one JSON line as it arrives, within `--max-bytes`.
+struct Printer {
+    method: String,
+    max_bytes: ByteCount,
+    /// Bytes printed so far, newlines included.
+    printed: u64,
+    /// Responses printed so far.
+    responses: u64,
+}
+
+impl Printer {
+    fn new(method: &MethodDescriptor, max_bytes: ByteCount) -> Self {
+        Self {
+            method: slash_name(method),
+            max_bytes,
+            printed: 0,
+            responses: 0,
+        }
+    }
+
+    /// Prints `response`, or refuses it with [`CliError::OutputLimit`] when its line would
+    /// pass the limit.
+    fn print(&mut self, response: &DynamicMessage) -> Result<(), CliError> {
+        let line = to_json(response)?;
+        let printed = self.printed.saturating_add(line.len() as u64 + 1);
+        if printed > self.max_bytes.0 {
+            return Err(CliError::OutputLimit {
+                method: self.method.clone(),
+                max_bytes: self.max_bytes,
+                responses: self.responses,
+            });
+        }
+        output::json_line(&line)?;
+        self.printed = printed;
+        self.responses += 1;
+        Ok(())
+    }
 }
 
 /// How long `call` waits, after a call failed the way a dying plugin's calls fail
@@ -126,13 +174,15 @@ pub(crate) fn to_json(message: &DynamicMessage) -> Result<String, CliError> {
     output::json(&value).map_err(CliError::BadResponse)
 }
 
-/// Calls a unary or server-streaming method; returns every response.
+/// Calls a unary or server-streaming method; hands each response to `each` as it arrives
+/// (none is kept), and stops the call at the first error `each` returns.
 async fn invoke(
     channel: Channel,
     method: &MethodDescriptor,
     request: DynamicMessage,
-) -> Result<Vec<DynamicMessage>, CliError> {
-    let name = format!("{}/{}", method.parent_service().full_name(), method.name());
+    mut each: impl FnMut(&DynamicMessage) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let name = slash_name(method);
     if method.is_client_streaming() {
         return Err(CliError::ClientStreaming(name));
     }
@@ -156,15 +206,20 @@ async fn invoke(
             .await
             .map_err(call_err)?
             .into_inner();
-        let mut responses = Vec::new();
+        // Dropping the stream on an error cancels the call (RST_STREAM).
         while let Some(message) = stream.message().await.map_err(call_err)? {
-            responses.push(message);
+            each(&message)?;
         }
-        Ok(responses)
+        Ok(())
     } else {
         let response = grpc.unary(request, path, codec).await.map_err(call_err)?;
-        Ok(vec![response.into_inner()])
+        each(&response.into_inner())
     }
+}
+
+/// `SERVICE/METHOD`, as the command line names a method.
+fn slash_name(method: &MethodDescriptor) -> String {
+    format!("{}/{}", method.parent_service().full_name(), method.name())
 }
 
 /// A tonic codec for messages known only at run time.
@@ -225,6 +280,29 @@ mod tests {
         let kv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/proto/kv.proto");
         let pool = descriptors::from_proto_files(&[kv], &[]).unwrap();
         descriptors::find_method(&pool, "proto.KV", name, "--proto").unwrap()
+    }
+
+    #[test]
+    fn byte_counts_are_read_and_written_in_binary_units() {
+        for (text, bytes) in [
+            ("0", 0),
+            ("1000", 1000),
+            ("3KiB", 3 << 10),
+            ("64MiB", 64 << 20),
+            (" 2 GiB ", 2 << 30),
+        ] {
+            assert_eq!(
+                text.parse::<ByteCount>().unwrap(),
+                ByteCount(bytes),
+                "{text}"
+            );
+        }
+        for bad in ["", "MiB", "-1", "1.5GiB", "99999999999GiB", "12MB"] {
+            assert!(bad.parse::<ByteCount>().is_err(), "{bad}");
+        }
+        assert_eq!(crate::limits::DEFAULT_MAX_OUTPUT.to_string(), "256MiB");
+        assert_eq!(ByteCount(1000).to_string(), "1000");
+        assert_eq!(ByteCount(3 << 10).to_string(), "3KiB");
     }
 
     #[test]

@@ -113,6 +113,24 @@ pub(crate) enum CliError {
         method: String,
         known: String,
     },
+    /// The call took longer than `--max-time`; it was cancelled.
+    #[error(
+        "{method} took longer than {max_time} (--max-time); cancelled after {responses} response(s)"
+    )]
+    CallTimeout {
+        method: String,
+        max_time: humantime::Duration,
+        responses: u64,
+    },
+    /// The responses' JSON passed `--max-bytes`; the call was cancelled.
+    #[error(
+        "{method} answered more than {max_bytes} of output (--max-bytes); cancelled after {responses} response(s)"
+    )]
+    OutputLimit {
+        method: String,
+        max_bytes: crate::limits::ByteCount,
+        responses: u64,
+    },
     /// Client streaming is not supported by `call`.
     #[error("{0} takes a stream of requests, which `tether call` does not support yet")]
     ClientStreaming(String),
@@ -232,6 +250,8 @@ impl CliError {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             Self::Call { .. }
+            | Self::CallTimeout { .. }
+            | Self::OutputLimit { .. }
             | Self::Run(RunError::StepFailed { .. })
             | Self::NotConforming { .. } => EXIT_CALL,
             Self::Output(_) => EXIT_BROKEN_PIPE,

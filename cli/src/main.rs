@@ -49,6 +49,7 @@ mod descriptors;
 mod error;
 mod inspect;
 mod installation;
+mod limits;
 mod list;
 mod logging;
 mod output;

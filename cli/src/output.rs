@@ -33,6 +33,17 @@ pub(crate) fn line(args: std::fmt::Arguments<'_>) -> Result<(), CliError> {
         .map_err(CliError::Output)
 }
 
+/// Writes one line of JSON made by [`json`] to stdout as it is: it holds nothing a terminal
+/// acts on already (a response's line may be megabytes long, so it is not scanned twice).
+pub(crate) fn json_line(json: &str) -> Result<(), CliError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(json.as_bytes())
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush())
+        .map_err(CliError::Output)
+}
+
 /// `value` as compact JSON in which every character a terminal acts on is a `\uXXXX` escape
 /// (serde_json escapes only C0 controls, `"` and `\`; DEL, C1 controls and bidirectional
 /// controls would reach the terminal raw). Still valid JSON, with the same value.
@@ -42,8 +53,9 @@ pub(crate) fn json(value: &impl serde::Serialize) -> Result<String, serde_json::
         &mut out,
         TerminalSafeJson,
     ))?;
-    // serde_json writes UTF-8 only.
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    // serde_json writes UTF-8 only (the lossy conversion never replaces anything).
+    Ok(String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 /// serde_json's compact formatter, with [`is_acted_on`] characters escaped in strings.
@@ -55,6 +67,10 @@ impl serde_json::ser::Formatter for TerminalSafeJson {
         writer: &mut W,
         fragment: &str,
     ) -> std::io::Result<()> {
+        // Printable ASCII (base64 of `bytes` fields, most text) needs no look at its chars.
+        if fragment.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return writer.write_all(fragment.as_bytes());
+        }
         let mut rest = fragment;
         while let Some((at, c)) = rest.char_indices().find(|&(_, c)| is_acted_on(c)) {
             writer.write_all(&rest.as_bytes()[..at])?;
