@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tether_tests::bins;
+use tether_tests::host_user::root_and_unprivileged;
 
 const HOSTILE: &str = env!("CARGO_BIN_EXE_hostile-plugin");
 /// What one chunk of the plugin's `FetchArtifact` stream holds.
@@ -74,10 +75,13 @@ fn stderr_of(child: &mut Child) -> std::thread::JoinHandle<String> {
 /// How many 1 MiB responses the bounded-memory test streams: far more than the bound, so a
 /// host that kept them would fail; not a gigabyte, which a debug build on a loaded 2-core
 /// machine prints at about 10 MiB/s (base64 in JSON: 1.33 bytes printed per byte streamed).
-const STREAMED_MIB: u64 = 256;
+const STREAMED_MIB: u64 = 192;
 
 #[test]
 fn tether_call_streams_hundreds_of_megabytes_in_bounded_memory_printing_each_as_it_arrives() {
+    let _both = root_and_unprivileged(
+        "tether_call_streams_hundreds_of_megabytes_in_bounded_memory_printing_each_as_it_arrives",
+    );
     let chunks = STREAMED_MIB;
     let mut child = fetch(
         &format!("flood:{chunks}"),
@@ -120,6 +124,9 @@ fn tether_call_streams_hundreds_of_megabytes_in_bounded_memory_printing_each_as_
 
 #[test]
 fn a_stream_that_never_ends_is_cut_at_the_byte_cap_and_the_plugin_is_shut_down() {
+    let _both = root_and_unprivileged(
+        "a_stream_that_never_ends_is_cut_at_the_byte_cap_and_the_plugin_is_shut_down",
+    );
     let mut child = fetch("flood:0", &["--max-bytes", "10MiB"]);
     let stderr = stderr_of(&mut child);
     let mut stdout = Vec::new();
@@ -148,6 +155,9 @@ fn a_stream_that_never_ends_is_cut_at_the_byte_cap_and_the_plugin_is_shut_down()
 
 #[test]
 fn a_stream_that_stalls_shows_what_arrived_at_once_and_ends_at_the_deadline() {
+    let _both = root_and_unprivileged(
+        "a_stream_that_stalls_shows_what_arrived_at_once_and_ends_at_the_deadline",
+    );
     let max_time = "20s";
     let mut child = fetch("stall", &["--max-time", max_time]);
     let stderr = stderr_of(&mut child);

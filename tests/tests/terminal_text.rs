@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use tether_tests::bins;
+use tether_tests::host_user::root_and_unprivileged;
 use tether_tests::hostile_text::{shown, unsafe_output};
 use tether_tests::terminal::run_on_a_terminal;
 
@@ -52,6 +53,9 @@ fn assert_shown(screen: &str, markers: &[&str]) {
 
 #[test]
 fn text_from_a_plugin_reaches_the_operators_terminal_escaped_in_every_tether_command() {
+    let _both = root_and_unprivileged(
+        "text_from_a_plugin_reaches_the_operators_terminal_escaped_in_every_tether_command",
+    );
     let launch = ["--cmd", HOSTILE, "--cookie", "BASIC_PLUGIN=hello"];
     let call = |method: &str, request: &str| {
         let mut args = vec!["-v", "call"];
@@ -126,6 +130,9 @@ fn text_from_a_plugin_reaches_the_operators_terminal_escaped_in_every_tether_com
 
 #[test]
 fn text_from_a_plugin_reaches_the_terminal_of_a_host_built_on_the_library_escaped() {
+    let _both = root_and_unprivileged(
+        "text_from_a_plugin_reaches_the_terminal_of_a_host_built_on_the_library_escaped",
+    );
     let mut command = Command::new(TEXT_HOST);
     command.arg(HOSTILE).env_remove("NO_COLOR");
     let (status, screen) = run_on_a_terminal(command, COMMAND_TIMEOUT);
