@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
@@ -12,6 +13,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::conn::{Conn, Io};
+use crate::repeated::{Admit, AndMore, DEFAULT_REPEATED_WARNING_INTERVAL, RepeatedWarning};
 
 /// How long one connection's TLS handshake may take before it is dropped.
 ///
@@ -128,6 +130,12 @@ async fn accept_loop(
     options: AcceptOptions,
     tx: mpsc::UnboundedSender<Result<Conn, Infallible>>,
 ) {
+    // A client can fail its handshake once per connection it opens.
+    let failed = Arc::new(RepeatedWarning::new(
+        "TLS handshake failed or timed out; connection dropped",
+        "a client",
+        DEFAULT_REPEATED_WARNING_INTERVAL,
+    ));
     loop {
         let accepted = tokio::select! {
             () = tx.closed() => return,
@@ -155,20 +163,20 @@ async fn accept_loop(
             Some(acceptor) => {
                 let handshake = acceptor.accept(stream);
                 let timeout = options.tls_handshake_timeout;
-                let tx = tx.clone();
+                let (tx, failed) = (tx.clone(), Arc::clone(&failed));
                 tokio::spawn(async move {
-                    match tokio::time::timeout(timeout, handshake).await {
+                    let error = match tokio::time::timeout(timeout, handshake).await {
                         Ok(Ok(tls)) => {
                             // Fails only when the server stopped meanwhile; the connection is
                             // then simply dropped.
                             let _ = tx.send(Ok(Conn::new(tls)));
+                            return;
                         }
-                        Ok(Err(error)) => {
-                            tracing::warn!(%error, "TLS handshake failed; connection dropped");
-                        }
-                        Err(_) => {
-                            tracing::warn!(?timeout, "TLS handshake timed out; connection dropped")
-                        }
+                        Ok(Err(error)) => error.to_string(),
+                        Err(_) => format!("no handshake within {timeout:?}"),
+                    };
+                    if let Admit::Log { held } = failed.admit(std::time::Instant::now()) {
+                        tracing::warn!(%error, "{}{}", failed.what(), AndMore(held));
                     }
                 });
             }

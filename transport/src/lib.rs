@@ -10,7 +10,8 @@
 //!   `dial`, on either side, in go-plugin's default mode or its multiplexed one
 //!   ([`BrokerMode`]); its [`GrpcBrokerConfig`], its [`GrpcBrokerError`], the [`Served`] handle.
 //! - [`GrpcService`] — the one bound for "a tonic service tether can serve".
-//! - The defaults of their timeouts and limits ([`DEFAULT_DIAL_TIMEOUT`], [`MAX_UNCLAIMED`], …).
+//! - The defaults of their timeouts and limits ([`DEFAULT_DIAL_TIMEOUT`], [`MAX_UNCLAIMED`],
+//!   [`DEFAULT_REPEATED_WARNING_INTERVAL`], …).
 //!
 //! # Internals (hidden from these docs; used by the sibling crates)
 //!
@@ -138,6 +139,7 @@ mod grpc_broker;
 #[doc(hidden)]
 pub mod internal;
 mod mux;
+mod repeated;
 mod service;
 mod yielding;
 
@@ -149,6 +151,7 @@ pub use grpc_broker::{
     DEFAULT_UNCLAIMED_TTL, GrpcBroker, GrpcBrokerConfig, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
 };
 pub use mux::BrokerMode;
+pub use repeated::DEFAULT_REPEATED_WARNING_INTERVAL;
 pub use service::GrpcService;
 
 // Internals: public for `tether-broker` and `tether-sdk` only.

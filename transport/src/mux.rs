@@ -29,6 +29,7 @@ use tokio_yamux::{Config, Control, Session};
 use crate::accept::{self, AcceptOptions, Incoming, Listener, StreamListener};
 use crate::conn::Io;
 use crate::internal::lock;
+use crate::repeated::{Admit, AndMore, DEFAULT_REPEATED_WARNING_INTERVAL, RepeatedWarning};
 
 /// Opens one byte stream for a gRPC connection (a yamux stream, after a knock when it is a
 /// brokered one). Called again whenever the channel reconnects.
@@ -81,6 +82,8 @@ struct Inner {
     dial_lock: tokio::sync::Mutex<()>,
     /// Set when the session has ended or was closed.
     ended: watch::Sender<bool>,
+    /// Streams the peer opened without knocking, logged at most once per interval.
+    unknocked: RepeatedWarning,
 }
 
 impl fmt::Debug for Mux {
@@ -112,6 +115,11 @@ impl Mux {
                 default: Mutex::new(None),
                 dial_lock: tokio::sync::Mutex::new(()),
                 ended: watch::channel(false).0,
+                unknocked: RepeatedWarning::new(
+                    "the peer opened a stream without knocking; closed",
+                    "the peer",
+                    DEFAULT_REPEATED_WARNING_INTERVAL,
+                ),
             }),
         }
     }
@@ -301,7 +309,9 @@ fn deliver(inner: &Inner, stream: Box<dyn Io>) {
         None => match &*lock(&inner.default) {
             Some(tx) => tx.send(stream).is_ok(),
             None => {
-                tracing::warn!("the peer opened a stream without knocking; closed");
+                if let Admit::Log { held } = inner.unknocked.admit(std::time::Instant::now()) {
+                    tracing::warn!("{}{}", inner.unknocked.what(), AndMore(held));
+                }
                 false
             }
         },

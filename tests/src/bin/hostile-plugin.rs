@@ -7,7 +7,9 @@
 //! - Server reflection lists a service whose name is hostile.
 //! - `proto.KV/Get` fails with a hostile gRPC message; first it writes a `[WARN]` line to
 //!   stderr and one to stdout (both through GRPCStdio).
-//! - `proto.KV/Put` of key `crash` writes a hostile stderr line and exits 3 during the call.
+//! - `proto.KV/Put` of key `crash` writes a hostile stderr line and exits 3 during the call;
+//!   of key `broker-flood:N` serves `N` fresh broker ids one after another, stopping each at
+//!   once: the host receives `N` connection infos nobody claims.
 //! - `tether.agent.v1.Executor/Execute` answers hostile strings (for JSON output).
 //! - `tether.agent.v1.Host/FetchArtifact` of name `flood:N` streams `N` chunks of
 //!   [`CHUNK_BYTES`] (`flood:0`: without end); `stall` sends one chunk and never ends.
@@ -41,10 +43,14 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let options = tether_sdk::ServeOptions::new("BASIC_PLUGIN", "hello").app_version(1);
-    tether_sdk::Plugin::new(options)
-        .add_service(KvServer::new(Hostile))
-        .add_service(ExecutorServer::new(Hostile))
-        .add_service(HostServer::new(Hostile))
+    let plugin = tether_sdk::Plugin::new(options);
+    let hostile = Hostile {
+        broker: plugin.broker(),
+    };
+    plugin
+        .add_service(KvServer::new(hostile.clone()))
+        .add_service(ExecutorServer::new(hostile.clone()))
+        .add_service(HostServer::new(hostile))
         .file_descriptor_set(tether_examples::kv::FILE_DESCRIPTOR_SET)
         .file_descriptor_set(tether_agent::v1::FILE_DESCRIPTOR_SET)
         .file_descriptor_set(hostile_service_descriptor())
@@ -89,7 +95,10 @@ fn hostile_service_descriptor() -> &'static [u8] {
     Box::leak(set.encode_to_vec().into_boxed_slice())
 }
 
-struct Hostile;
+#[derive(Clone)]
+struct Hostile {
+    broker: tether_sdk::GrpcBroker,
+}
 
 #[tonic::async_trait]
 impl Kv for Hostile {
@@ -100,7 +109,23 @@ impl Kv for Hostile {
     }
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<Empty>, Status> {
-        if request.into_inner().key == "crash" {
+        let key = request.into_inner().key;
+        if let Some(n) = key.strip_prefix("broker-flood:") {
+            let n: u32 = n
+                .parse()
+                .map_err(|_| Status::invalid_argument("broker-flood:N"))?;
+            for _ in 0..n {
+                let id = self.broker.next_id();
+                let served = self
+                    .broker
+                    .accept_and_serve(id, KvServer::new(self.clone()))
+                    .await
+                    .map_err(|e| Status::internal(e.to_string()))?;
+                served.stop().await;
+            }
+            return Ok(Response::new(Empty {}));
+        }
+        if key == "crash" {
             // Straight to the stderr pipe (GRPCStdio would not deliver it before the exit).
             let mut stderr = std::io::stderr().lock();
             let _ = writeln!(stderr, "{}", hostile("crash-stderr"));

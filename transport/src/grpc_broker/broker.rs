@@ -20,6 +20,7 @@ use crate::dial::Alive;
 use crate::error::GrpcBrokerError;
 use crate::internal::lock;
 use crate::mux::BrokerMode;
+use crate::repeated::RepeatedWarning;
 
 /// go-plugin's `GRPCBroker`: serve gRPC services to the peer on fresh ids, and dial the
 /// services the peer serves. Cheap to clone; all clones are one broker.
@@ -64,6 +65,48 @@ pub(super) struct Inner {
     pub(super) no_host_services: AtomicBool,
     /// Multiplexed mode: the dial waiting for the acknowledgement of its knock, by id.
     pub(super) acks: Mutex<HashMap<u32, oneshot::Sender<Knock>>>,
+    /// The warnings the peer can cause once per message, each logged at most once per
+    /// interval.
+    pub(super) warnings: PeerWarnings,
+}
+
+/// The warnings a peer's broker messages can cause again and again.
+pub(super) struct PeerWarnings {
+    /// A `ConnInfo` dropped: too many unclaimed.
+    pub(super) unclaimed_full: RepeatedWarning,
+    /// A knock dropped: too many for ids not served.
+    pub(super) knocks_full: RepeatedWarning,
+    /// A knock on a connection that does not multiplex.
+    pub(super) knock_unmultiplexed: RepeatedWarning,
+}
+
+impl PeerWarnings {
+    fn new(peer: &str, interval: std::time::Duration) -> Self {
+        Self {
+            unclaimed_full: RepeatedWarning::new(
+                "too many unclaimed broker ids; dropping this one",
+                peer,
+                interval,
+            ),
+            knocks_full: RepeatedWarning::new(
+                "too many knocks for ids not served; dropping this one",
+                peer,
+                interval,
+            ),
+            knock_unmultiplexed: RepeatedWarning::new(
+                "ignoring a multiplexing knock: this connection does not use multiplexing",
+                peer,
+                interval,
+            ),
+        }
+    }
+
+    /// Says how many of each were held back (the broker closes: nothing later would).
+    fn flush(&self) {
+        self.unclaimed_full.flush();
+        self.knocks_full.flush();
+        self.knock_unmultiplexed.flush();
+    }
 }
 
 /// The state of the peer's `StartStream` stream, for error messages.
@@ -113,9 +156,11 @@ impl GrpcBroker {
     pub fn new(peer: impl Into<String>, config: GrpcBrokerConfig) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let table = ConnInfoTable::new(config.unclaimed_ttl);
+        let peer = peer.into();
         Self {
             inner: Arc::new(Inner {
-                peer: peer.into(),
+                warnings: PeerWarnings::new(&peer, config.repeated_warning_interval),
+                peer,
                 config,
                 next_id: AtomicU32::new(1),
                 outbound: Mutex::new(Some(tx)),
@@ -172,6 +217,7 @@ impl GrpcBroker {
         served::stop_detached(&self.inner.detached);
         lock(&self.inner.table).clear();
         lock(&self.inner.acks).clear();
+        self.inner.warnings.flush();
     }
 
     /// Whether [`close`](Self::close) was called.

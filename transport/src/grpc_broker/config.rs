@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::accept::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
+use crate::repeated::DEFAULT_REPEATED_WARNING_INTERVAL;
 
 /// How long [`GrpcBroker::dial`](super::GrpcBroker::dial) waits for the peer's `ConnInfo` for
 /// an id (go-plugin: 5 s), or in the multiplexed mode for the acknowledgement of its knock
@@ -37,6 +38,7 @@ pub struct GrpcBrokerConfig {
     pub(super) connect_timeout: Duration,
     pub(super) stop_grace: Duration,
     pub(super) tls_handshake_timeout: Duration,
+    pub(super) repeated_warning_interval: Duration,
 }
 
 impl Default for GrpcBrokerConfig {
@@ -48,7 +50,7 @@ impl Default for GrpcBrokerConfig {
 impl GrpcBrokerConfig {
     /// The defaults: [`DEFAULT_DIAL_TIMEOUT`], [`DEFAULT_UNCLAIMED_TTL`],
     /// [`DEFAULT_BROKER_CONNECT_TIMEOUT`], [`DEFAULT_STOP_GRACE`] and
-    /// [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`].
+    /// [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`], [`DEFAULT_REPEATED_WARNING_INTERVAL`].
     pub fn new() -> Self {
         Self {
             dial_timeout: DEFAULT_DIAL_TIMEOUT,
@@ -56,6 +58,7 @@ impl GrpcBrokerConfig {
             connect_timeout: DEFAULT_BROKER_CONNECT_TIMEOUT,
             stop_grace: DEFAULT_STOP_GRACE,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            repeated_warning_interval: DEFAULT_REPEATED_WARNING_INTERVAL,
         }
     }
 
@@ -92,6 +95,12 @@ impl GrpcBrokerConfig {
     /// See [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`].
     pub fn tls_handshake_timeout(mut self, timeout: Duration) -> Self {
         self.tls_handshake_timeout = timeout;
+        self
+    }
+
+    /// See [`DEFAULT_REPEATED_WARNING_INTERVAL`].
+    pub fn repeated_warning_interval(mut self, interval: Duration) -> Self {
+        self.repeated_warning_interval = interval;
         self
     }
 }

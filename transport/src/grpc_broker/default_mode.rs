@@ -4,6 +4,7 @@
 //! connects.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tether_proto::handshake::Address;
 use tether_proto::plugin::ConnInfo;
@@ -18,6 +19,7 @@ use crate::bind;
 use crate::dial;
 use crate::error::GrpcBrokerError;
 use crate::internal::lock;
+use crate::repeated::{Admit, AndMore};
 
 /// A new listener for `id` as `listen` says, the address to announce, and the socket file to
 /// remove when serving ends.
@@ -108,12 +110,17 @@ pub(super) async fn dial(
 pub(super) fn receive(broker: &GrpcBroker, info: ConnInfo) {
     let id = info.service_id;
     if lock(&broker.inner.table).arrive(info, broker::now()) == Stored::Full {
-        tracing::warn!(
-            peer = broker.inner.peer,
-            id,
-            limit = MAX_UNCLAIMED,
-            "too many unclaimed broker ids; dropping this one"
-        );
+        let warning = &broker.inner.warnings.unclaimed_full;
+        if let Admit::Log { held } = warning.admit(Instant::now()) {
+            tracing::warn!(
+                peer = broker.inner.peer,
+                id,
+                limit = MAX_UNCLAIMED,
+                "{}{}",
+                warning.what(),
+                AndMore(held)
+            );
+        }
     }
 }
 

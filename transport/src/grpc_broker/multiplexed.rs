@@ -4,6 +4,7 @@
 
 use std::io::{self, ErrorKind};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tether_proto::plugin::ConnInfo;
 use tether_proto::plugin::conn_info::Knock;
@@ -19,6 +20,7 @@ use crate::dial;
 use crate::error::GrpcBrokerError;
 use crate::internal::lock;
 use crate::mux::{Mux, StreamOpener};
+use crate::repeated::{Admit, AndMore};
 
 /// Routes the streams knocked for `id` to a new listener, until the endpoint is dropped.
 pub(super) fn listen(mux: &Mux, id: u32) -> (Listener, Endpoint) {
@@ -122,11 +124,10 @@ fn acknowledge(broker: &GrpcBroker, mux: &Mux, id: u32) {
 pub(super) fn receive_knock(broker: &GrpcBroker, id: u32, knock: Knock) {
     let peer = &broker.inner.peer;
     let Some(mux) = broker.mux_setup() else {
-        tracing::warn!(
-            peer,
-            id,
-            "ignoring a multiplexing knock: this connection does not use multiplexing"
-        );
+        let warning = &broker.inner.warnings.knock_unmultiplexed;
+        if let Admit::Log { held } = warning.admit(Instant::now()) {
+            tracing::warn!(peer, id, "{}{}", warning.what(), AndMore(held));
+        }
         return;
     };
     if knock.ack {
@@ -153,12 +154,18 @@ pub(super) fn receive_knock(broker: &GrpcBroker, id: u32, knock: Knock) {
     // Not served yet: kept until it is (as go-plugin does), within the same limits as
     // unclaimed connection infos; the dialler gives up after its own timeout.
     if table.knock(id, broker::now()) == Stored::Full {
-        tracing::warn!(
-            peer,
-            id,
-            limit = MAX_UNCLAIMED,
-            "too many knocks for ids not served; dropping this one"
-        );
+        drop(table);
+        let warning = &broker.inner.warnings.knocks_full;
+        if let Admit::Log { held } = warning.admit(Instant::now()) {
+            tracing::warn!(
+                peer,
+                id,
+                limit = MAX_UNCLAIMED,
+                "{}{}",
+                warning.what(),
+                AndMore(held)
+            );
+        }
     }
 }
 
