@@ -1,5 +1,5 @@
 //! A plugin whose every output is hostile to its host (issue 22, holes 7 and 8): terminal
-//! escapes ([`hostile_text`]) in each text a plugin controls, and server streams of 1 MiB
+//! escapes ([`hostile_text`](tether_tests::hostile_text)) in each text a plugin controls, and server streams of 1 MiB
 //! messages.
 //!
 //! - Before the handshake: a stray stdout line, and stderr lines as plain text, as `[WARN]`
