@@ -67,11 +67,11 @@
 //! [`MemorySecretSource`]), starts a plugin on its first [`acquire`](Supervisor::acquire) (one
 //! process however many callers ask at once), stops it after its idle timeout, kills it when
 //! health checks find it hung or when its calls keep running out their deadline
-//! ([`DEFAULT_RECYCLE_AFTER_DEADLINES`](crate::supervisor::DEFAULT_RECYCLE_AFTER_DEADLINES), [`UseError::DeadlineExceeded`]), fails calls in flight
+//! ([`DEFAULT_RECYCLE_AFTER_DEADLINES`](crate::supervisor::DEFAULT_RECYCLE_AFTER_DEADLINES), [`UseErrorKind::DeadlineExceeded`](error::UseErrorKind::DeadlineExceeded)), fails calls in flight
 //! fast when it crashes
-//! ([`Lease::call`] → [`UseError::Crashed`]) and restarts it with exponential backoff up to
-//! the manifest's limit ([`UseError::KeepsCrashing`]). A plugin whose manifest requests a
-//! secret or config file that is not granted does not start ([`UseError::NotGranted`]).
+//! ([`Lease::call`] → [`UseErrorKind::Crashed`](error::UseErrorKind::Crashed)) and restarts it with exponential backoff up to
+//! the manifest's limit ([`UseErrorKind::KeepsCrashing`](error::UseErrorKind::KeepsCrashing)). A plugin whose manifest requests a
+//! secret or config file that is not granted does not start ([`UseErrorKind::NotGranted`](error::UseErrorKind::NotGranted)).
 //!
 //! # What the plugin gets
 //! - An environment with only [`DEFAULT_ENV_ALLOWLIST`](crate::launch::DEFAULT_ENV_ALLOWLIST), the names allowed with
@@ -191,7 +191,7 @@
 //! take these lines itself instead, as [`OutputLine`]s:
 //! [`output_sink`](PluginClientBuilder::output_sink).
 //!
-//! # Supervisor modes
+//! # Callback modes
 //! Callbacks ([`GrpcBroker`]) work in go-plugin's default mode — a unix socket in the private
 //! directory per served id — or, with [`multiplex(true)`](PluginClientBuilder::multiplex) and a
 //! plugin that accepts (go-plugin ≥ 1.6, tether SDK), in its multiplexed mode: one connection
@@ -213,13 +213,12 @@ pub mod supervisor;
 
 pub use callbacks::GrpcBroker;
 pub use catalog::{
-    Catalog, Delivery, DirSecretSource, EnvSecretSource, Grants, Manifest, MemorySecretSource,
-    SecretSource,
+    Catalog, DirSecretSource, EnvSecretSource, Grants, Manifest, MemorySecretSource, SecretSource,
 };
 pub use confine::{Confinement, Limits, SandboxMode};
 pub use error::{BoxError, ShutdownError, ShutdownOutcome, StartError, UseError};
 pub use launch::{
-    HandshakeConfig, OutputLimits, OutputLine, OutputSink, PluginClient, PluginClientBuilder,
-    ReattachConfig, ReattachedPlugin, Runtime, Timeouts,
+    Delivery, HandshakeConfig, OutputLimits, OutputLine, OutputSink, PluginClient,
+    PluginClientBuilder, ReattachConfig, ReattachedPlugin, Runtime, Timeouts,
 };
 pub use supervisor::{Lease, Supervisor, SupervisorBuilder};

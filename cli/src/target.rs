@@ -102,7 +102,7 @@ async fn launch_from_catalog(
     let m = install.manifest(plugin)?;
     install.check_binary(plugin)?;
     let builder =
-        tether_broker::catalog::launch(m, &install.grants, &install.secrets, &install.config)
+        tether_broker::supervisor::launch(m, &install.grants, &install.secrets, &install.config)
             .map_err(|e| CliError::Delivery {
                 plugin: plugin.to_owned(),
                 reason: e.to_string(),

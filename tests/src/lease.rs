@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use tether_broker::error::UseErrorKind;
 use tether_broker::{Lease, UseError};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
@@ -43,7 +44,7 @@ pub async fn kill_and_see_the_crash(lease: &Lease) {
         .await
         .expect_err("a call to a killed plugin fails");
     assert!(
-        matches!(&err, UseError::Crashed { status, .. } if std::os::unix::process::ExitStatusExt::signal(status) == Some(9)),
+        matches!(err.kind(), UseErrorKind::Crashed { status, .. } if std::os::unix::process::ExitStatusExt::signal(status) == Some(9)),
         "{err}"
     );
 }

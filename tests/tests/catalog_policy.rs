@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor, UseError};
+use tether_broker::error::UseErrorKind;
+use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor};
 use tether_tests::bins;
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
@@ -135,10 +136,10 @@ async fn a_name_claimed_by_two_manifests_starts_neither_through_the_library() {
             .any(|e| e.contains("probe-a.toml:1:8: key `name`")),
         "{located:?}"
     );
-    let broker = site.supervisor(Grants::new().secret("probe-a", "alpha"));
-    let err = broker.acquire("probe-a").await.unwrap_err();
-    assert!(matches!(err, UseError::UnknownPlugin { .. }), "{err:?}");
-    broker.shutdown().await;
+    let supervisor = site.supervisor(Grants::new().secret("probe-a", "alpha"));
+    let err = supervisor.acquire("probe-a").await.unwrap_err();
+    assert!(matches!(err.kind(), UseErrorKind::UnknownPlugin), "{err:?}");
+    supervisor.shutdown().await;
 }
 
 #[test]
@@ -243,20 +244,20 @@ fn a_secret_in_a_kubernetes_volume_layout_is_delivered_by_tether_call() {
 #[tokio::test]
 async fn a_secret_linked_out_of_the_source_does_not_start_the_plugin_through_the_library() {
     let (site, _outside) = link_site();
-    let broker = site.supervisor(
+    let supervisor = site.supervisor(
         Grants::new()
             .secret("probe-a", "alpha")
             .secret("probe-b", "bravo"),
     );
-    let err = broker.acquire("probe-b").await.unwrap_err();
-    assert!(matches!(err, UseError::Source { .. }), "{err:?}");
+    let err = supervisor.acquire("probe-b").await.unwrap_err();
+    assert!(matches!(err.kind(), UseErrorKind::Source { .. }), "{err:?}");
     let message = format!("{err}: {}", std::error::Error::source(&err).unwrap());
     assert!(
         message.contains("bravo") && message.contains("host-file"),
         "{message}"
     );
-    drop(broker.acquire("probe-a").await.unwrap());
-    broker.shutdown().await;
+    drop(supervisor.acquire("probe-a").await.unwrap());
+    supervisor.shutdown().await;
 }
 
 // Also found: grants-file errors were located by a text search and asked to fix the manifest.

@@ -13,7 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor, UseError};
+use tether_broker::error::UseErrorKind;
+use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 use tether_tests::peers::{self, GoPlugin};
@@ -79,7 +80,7 @@ fn assert_denied(result: Result<Vec<u8>, tonic::Status>, what: &str) {
     }
 }
 
-fn broker(world: &World, grants: Grants) -> Supervisor {
+fn supervisor(world: &World, grants: Grants) -> Supervisor {
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     assert!(catalog.errors().is_empty(), "{:?}", catalog.errors());
     let (delivery, run) = (world.delivery(), world.run());
@@ -99,10 +100,10 @@ async fn plugin_a_reads_only_what_it_was_granted(binary: &Path) {
     world.add_plugin(&PluginSpec::new("a", binary).secrets(&["a"]));
     world.add_plugin(&PluginSpec::new("b", binary).secrets(&["b"]));
     let grants = Grants::new().secret("a", "a").secret("b", "b");
-    let broker = broker(&world, grants);
+    let supervisor = supervisor(&world, grants);
 
-    let a = broker.acquire("a").await.unwrap();
-    let b = broker.acquire("b").await.unwrap();
+    let a = supervisor.acquire("a").await.unwrap();
+    let b = supervisor.acquire("b").await.unwrap();
 
     // A reads its own secret, through TETHER_SECRETS_DIR.
     assert_eq!(get(&a, "secret:a").await.unwrap(), b"alpha-secret");
@@ -193,7 +194,7 @@ async fn plugin_a_reads_only_what_it_was_granted(binary: &Path) {
     );
 
     drop((a, b));
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert_eq!(World::leftovers(&world.delivery()), Vec::<String>::new());
     assert_eq!(World::leftovers(&world.run()), Vec::<String>::new());
 }
@@ -240,10 +241,10 @@ async fn a_request_that_is_not_granted_stops_only_that_plugin() {
         .secret("a", "a")
         .secret("greedy", "a")
         .secret("unsourced", "c");
-    let broker = broker(&world, grants);
+    let supervisor = supervisor(&world, grants);
 
-    let err = broker.acquire("greedy").await.unwrap_err();
-    let UseError::NotGranted(refused) = &err else {
+    let err = supervisor.acquire("greedy").await.unwrap_err();
+    let UseErrorKind::NotGranted(refused) = err.kind() else {
         panic!("expected NotGranted, got {err}");
     };
     assert_eq!(
@@ -258,17 +259,18 @@ async fn a_request_that_is_not_granted_stops_only_that_plugin() {
             .starts_with("plugin `greedy` requests `secrets = [\"b\"]`"),
         "{err}"
     );
-    assert_eq!(broker.starts("greedy"), 0);
+    assert_eq!(supervisor.starts("greedy"), 0);
 
     // Granted, but the host's source has no such value.
-    let err = broker.acquire("unsourced").await.unwrap_err();
+    let err = supervisor.acquire("unsourced").await.unwrap_err();
     assert!(
-        matches!(&err, UseError::MissingValue { plugin, name, .. } if plugin == "unsourced" && name == "c"),
+        err.plugin() == "unsourced"
+            && matches!(err.kind(), UseErrorKind::MissingValue { name, .. } if name == "c"),
         "{err}"
     );
-    assert_eq!(broker.starts("unsourced"), 0);
+    assert_eq!(supervisor.starts("unsourced"), 0);
 
-    let a = broker.acquire("a").await.unwrap();
+    let a = supervisor.acquire("a").await.unwrap();
     assert_eq!(get(&a, "secret:a").await.unwrap(), b"alpha");
     // The SDK's error for a secret that was not delivered says what to do.
     let status = get(&a, "secret:b").await.unwrap_err();
@@ -277,7 +279,7 @@ async fn a_request_that_is_not_granted_stops_only_that_plugin() {
         "{status:?}"
     );
     drop(a);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
 }
 
 #[tokio::test]
@@ -287,12 +289,12 @@ async fn config_files_are_delivered_read_only_next_to_secrets() {
     world.add_plugin(&PluginSpec::new("a", PROBE).config(&["settings.json"]));
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     let delivery = world.delivery();
-    let broker = Supervisor::builder(catalog, world.state())
+    let supervisor = Supervisor::builder(catalog, world.state())
         .grants(Grants::new().config("a", "settings.json"))
         .config_source(DirSecretSource::new(world.config()))
         .customize(move |b| b.delivery_dir(&delivery))
         .build();
-    let a = broker.acquire("a").await.unwrap();
+    let a = supervisor.acquire("a").await.unwrap();
     assert_eq!(
         get(&a, "config:settings.json").await.unwrap(),
         b"{\"mode\":\"fast\"}"
@@ -309,7 +311,7 @@ async fn config_files_are_delivered_read_only_next_to_secrets() {
         "no secrets requested, no variable"
     );
     drop(a);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
 }
 
 #[tokio::test]
@@ -330,13 +332,13 @@ async fn a_tampered_binary_is_refused_with_both_hashes() {
     let mut bytes = std::fs::read(&bad).unwrap();
     bytes.push(0);
     std::fs::write(&bad, &bytes).unwrap();
-    let broker = broker(&world, Grants::new());
+    let supervisor = supervisor(&world, Grants::new());
 
-    let good = broker.acquire("good").await.unwrap();
+    let good = supervisor.acquire("good").await.unwrap();
     assert!(!get(&good, "pid:").await.unwrap().is_empty());
     drop(good);
 
-    let err = broker.acquire("bad").await.unwrap_err();
+    let err = supervisor.acquire("bad").await.unwrap_err();
     let text = err.to_string();
     assert!(text.contains(&hash), "{text}");
     assert!(
@@ -347,8 +349,8 @@ async fn a_tampered_binary_is_refused_with_both_hashes() {
         text.contains("plugin `bad` is refused before start"),
         "{text}"
     );
-    assert_eq!(broker.starts("bad"), 0);
-    broker.shutdown().await;
+    assert_eq!(supervisor.starts("bad"), 0);
+    supervisor.shutdown().await;
 }
 
 #[tokio::test]
@@ -357,19 +359,19 @@ async fn a_symlinked_binary_with_a_hash_is_refused() {
     let hash = tether_broker::confine::sha256_file(Path::new(PROBE)).unwrap();
     // Not copied: `bin/linked` is a symbolic link to the real binary.
     world.add_plugin(&PluginSpec::new("linked", PROBE).extra(&format!("sha256 = \"{hash}\"")));
-    let broker = broker(&world, Grants::new());
-    let err = broker.acquire("linked").await.unwrap_err();
+    let supervisor = supervisor(&world, Grants::new());
+    let err = supervisor.acquire("linked").await.unwrap_err();
     let text = err.to_string();
     assert!(text.contains("without following symbolic links"), "{text}");
-    assert_eq!(broker.starts("linked"), 0);
+    assert_eq!(supervisor.starts("linked"), 0);
 }
 
 #[tokio::test]
 async fn a_plugin_cannot_write_outside_its_own_directories() {
     let world = World::new();
     world.add_plugin(&PluginSpec::new("a", PROBE));
-    let broker = broker(&world, Grants::new());
-    let a = broker.acquire("a").await.unwrap();
+    let supervisor = supervisor(&world, Grants::new());
+    let a = supervisor.acquire("a").await.unwrap();
     let outside = world.secrets().join("planted");
     let err = put(&a, &format!("write:{}", outside.display()), b"x")
         .await
@@ -377,7 +379,7 @@ async fn a_plugin_cannot_write_outside_its_own_directories() {
     assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
     assert!(!outside.exists());
     drop(a);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
 }
 
 #[tokio::test]
@@ -391,8 +393,8 @@ async fn a_descriptor_the_host_leaks_is_closed_before_the_plugin_runs() {
     // SAFETY: dup of a valid descriptor; the copy is closed below.
     let leaked = unsafe { libc::dup(file.as_raw_fd()) };
     assert!(leaked > 2);
-    let broker = broker(&world, Grants::new());
-    let a = broker.acquire("a").await.unwrap();
+    let supervisor = supervisor(&world, Grants::new());
+    let a = supervisor.acquire("a").await.unwrap();
     let fds: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", a.pid()))
         .unwrap()
         .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
@@ -406,5 +408,5 @@ async fn a_descriptor_the_host_leaks_is_closed_before_the_plugin_runs() {
         marker.display()
     );
     drop(a);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
 }

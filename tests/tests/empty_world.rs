@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use base64::Engine as _;
-use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor, Timeouts, UseError};
+use tether_broker::error::UseErrorKind;
+use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor, Timeouts};
 use tether_tests::escape::HOST_ATTACKS;
 use tether_tests::host_user::{Host, root_and_unprivileged};
 use tether_tests::lease::get as lease_get;
@@ -317,8 +318,8 @@ async fn hole_2_a_plugin_cannot_change_the_metadata_of_files_outside_its_grants(
     site.plugin("attacker", PROBE, &[], "");
     site.plugin("sibling", PROBE, &["token"], "");
     site.grants("[plugins.sibling]\nsecrets = [\"token\"]\n");
-    let broker = site.supervisor(&[]);
-    let sibling = broker.acquire("sibling").await.unwrap();
+    let supervisor = site.supervisor(&[]);
+    let sibling = supervisor.acquire("sibling").await.unwrap();
     let bin = site.world.catalog().join("bin");
     let mut targets = vec![bin.join("attacker"), bin.join("sibling")];
     if let Some(secrets) = host_secrets_dir(&sibling, "sibling-token-2b7e").await {
@@ -333,7 +334,7 @@ async fn hole_2_a_plugin_cannot_change_the_metadata_of_files_outside_its_grants(
         }
     }
     let before: Vec<Stat> = targets.iter().map(|t| stat(t)).collect();
-    let attacker = broker.acquire("attacker").await.unwrap();
+    let attacker = supervisor.acquire("attacker").await.unwrap();
     let mut problems = Vec::new();
     for (target, before) in targets.iter().zip(&before) {
         let outcome = get(&attacker, &format!("metadata:{gid}:{}", target.display())).await;
@@ -350,7 +351,7 @@ async fn hole_2_a_plugin_cannot_change_the_metadata_of_files_outside_its_grants(
         }
     }
     drop((attacker, sibling));
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert!(problems.is_empty(), "{host:?}: {problems:#?}");
 }
 
@@ -365,10 +366,10 @@ async fn a_plugin_cannot_rewrite_a_catalog_binary_or_another_plugins_secret() {
     site.plugin("attacker", PROBE, &[], "");
     site.plugin("sibling", PROBE, &["token"], "");
     site.grants("[plugins.sibling]\nsecrets = [\"token\"]\n");
-    let broker = site.supervisor(&[]);
-    let sibling = broker.acquire("sibling").await.unwrap();
+    let supervisor = site.supervisor(&[]);
+    let sibling = supervisor.acquire("sibling").await.unwrap();
     let secrets = host_secrets_dir(&sibling, "sibling-token-5d1c").await;
-    let attacker = broker.acquire("attacker").await.unwrap();
+    let attacker = supervisor.acquire("attacker").await.unwrap();
     let mut targets = vec![site.world.catalog().join("bin/sibling")];
     targets.extend(secrets.iter().map(|dir| dir.join("token")));
     for target in targets {
@@ -385,7 +386,7 @@ async fn a_plugin_cannot_rewrite_a_catalog_binary_or_another_plugins_secret() {
     }
     assert_eq!(get(&sibling, "secret:token").await, "sibling-token-5d1c");
     drop((attacker, sibling));
-    broker.shutdown().await;
+    supervisor.shutdown().await;
 }
 
 // Hole 3: a sibling plugin's socket.
@@ -406,19 +407,19 @@ async fn attack_the_sibling(
     site.plugin("attacker", PROBE, &[], "");
     site.plugin("sibling", go.to_str().unwrap(), &["token"], "");
     site.grants("[plugins.sibling]\nsecrets = [\"token\"]\n");
-    let broker = site.supervisor(if plaintext { &["sibling"] } else { &[] });
-    let sibling = broker.acquire("sibling").await.unwrap();
+    let supervisor = site.supervisor(if plaintext { &["sibling"] } else { &[] });
+    let sibling = supervisor.acquire("sibling").await.unwrap();
     // The control: the sibling serves its secret to its host.
     assert_eq!(get(&sibling, "secret:token").await, SIBLING_SECRET);
     let private = get(&sibling, "env:PLUGIN_UNIX_SOCKET_DIR").await;
-    let attacker = broker.acquire("attacker").await.unwrap();
+    let attacker = supervisor.acquire("attacker").await.unwrap();
     let own = get(&attacker, "env:PLUGIN_UNIX_SOCKET_DIR").await;
     let private = (private != own).then_some(private);
     let sockets = get(&attacker, "sockets:").await;
     let stolen = get(&attacker, "steal:secret:token").await;
     eprintln!("{host:?}, plaintext {plaintext}: sockets:\n{sockets}\nsteal:\n{stolen}");
     drop((attacker, sibling));
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     (sockets, stolen, private)
 }
 
@@ -480,9 +481,9 @@ async fn a_plugin_cannot_signal_trace_or_read_a_sibling_plugin() {
     site.plugin("attacker", PROBE, &[], "");
     site.plugin("sibling", PROBE, &["token"], "");
     site.grants("[plugins.sibling]\nsecrets = [\"token\"]\n");
-    let broker = site.supervisor(&[]);
-    let sibling = broker.acquire("sibling").await.unwrap();
-    let attacker = broker.acquire("attacker").await.unwrap();
+    let supervisor = site.supervisor(&[]);
+    let sibling = supervisor.acquire("sibling").await.unwrap();
+    let attacker = supervisor.acquire("attacker").await.unwrap();
     let pid = sibling.pid();
     let secrets = get(&sibling, "env:TETHER_SECRETS_DIR").await;
     let mut outcomes = Vec::new();
@@ -502,12 +503,14 @@ async fn a_plugin_cannot_signal_trace_or_read_a_sibling_plugin() {
     ] {
         let outcome = match lease_get(&attacker, &key).await {
             Ok(value) => format!("ok {}", String::from_utf8_lossy(&value)),
-            Err(UseError::Call { status, .. }) => match status.code() {
-                tonic::Code::PermissionDenied => "EACCES".to_owned(),
-                tonic::Code::NotFound => "ESRCH".to_owned(),
-                _ => format!("allowed, then {}", status.message()),
+            Err(e) => match e.kind() {
+                UseErrorKind::Call { status } => match status.code() {
+                    tonic::Code::PermissionDenied => "EACCES".to_owned(),
+                    tonic::Code::NotFound => "ESRCH".to_owned(),
+                    _ => format!("allowed, then {}", status.message()),
+                },
+                _ => panic!("{key}: {e}"),
             },
-            Err(e) => panic!("{key}: {e}"),
         };
         outcomes.push((key, outcome));
     }
@@ -519,7 +522,7 @@ async fn a_plugin_cannot_signal_trace_or_read_a_sibling_plugin() {
         "{host:?}: the sibling did not survive the attacks ({after:?}): {outcomes:#?}"
     );
     drop((attacker, sibling));
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     // An attack of several steps names the step that failed (`pidfd_open: ESRCH`).
     let allowed: Vec<_> = outcomes
         .iter()
@@ -623,8 +626,8 @@ async fn hole_4_a_plugin_cannot_see_read_or_change_the_hosts_sysv_ipc() {
     let site = Site::new();
     site.plugin("attacker", PROBE, &[], "");
     site.grants("");
-    let broker = site.supervisor(&[]);
-    let attacker = broker.acquire("attacker").await.unwrap();
+    let supervisor = site.supervisor(&[]);
+    let attacker = supervisor.acquire("attacker").await.unwrap();
     let listed = get(&attacker, "sysv-list:").await;
     let key = ipc.key;
     let mut outcomes = Vec::new();
@@ -638,7 +641,7 @@ async fn hole_4_a_plugin_cannot_see_read_or_change_the_hosts_sysv_ipc() {
         outcomes.push(format!("{attack} -> {outcome}"));
     }
     drop(attacker);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     eprintln!("{host:?}: listed:\n{listed}\n{outcomes:#?}");
     let after = ipc.state();
     assert_eq!(
@@ -670,8 +673,8 @@ async fn a_plugin_cannot_open_the_hosts_posix_shared_memory() {
     let site = Site::new();
     site.plugin("attacker", PROBE, &[], "");
     site.grants("");
-    let broker = site.supervisor(&[]);
-    let attacker = broker.acquire("attacker").await.unwrap();
+    let supervisor = site.supervisor(&[]);
+    let attacker = supervisor.acquire("attacker").await.unwrap();
     let read = lease_get(&attacker, &format!("read:{}", shm.path().display())).await;
     let written = tether_tests::lease::put(
         &attacker,
@@ -680,7 +683,7 @@ async fn a_plugin_cannot_open_the_hosts_posix_shared_memory() {
     )
     .await;
     drop(attacker);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert!(
         read.is_err(),
         "{host:?}: the plugin read {}",
@@ -708,8 +711,8 @@ async fn hole_5_a_plugin_cannot_watch_the_host_read_secrets_nor_make_other_launc
     site.plugin("attacker", PROBE, &[], "");
     site.plugin("sibling", PROBE, &["token"], "");
     site.grants("[plugins.sibling]\nsecrets = [\"token\"]\n");
-    let broker = site.supervisor(&[]);
-    let attacker = broker.acquire("attacker").await.unwrap();
+    let supervisor = site.supervisor(&[]);
+    let attacker = supervisor.acquire("attacker").await.unwrap();
     let secrets = site.world.secrets();
     let mut watches = Vec::new();
     for dir in [secrets.to_str().unwrap(), "/tmp", "/dev/shm"] {
@@ -720,10 +723,10 @@ async fn hole_5_a_plugin_cannot_watch_the_host_read_secrets_nor_make_other_launc
     }
     // The host reads the sibling's secret from the source and makes its private and delivery
     // directories; inotify queues each event as it happens, before `acquire` returns.
-    let sibling = broker.acquire("sibling").await.unwrap();
+    let sibling = supervisor.acquire("sibling").await.unwrap();
     let events = get(&attacker, "inotify-events:").await;
     drop((attacker, sibling));
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     eprintln!("{host:?}: watches {watches:?}\nevents:\n{events}");
     // Any launch's private directory (`tether-XXXXXX`) or delivery directory
     // (`tether-delivery-XXXXXX`) on the host is another's: the attacker's own were made before
@@ -969,10 +972,10 @@ async fn a_plugin_sees_only_its_own_processes_and_no_other_command_line() {
         site.plugin(name, binary, &[], "");
     }
     site.grants("");
-    let broker = site.supervisor(&[]);
+    let supervisor = site.supervisor(&[]);
     let mut problems = Vec::new();
     for (name, _) in &probes {
-        let attacker = broker.acquire(name).await.unwrap();
+        let attacker = supervisor.acquire(name).await.unwrap();
         let seen = get(&attacker, "ps:").await;
         drop(attacker);
         problems.extend(
@@ -981,7 +984,7 @@ async fn a_plugin_sees_only_its_own_processes_and_no_other_command_line() {
                 .map(|p| format!("{name}: {p}")),
         );
     }
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert!(problems.is_empty(), "{host:?}: {problems:#?}");
 }
 

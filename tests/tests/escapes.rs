@@ -321,12 +321,12 @@ async fn a_plugin_run_as_another_user_reads_its_granted_secret_and_writes_its_st
     world.add_plugin(&PluginSpec::new("a", PROBE).secrets(&["token"]));
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     assert!(catalog.errors().is_empty(), "{:?}", catalog.errors());
-    let broker = Supervisor::builder(catalog, world.state())
+    let supervisor = Supervisor::builder(catalog, world.state())
         .grants(Grants::new().secret("a", "token"))
         .secrets(DirSecretSource::new(world.secrets()))
         .customize(|b| b.run_as(NOBODY.0, NOBODY.1))
         .build();
-    let a = broker.acquire("a").await.unwrap();
+    let a = supervisor.acquire("a").await.unwrap();
     let kv = || KvClient::new(a.channel());
     let get = |key: &str| {
         let mut kv = kv();
@@ -353,5 +353,5 @@ async fn a_plugin_run_as_another_user_reads_its_granted_secret_and_writes_its_st
         .unwrap_err();
     assert_eq!(source.code(), tonic::Code::PermissionDenied, "{source:?}");
     drop(a);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
 }

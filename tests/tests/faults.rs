@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use tether_broker::{
     Catalog, HandshakeConfig, Lease, PluginClient, ReattachConfig, ReattachedPlugin,
-    ShutdownOutcome, Supervisor, Timeouts, UseError, confine::ProcessLimit, launch::ReattachTls,
+    ShutdownOutcome, Supervisor, Timeouts, UseError, confine::ProcessLimit, error::UseErrorKind,
+    launch::ReattachTls,
 };
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
@@ -41,7 +42,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 /// The bound: calls in flight end this soon after their plugin died.
 const CRASH_NOTICED_WITHIN: Duration = Duration::from_secs(1);
 
-fn broker(world: &World) -> tether_broker::SupervisorBuilder {
+fn supervisor(world: &World) -> tether_broker::SupervisorBuilder {
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     assert!(catalog.errors().is_empty(), "{:?}", catalog.errors());
     let (delivery, run) = (world.delivery(), world.run());
@@ -64,15 +65,10 @@ fn sigkill(pid: u32) -> Instant {
 /// [`CRASH_NOTICED_WITHIN`] of `killed`.
 fn assert_crashed_by_sigkill(err: &UseError, plugin: &str, killed: Instant) {
     let took = killed.elapsed();
-    let UseError::Crashed {
-        plugin: name,
-        status,
-        ..
-    } = err
-    else {
+    let UseErrorKind::Crashed { status, .. } = err.kind() else {
         panic!("expected Crashed, got {err}");
     };
-    assert_eq!(name, plugin);
+    assert_eq!(err.plugin(), plugin);
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(status),
         Some(libc::SIGKILL),
@@ -91,8 +87,8 @@ fn assert_crashed_by_sigkill(err: &UseError, plugin: &str, killed: Instant) {
 async fn a_plugin_killed_during_a_server_stream_ends_the_call_within_a_second_with_its_status() {
     let world = World::new();
     world.add_plugin(&PluginSpec::new("s", STREAMS_PLUGIN));
-    let broker = broker(&world).build();
-    let lease = broker.acquire("s").await.unwrap();
+    let supervisor = supervisor(&world).build();
+    let lease = supervisor.acquire("s").await.unwrap();
     let pid = lease.pid();
     let killed = Arc::new(std::sync::OnceLock::new());
     let killed_in_call = Arc::clone(&killed);
@@ -117,7 +113,7 @@ async fn a_plugin_killed_during_a_server_stream_ends_the_call_within_a_second_wi
     assert_crashed_by_sigkill(&err, "s", *killed.get().expect("three numbers arrived"));
     drop(lease);
     // The host carries on: the next use starts the plugin again and streams.
-    let lease = broker.acquire("s").await.unwrap();
+    let lease = supervisor.acquire("s").await.unwrap();
     assert_ne!(lease.pid(), pid);
     let sum: i64 = lease
         .call(|channel| async move {
@@ -132,7 +128,7 @@ async fn a_plugin_killed_during_a_server_stream_ends_the_call_within_a_second_wi
         .unwrap();
     assert_eq!(sum, 6);
     drop(lease);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert!(procs::in_dir(&world.state().join("s")).is_empty());
     assert!(World::leftovers(&world.run()).is_empty());
 }
@@ -141,8 +137,8 @@ async fn a_plugin_killed_during_a_server_stream_ends_the_call_within_a_second_wi
 async fn a_plugin_killed_during_a_bidirectional_stream_ends_the_call_within_a_second() {
     let world = World::new();
     world.add_plugin(&PluginSpec::new("s", STREAMS_PLUGIN));
-    let broker = broker(&world).build();
-    let lease = broker.acquire("s").await.unwrap();
+    let supervisor = supervisor(&world).build();
+    let lease = supervisor.acquire("s").await.unwrap();
     let pid = lease.pid();
     let killed = Arc::new(std::sync::OnceLock::new());
     let killed_in_call = Arc::clone(&killed);
@@ -174,7 +170,7 @@ async fn a_plugin_killed_during_a_bidirectional_stream_ends_the_call_within_a_se
         .unwrap_err();
     assert_crashed_by_sigkill(&err, "s", *killed.get().expect("three answers arrived"));
     drop(lease);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert!(procs::in_dir(&world.state().join("s")).is_empty());
 }
 
@@ -226,24 +222,24 @@ async fn hanging_handlers_hit_their_deadline_and_the_plugin_is_recycled_after_th
     let world = World::new();
     world.add_plugin(&PluginSpec::new("s", STREAMS_PLUGIN));
     let call_timeout = Duration::from_millis(800);
-    let broker = broker(&world)
+    let supervisor = supervisor(&world)
         .call_timeout(call_timeout)
         .recycle_after_deadlines(2)
         .build();
-    let lease = broker.acquire("s").await.unwrap();
+    let lease = supervisor.acquire("s").await.unwrap();
     let hung = lease.pid();
     let exited = procs::pidfd(hung);
     let an_hour = 3_600_000;
 
     // 1. The request's own gRPC deadline fires (the plugin's server enforces it).
     let err = sleep_call(&lease, an_hour, Some(Duration::from_millis(200))).await;
-    let UseError::Call { status, .. } = &err else {
+    let UseErrorKind::Call { status, .. } = err.kind() else {
         panic!("expected the plugin's deadline status, got {err}");
     };
     assert_eq!(status.code(), tonic::Code::Cancelled, "{err}");
     assert_eq!(status.message(), "Timeout expired", "{err}");
     // One deadline is not yet a hang: the same process is still the plugin.
-    assert_eq!(broker.pid("s").await, Some(hung));
+    assert_eq!(supervisor.pid("s").await, Some(hung));
 
     // 2. A call without a gRPC deadline is abandoned by the host's call timeout; the second
     //    deadline in a row recycles the plugin.
@@ -251,7 +247,8 @@ async fn hanging_handlers_hit_their_deadline_and_the_plugin_is_recycled_after_th
     let err = sleep_call(&lease, an_hour, None).await;
     assert!(began.elapsed() >= call_timeout, "{err}");
     assert!(
-        matches!(err, UseError::DeadlineExceeded { ref plugin, timeout, recycled: true } if plugin == "s" && timeout == call_timeout),
+        err.plugin() == "s"
+            && matches!(*err.kind(), UseErrorKind::DeadlineExceeded { timeout, recycled: true } if timeout == call_timeout),
         "{err:?}"
     );
     assert!(err.to_string().contains("killed"), "{err}");
@@ -259,7 +256,7 @@ async fn hanging_handlers_hit_their_deadline_and_the_plugin_is_recycled_after_th
     drop(lease);
 
     // 3. The next use gets a fresh process, which answers.
-    let lease = broker.acquire("s").await.unwrap();
+    let lease = supervisor.acquire("s").await.unwrap();
     assert_ne!(lease.pid(), hung);
     lease
         .call(|channel| async move {
@@ -269,9 +266,9 @@ async fn hanging_handlers_hit_their_deadline_and_the_plugin_is_recycled_after_th
         })
         .await
         .unwrap();
-    assert_eq!(broker.starts("s"), 2);
+    assert_eq!(supervisor.starts("s"), 2);
     drop(lease);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert!(procs::in_dir(&world.state().join("s")).is_empty());
     assert!(World::leftovers(&world.run()).is_empty());
 }
@@ -431,8 +428,8 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
             .tables(&format!("[limits]\nprocesses = {BOMB_MAX_PROCESSES}")),
     );
     world.add_plugin(&PluginSpec::new("kv", bins::KV_PLUGIN.path()));
-    let broker = broker(&world).build();
-    let bomb = broker.acquire("bomb").await.unwrap();
+    let supervisor = supervisor(&world).build();
+    let bomb = supervisor.acquire("bomb").await.unwrap();
     let bomb_dir = world.state().join("bomb");
     let cgroup = match bomb.process_limit().clone() {
         ProcessLimit::Cgroup { max, dir } => {
@@ -502,7 +499,7 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
     }
 
     // The host, another plugin and the bombing plugin itself keep answering.
-    let kv = broker.acquire("kv").await.unwrap();
+    let kv = supervisor.acquire("kv").await.unwrap();
     kv.call(|channel| async move {
         KvClient::new(channel)
             .put(PutRequest {
@@ -526,7 +523,7 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
     drop((bomb, kv));
 
     // Stopping the plugin ends every process of the bomb and removes its group.
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     let left = procs::in_dir(&bomb_dir);
     assert!(left.is_empty(), "{} processes left behind", left.len());
     assert!(World::leftovers(&world.run()).is_empty());
@@ -541,8 +538,8 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
 async fn a_grandchild_that_left_the_plugins_process_group_still_ends_with_the_plugin() {
     let world = World::new();
     world.add_plugin(&PluginSpec::new("escape", PROBE));
-    let broker = broker(&world).build();
-    let plugin = broker.acquire("escape").await.unwrap();
+    let supervisor = supervisor(&world).build();
+    let plugin = supervisor.acquire("escape").await.unwrap();
     let dir = world.state().join("escape");
     let cgroup = match plugin.process_limit().clone() {
         ProcessLimit::Cgroup { dir, .. } => Some(dir),
@@ -586,13 +583,13 @@ async fn a_grandchild_that_left_the_plugins_process_group_still_ends_with_the_pl
             })
             .await;
         assert!(
-            matches!(&moved, Err(UseError::Call { status, .. }) if status.code() == tonic::Code::PermissionDenied),
+            matches!(moved.as_ref().map_err(UseError::kind), Err(UseErrorKind::Call { status, .. }) if status.code() == tonic::Code::PermissionDenied),
             "{moved:?}"
         );
         assert!(cgroups::procs(group).contains(&plugin.pid()));
     }
     drop(plugin);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     let left = procs::in_dir(&dir);
     if cgroup.is_none() {
         // Without a pids cgroup nothing reaches it: end it here.

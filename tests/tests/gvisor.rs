@@ -21,7 +21,7 @@ use tether_broker::launch::ReattachedOutcome;
 use tether_broker::launch::{GvisorOptions, Runner};
 use tether_broker::{
     Delivery, Grants, HandshakeConfig, PluginClient, PluginClientBuilder, ReattachConfig,
-    ReattachedPlugin, UseError,
+    ReattachedPlugin, error::UseErrorKind,
 };
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
@@ -533,11 +533,11 @@ async fn a_gvisor_plugin_that_crashes_fails_the_call_and_the_supervisor_restarts
     let lease = supervisor.acquire("a").await.unwrap();
     assert_eq!(lease_get(&lease, "secret:a").await.unwrap(), b"alpha");
     let err = lease_put(&lease, "crash:", b"").await.unwrap_err();
-    let UseError::Crashed {
+    let UseErrorKind::Crashed {
         status,
         stderr_tail,
         ..
-    } = &err
+    } = err.kind()
     else {
         panic!("expected Crashed, got {err}");
     };
@@ -807,7 +807,7 @@ async fn a_manifests_gvisor_table_limits_the_sandbox_and_a_plugin_past_its_memor
     };
     balloon("8").await.unwrap();
     let err = balloon("256").await.unwrap_err();
-    assert!(matches!(err, UseError::Crashed { .. }), "{err}");
+    assert!(matches!(err.kind(), UseErrorKind::Crashed { .. }), "{err}");
     drop(lease);
     // The next use starts it again, with the same limits.
     let lease = supervisor.acquire("a").await.unwrap();

@@ -17,7 +17,7 @@ use tether_broker::Grants;
 use tether_tests::world::{PluginSpec, World};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
-const BROKER_HOST: &str = env!("CARGO_BIN_EXE_broker-host");
+const SUPERVISOR_HOST: &str = env!("CARGO_BIN_EXE_supervisor-host");
 
 /// Generous bound for waits that end on an event.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -33,7 +33,7 @@ fn pidfd(pid: u32) -> OwnedFd {
     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap()
 }
 
-/// Issue 11, hole 4: `broker-host --put setsid:` starts plugin `a`, whose grandchild calls
+/// Issue 11, hole 4: `supervisor-host --put setsid:` starts plugin `a`, whose grandchild calls
 /// `setsid()` (a session and process group of its own, out of reach of any group kill). Returns
 /// the world, the host, the plugin's cgroup and the grandchild's pid.
 fn host_with_a_setsid_grandchild() -> (World, std::process::Child, std::path::PathBuf, u32) {
@@ -46,7 +46,7 @@ fn host_with_a_setsid_grandchild() -> (World, std::process::Child, std::path::Pa
         world.delivery(),
         world.run(),
     ];
-    let mut host = Command::new(BROKER_HOST)
+    let mut host = Command::new(SUPERVISOR_HOST)
         .args(["--put", "setsid:"])
         .args(dirs.iter().map(|d| d.as_os_str()))
         .arg("a")
@@ -176,9 +176,9 @@ async fn a_stale_cgroup_of_a_dead_host_with_a_live_process_is_killed_at_the_next
     );
     assert!(cgroup.exists());
 
-    let broker = world.supervisor(Grants::new()).build();
-    drop(broker.acquire("a").await.unwrap());
-    broker.shutdown().await;
+    let supervisor = world.supervisor(Grants::new()).build();
+    drop(supervisor.acquire("a").await.unwrap());
+    supervisor.shutdown().await;
     let gone = exits_within(&fd, PROCESSES_GONE_AFTER_HOST_DEATH);
     if !gone {
         let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);

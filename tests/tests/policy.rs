@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use tether_broker::catalog::Request;
-use tether_broker::{Catalog, Grants, Lease, Supervisor, UseError};
+use tether_broker::error::UseErrorKind;
+use tether_broker::{Catalog, Grants, Lease, Supervisor};
 use tether_examples::kv::GetRequest;
 use tether_examples::kv::kv_client::KvClient;
 use tether_tests::bins;
@@ -100,7 +101,7 @@ async fn each_loosening_without_its_grant_does_not_start_and_names_the_grants_li
         let (file, grants) = grants_file(&world, "[plugins.other]\nnetwork = \"host\"\n");
         let supervisor = supervisor(&world, grants);
         let err = supervisor.acquire("p").await.unwrap_err();
-        let UseError::NotGranted(refused) = &err else {
+        let UseErrorKind::NotGranted(refused) = err.kind() else {
             panic!("{asked}: expected NotGranted, got {err}");
         };
         assert_eq!(refused.request.grants_line(), line, "{asked}");
@@ -162,7 +163,7 @@ async fn a_granted_directory_does_not_cover_a_sibling_or_a_climb_out_of_it() {
     let grants = Grants::new().sandbox_allow_read("p", &granted);
     let err = supervisor(&world, grants).acquire("p").await.unwrap_err();
     assert!(
-        matches!(&err, UseError::NotGranted(r) if matches!(r.request, Request::SandboxAllowRead(_))),
+        matches!(err.kind(), UseErrorKind::NotGranted(r) if matches!(r.request, Request::SandboxAllowRead(_))),
         "{err}"
     );
 }

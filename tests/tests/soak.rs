@@ -78,20 +78,20 @@ fn zombie_children() -> Vec<u32> {
     zombies
 }
 
-/// Starts every plugin (a few at a time), puts and gets a value, and shuts the broker down.
+/// Starts every plugin (a few at a time), puts and gets a value, and shuts the supervisor down.
 async fn round(world: &World, round: usize) {
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     let (delivery, run) = (world.delivery(), world.run());
-    let broker = Supervisor::builder(catalog, world.state())
+    let supervisor = Supervisor::builder(catalog, world.state())
         .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
         .build();
     let names: Vec<String> = (0..PLUGINS).map(|i| format!("p{i:03}")).collect();
     for chunk in names.chunks(CONCURRENT_STARTS) {
         let calls = chunk.iter().map(|name| {
-            let broker = broker.clone();
+            let supervisor = supervisor.clone();
             let name = name.clone();
             tokio::spawn(async move {
-                let lease = broker.acquire(&name).await.unwrap();
+                let lease = supervisor.acquire(&name).await.unwrap();
                 let value = format!("{name} round {round}").into_bytes();
                 let put = PutRequest {
                     key: "k".into(),
@@ -114,7 +114,7 @@ async fn round(world: &World, round: usize) {
             call.await.unwrap();
         }
     }
-    broker.shutdown().await;
+    supervisor.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

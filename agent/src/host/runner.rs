@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use tether_broker::error::UseErrorKind;
 use tether_broker::{Supervisor, SupervisorBuilder, UseError};
 
 use super::latencies::Latencies;
@@ -100,14 +101,16 @@ pub async fn run(
         input = "{}".to_owned();
         for step in &workflow.steps {
             let began = Instant::now();
-            let unusable = |source| match source {
-                UseError::Call { status, .. } if status.code() == tonic::Code::Unimplemented => {
+            let unusable = |source: UseError| match source.kind() {
+                UseErrorKind::Call { status, .. }
+                    if status.code() == tonic::Code::Unimplemented =>
+                {
                     RunError::NotAnExecutor {
                         step: step.name.clone(),
                         plugin: step.plugin.clone(),
                     }
                 }
-                source => RunError::Step {
+                _ => RunError::Step {
                     step: step.name.clone(),
                     source: Box::new(source),
                 },

@@ -1,20 +1,16 @@
 //! A catalog: a directory of plugin manifests, one `*.toml` file per plugin.
 
 pub(crate) mod confinement;
-pub(crate) mod delivery;
 pub(crate) mod errors;
 pub(crate) mod grants;
 pub(crate) mod keys;
-pub(crate) mod launch;
 pub(crate) mod manifest;
 pub(crate) mod request;
 pub(crate) mod runner;
 pub(crate) mod secrets;
 pub(crate) mod text;
 
-pub use delivery::{Delivery, delivery_base};
 pub use grants::Grants;
-pub use launch::launch;
 pub use manifest::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
     DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN, Manifest, ManifestError, ManifestErrors,

@@ -1,27 +1,8 @@
 //! Text facts shared by the catalog's TOML files (manifests, grants): valid names, where a byte
 //! offset is (line, column, dotted key), and `${NAME}` expansion. Pure string functions.
 
-/// Longest plugin, secret or config name.
-pub const MAX_NAME_LEN: usize = 64;
-
-/// Checks a plugin, secret or config name: 1–[`MAX_NAME_LEN`] characters of ASCII letters,
-/// digits, `.`, `_` and `-`, not starting with `.` (so it is a safe file name).
-pub(crate) fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > MAX_NAME_LEN {
-        return Err(format!("must be 1 to {MAX_NAME_LEN} characters long"));
-    }
-    if name.starts_with('.')
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-    {
-        return Err(format!(
-            "`{}` is not a valid name: use ASCII letters, digits, `.`, `_` and `-`, not starting with `.`",
-            name.escape_debug()
-        ));
-    }
-    Ok(())
-}
+pub use crate::launch::delivery::MAX_NAME_LEN;
+pub(crate) use crate::launch::delivery::check_name;
 
 /// `name` as a TOML key: bare when it can be, else quoted.
 pub(crate) fn toml_key(name: &str) -> String {

@@ -7,7 +7,7 @@ use std::path::{Component, Path};
 use tether_proto::handshake::Address;
 use tether_transport::Target;
 
-use crate::error::AddressProblem;
+use crate::launch::error::AddressProblem;
 
 /// The lexical part of the address policy: a unix socket must lie inside `private_dir`
 /// (absolute, no `.`/`..`), a TCP address must be loopback.

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::catalog::delivery::Delivery;
 use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
 use crate::launch::client::PluginClient;
+use crate::launch::delivery::Delivery;
 use crate::launch::interpreted::runtime::Runtime;
 use crate::launch::output::limits::OutputLimits;
 use crate::launch::runner::options::Runner;
@@ -270,7 +270,7 @@ impl<H> PluginClientBuilder<H> {
     /// Everything that decides what the plugin may do, as one value (default
     /// [`Confinement::default`]: the strictest), replacing what was set before. The setters
     /// below change one part of it; a manifest's confinement arrives here whole (see
-    /// [`catalog::launch`](crate::catalog::launch)).
+    /// [`supervisor::launch`](crate::supervisor::launch)).
     ///
     /// ```
     /// use tether_broker::confine::{Confinement, NetworkMode};
@@ -461,7 +461,7 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
-    /// Where delivery directories are created (default [`delivery_base`](crate::catalog::delivery_base):
+    /// Where delivery directories are created (default [`delivery_base`](crate::launch::delivery_base):
     /// tmpfs where available).
     pub fn delivery_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.settings.delivery_dir = Some(dir.into());

@@ -13,8 +13,8 @@ use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenO
 use tonic::transport::Channel;
 
 use crate::confine::network::NetworkMode;
-use crate::error::{AddressProblem, Failure, Phase, StartErrorKind};
 use crate::launch::address;
+use crate::launch::error::{AddressProblem, Failure, Phase, StartErrorKind};
 use crate::launch::handshake::{Accepted, EXIT_SETTLE_TIMEOUT};
 use crate::launch::health::{self, HealthFailure};
 use crate::launch::launched::Launched;

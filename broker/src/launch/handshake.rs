@@ -15,7 +15,7 @@ use tether_proto::handshake::{self, Handshake, HandshakeError, MAX_LINE_LEN};
 use tether_proto::text::escape;
 use tokio::io::AsyncRead;
 
-use crate::error::{Failure, Incompatibility, OutputLimit, Phase, StartErrorKind};
+use crate::launch::error::{Failure, Incompatibility, OutputLimit, Phase, StartErrorKind};
 use crate::launch::launched::Launched;
 use crate::launch::output::{self, Line, LineReader};
 use crate::launch::settings::{HandshakeConfig, Settings};

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use tether_proto::tls::Identity;
 
-use crate::catalog::delivery::DeliveredDir;
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::janitor::Registration;
 use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::ProcessLimit;
 use crate::confine::process::ProcessGroup;
+use crate::launch::delivery::DeliveredDir;
 use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::Diagnose;
 use crate::launch::runner::process::spawn::PluginPipe;

@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use tokio::io::AsyncReadExt as _;
 
-use crate::error::{ShutdownError, StartError};
 use crate::launch::builder::PluginClientBuilder;
+use crate::launch::error::{ShutdownError, StartError};
 use crate::launch::launched::Spawned;
 use crate::launch::output::{self, SharedTail, StderrTail};
 use crate::launch::settings::HandshakeConfig;
-use crate::launch::start;
+use crate::launch::stages;
 
 /// Why [`PluginClientBuilder::run_to_exit`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +45,7 @@ impl PluginClientBuilder<HandshakeConfig> {
     pub async fn run_to_exit(self) -> Result<ExitStatus, RunOnceError> {
         let settings = self.settings;
         let name: Arc<str> = settings.display_name().into();
-        let (spawned, _) = start::launch(&settings, &self.handshake, &name, false)
+        let (spawned, _) = stages::launch(&settings, &self.handshake, &name, false)
             .await
             .map_err(|failure| StartError::new(&name, failure, None))?;
         let Spawned {

@@ -2,7 +2,7 @@
 //! system. From the settings, the handshake, the host's environment, the private and delivered
 //! directories and the TLS identity it computes the plugin's environment, its sandbox rules,
 //! what the janitor must clean up and its working directory. Pure: unit-tested without
-//! processes; the stages in [`start`](super::start) do the IO.
+//! processes; the stages in [`stages`](super::stages) do the IO.
 //!
 //! The working directory is always one the host chose for the plugin: the configured
 //! [`current_dir`](crate::PluginClientBuilder::current_dir) (an explicit grant), else the

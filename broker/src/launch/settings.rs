@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tether_proto::env::MagicCookie;
 
-use crate::catalog::delivery::Delivery;
 use crate::confine::confinement::Confinement;
+use crate::launch::delivery::Delivery;
 use crate::launch::interpreted::runtime::Runtime;
 use crate::launch::output::limits::OutputLimits;
 use crate::launch::runner::options::Runner;

@@ -11,7 +11,7 @@ use tether_proto::plugin::grpc_controller_client::GrpcControllerClient;
 use tonic::transport::Channel;
 
 use crate::confine::process::ProcessGroup;
-use crate::error::{ShutdownError, ShutdownOutcome};
+use crate::launch::error::{ShutdownError, ShutdownErrorKind, ShutdownOutcome};
 use crate::launch::launched::Launched;
 
 /// How long to wait for the plugin to be reaped after `SIGKILL` before giving up (a process in
@@ -42,11 +42,12 @@ impl Launched {
         let outcome = self.end_process(graceful).await?;
         if let Some(dir) = self.dir.take() {
             let path = dir.path().to_owned();
-            dir.close().map_err(|source| ShutdownError::Cleanup {
-                plugin: self.plugin.to_string(),
-                outcome,
-                dir: path,
-                source,
+            dir.close().map_err(|source| {
+                self.error(ShutdownErrorKind::Cleanup {
+                    outcome,
+                    dir: path,
+                    source,
+                })
             })?;
         }
         if let Some(janitor) = self.janitor.take() {
@@ -67,21 +68,20 @@ impl Launched {
             match self.group.exited_within(KILL_REAP_TIMEOUT).await {
                 Some(status) => ShutdownOutcome::Killed(status),
                 None => {
-                    return Err(ShutdownError::StillRunning {
-                        plugin: self.plugin.to_string(),
-                        pid: self.group.pid(),
+                    return Err(self.error(ShutdownErrorKind::StillRunning {
                         waited: KILL_REAP_TIMEOUT,
-                    });
+                    }));
                 }
             }
         };
         if let Some(dir) = self.dir.take() {
             let path = dir.path().to_owned();
-            dir.close().map_err(|source| ShutdownError::Cleanup {
-                plugin: self.plugin.to_string(),
-                outcome,
-                dir: path,
-                source,
+            dir.close().map_err(|source| {
+                self.error(ShutdownErrorKind::Cleanup {
+                    outcome,
+                    dir: path,
+                    source,
+                })
             })?;
         }
         if let Some(janitor) = self.janitor.take() {
@@ -131,31 +131,33 @@ impl Launched {
         }
         match self.group.exited_within(KILL_REAP_TIMEOUT).await {
             Some(status) => Ok(ShutdownOutcome::Killed(status)),
-            None => Err(ShutdownError::StillRunning {
-                plugin: plugin.to_owned(),
-                pid: self.group.pid(),
-                waited: KILL_REAP_TIMEOUT,
-            }),
+            None => Err(ShutdownError::new(
+                plugin,
+                self.group.pid(),
+                ShutdownErrorKind::StillRunning {
+                    waited: KILL_REAP_TIMEOUT,
+                },
+            )),
         }
     }
 
     fn check(&self) -> Result<Option<std::process::ExitStatus>, ShutdownError> {
-        self.group.check().map_err(|source| ShutdownError::Wait {
-            plugin: self.plugin.to_string(),
-            pid: self.group.pid(),
-            source,
-        })
+        self.group
+            .check()
+            .map_err(|source| self.error(ShutdownErrorKind::Wait { source }))
+    }
+
+    fn error(&self, kind: ShutdownErrorKind) -> ShutdownError {
+        ShutdownError::new(self.plugin.to_string(), self.group.pid(), kind)
     }
 
     fn signal(&self, signal: Signal, name: &'static str) -> Result<bool, ShutdownError> {
-        self.group
-            .signal(signal)
-            .map_err(|source| ShutdownError::Signal {
-                plugin: self.plugin.to_string(),
-                pid: self.group.pid(),
+        self.group.signal(signal).map_err(|source| {
+            self.error(ShutdownErrorKind::Signal {
                 signal: name,
                 source,
             })
+        })
     }
 
     /// The outcome when the plugin exited between two steps, just before a signal (`signal`

@@ -17,7 +17,7 @@ use crate::supervisor::supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEO
 use crate::supervisor::{Inner, Slot, SlotState, Supervisor};
 
 impl Supervisor {
-    /// A broker for `catalog`; each plugin's working (state) directory is
+    /// A supervisor for `catalog`; each plugin's working (state) directory is
     /// `state_dir/<plugin name>`, created on first start (mode `0700`).
     pub fn builder(catalog: Catalog, state_dir: impl Into<PathBuf>) -> SupervisorBuilder {
         SupervisorBuilder {
@@ -126,7 +126,7 @@ impl SupervisorBuilder {
         self
     }
 
-    /// Builds the broker. Nothing is started until first use.
+    /// Builds the supervisor. Nothing is started until first use.
     pub fn build(self) -> Supervisor {
         let slots = self
             .catalog

@@ -10,7 +10,7 @@ use tether_transport::internal::lock;
 
 use tonic::transport::Channel;
 
-use crate::error::UseError;
+use crate::supervisor::error::{UseError, UseErrorKind};
 use crate::supervisor::{Ended, Running};
 
 /// After a call fails, how long to wait for the plugin's exit to be noticed before reporting the
@@ -22,7 +22,7 @@ pub const CRASH_SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 pub const CRASH_STDERR_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// How long [`Lease::call`] waits for a call's answer before failing it with
-/// [`UseError::DeadlineExceeded`]. A host-side deadline: it holds even when the plugin ignores
+/// [`UseErrorKind::DeadlineExceeded`]. A host-side deadline: it holds even when the plugin ignores
 /// the gRPC deadline (`grpc-timeout`) a request carries. Give a call a shorter deadline with
 /// [`tonic::Request::set_timeout`]; override for all calls with [`SupervisorBuilder::call_timeout`](crate::supervisor::SupervisorBuilder::call_timeout).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -57,7 +57,7 @@ pub(super) fn lease(plugin: &str, running: &Arc<Running>) -> Lease {
 
 impl Lease {
     /// The gRPC channel to the plugin. Prefer [`call`](Self::call), which turns a crash during
-    /// the call into [`UseError::Crashed`].
+    /// the call into [`UseErrorKind::Crashed`].
     #[must_use]
     pub fn channel(&self) -> Channel {
         self.channel.clone()
@@ -77,8 +77,8 @@ impl Lease {
     }
 
     /// Runs one call (`f` gets the channel); if the plugin crashes or hangs meanwhile the call
-    /// fails at once with [`UseError::Crashed`] (exit status or signal and the tail of its
-    /// stderr) or [`UseError::Hung`]. `f` may hold a whole streaming conversation (open the
+    /// fails at once with [`UseErrorKind::Crashed`] (exit status or signal and the tail of its
+    /// stderr) or [`UseErrorKind::Hung`]. `f` may hold a whole streaming conversation (open the
     /// stream, read and write it, return the result): a crash ends it the same way.
     ///
     /// The call may take [`DEFAULT_CALL_TIMEOUT`] (see [`SupervisorBuilder::call_timeout`](crate::supervisor::SupervisorBuilder::call_timeout)); calls
@@ -86,7 +86,7 @@ impl Lease {
     /// ([`DEFAULT_RECYCLE_AFTER_DEADLINES`]).
     ///
     /// # Errors
-    /// As described, [`UseError::DeadlineExceeded`], or [`UseError::Call`] with the plugin's
+    /// As described, [`UseErrorKind::DeadlineExceeded`], or [`UseErrorKind::Call`] with the plugin's
     /// own error status.
     pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, UseError>
     where
@@ -106,11 +106,10 @@ impl Lease {
             Ok(result) => result,
             Err(_elapsed) => {
                 let recycled = self.count_deadline(true);
-                return Err(UseError::DeadlineExceeded {
-                    plugin: self.plugin.clone(),
-                    timeout,
-                    recycled,
-                });
+                return Err(UseError::new(
+                    &self.plugin,
+                    UseErrorKind::DeadlineExceeded { timeout, recycled },
+                ));
             }
         };
         match result {
@@ -120,10 +119,12 @@ impl Lease {
             }
             Err(status) => {
                 if self.count_deadline(ran_out_of_time(&status)) {
-                    return Err(UseError::Call {
-                        plugin: self.plugin.clone(),
-                        status: Box::new(status),
-                    });
+                    return Err(UseError::new(
+                        &self.plugin,
+                        UseErrorKind::Call {
+                            status: Box::new(status),
+                        },
+                    ));
                 }
                 // A transport error may arrive before the exit is noticed.
                 let end =
@@ -131,10 +132,12 @@ impl Lease {
                         .await;
                 match end {
                     Ok(Ok(end)) => Err(self.ended_error(end.clone())),
-                    _ => Err(UseError::Call {
-                        plugin: self.plugin.clone(),
-                        status: Box::new(status),
-                    }),
+                    _ => Err(UseError::new(
+                        &self.plugin,
+                        UseErrorKind::Call {
+                            status: Box::new(status),
+                        },
+                    )),
                 }
             }
         }
@@ -163,16 +166,15 @@ impl Lease {
     }
 
     fn ended_error(&self, ended: Option<Ended>) -> UseError {
-        let plugin = self.plugin.clone();
-        match ended {
-            Some(Ended::Crashed(status, stderr_tail)) => UseError::Crashed {
-                plugin,
+        let kind = match ended {
+            Some(Ended::Crashed(status, stderr_tail)) => UseErrorKind::Crashed {
                 status,
                 stderr_tail,
             },
-            Some(Ended::Hung(reason)) => UseError::Hung { plugin, reason },
-            Some(Ended::Stopped) | None => UseError::ShutDown { plugin },
-        }
+            Some(Ended::Hung(reason)) => UseErrorKind::Hung { reason },
+            Some(Ended::Stopped) | None => UseErrorKind::ShutDown,
+        };
+        UseError::new(&self.plugin, kind)
     }
 }
 

@@ -2,9 +2,10 @@
 //! idle, notices crashes and hangs, and restarts with exponential backoff.
 
 pub(crate) mod builder;
+pub(crate) mod error;
+pub(crate) mod launch;
 pub(crate) mod lease;
 mod restart;
-mod start;
 pub(crate) mod supervision;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -19,10 +20,11 @@ use tokio::sync::{Mutex, Notify, watch};
 use tonic::transport::Channel;
 
 use crate::catalog::manifest::Manifest;
-use crate::error::UseError;
 use crate::launch::client::PluginClient;
+use crate::supervisor::error::{UseError, UseErrorKind};
 use builder::Options;
 pub use builder::SupervisorBuilder;
+pub use launch::launch;
 use lease::lease;
 pub use lease::{
     CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
@@ -134,20 +136,16 @@ impl Supervisor {
     ///
     /// # Errors
     /// A [`UseError`]: unknown plugin, request not granted, missing secret, failed start, or
-    /// [`KeepsCrashing`](UseError::KeepsCrashing). After a crash this waits out the backoff.
+    /// [`KeepsCrashing`](UseErrorKind::KeepsCrashing). After a crash this waits out the backoff.
     pub async fn acquire(&self, name: &str) -> Result<Lease, UseError> {
         let slot = self
             .inner
             .slots
             .get(name)
-            .ok_or_else(|| UseError::UnknownPlugin {
-                plugin: name.to_owned(),
-            })?;
+            .ok_or_else(|| UseError::new(name, UseErrorKind::UnknownPlugin))?;
         let mut state = slot.state.lock().await;
         if state.shut_down {
-            return Err(UseError::ShutDown {
-                plugin: name.to_owned(),
-            });
+            return Err(UseError::new(name, UseErrorKind::ShutDown));
         }
         if let Some(running) = &state.running
             && running.ended.borrow().is_none()
@@ -181,7 +179,7 @@ impl Supervisor {
         Ok(lease)
     }
 
-    /// How many times plugin `name` has been started by this broker.
+    /// How many times plugin `name` has been started by this supervisor.
     #[must_use]
     pub fn starts(&self, name: &str) -> u64 {
         self.inner
@@ -202,7 +200,7 @@ impl Supervisor {
     }
 
     /// Stops every running plugin gracefully; later `acquire`s fail with
-    /// [`UseError::ShutDown`].
+    /// [`UseErrorKind::ShutDown`].
     pub async fn shutdown(&self) {
         for slot in self.inner.slots.values() {
             let running = {

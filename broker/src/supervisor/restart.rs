@@ -1,9 +1,9 @@
 //! The restart policy: crashes within the manifest's window, exponential backoff, and giving up
-//! ([`UseError::KeepsCrashing`]).
+//! ([`UseErrorKind::KeepsCrashing`]).
 
 use std::time::Instant;
 
-use crate::error::UseError;
+use crate::supervisor::error::{UseError, UseErrorKind};
 use crate::supervisor::{Slot, SlotState};
 
 impl crate::supervisor::Supervisor {
@@ -26,14 +26,16 @@ impl crate::supervisor::Supervisor {
         };
         let crashes = state.crashes.len();
         if crashes > usize::try_from(policy.max_restarts).unwrap_or(usize::MAX) {
-            return Err(UseError::KeepsCrashing {
-                plugin: slot.manifest.name.clone(),
-                crashes,
-                window: policy.window,
-                max_restarts: policy.max_restarts,
-                last_status: last.status,
-                stderr_tail: last.stderr_tail,
-            });
+            return Err(UseError::new(
+                &slot.manifest.name,
+                UseErrorKind::KeepsCrashing {
+                    crashes,
+                    window: policy.window,
+                    max_restarts: policy.max_restarts,
+                    last_status: last.status,
+                    stderr_tail: last.stderr_tail,
+                },
+            ));
         }
         let backoff = policy.backoff(u32::try_from(crashes).unwrap_or(u32::MAX));
         let wait = backoff.saturating_sub(last.at.elapsed());

@@ -99,7 +99,7 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
     }
 }
 
-/// Ends a hung plugin: no new leases get it, calls in flight fail with [`UseError::Hung`], and
+/// Ends a hung plugin: no new leases get it, calls in flight fail with [`UseErrorKind::Hung`](crate::error::UseErrorKind::Hung), and
 /// its process group is killed.
 async fn kill_hung(slot: &Slot, running: &Arc<Running>, reason: String) {
     let plugin = &slot.manifest.name;

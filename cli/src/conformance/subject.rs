@@ -100,7 +100,7 @@ impl Subject {
         let builder = match &self.catalog {
             Some((install, plugin)) => {
                 let m = install.manifest(plugin).map_err(|e| e.to_string())?;
-                tether_broker::catalog::launch(
+                tether_broker::supervisor::launch(
                     m,
                     &install.grants,
                     &install.secrets,

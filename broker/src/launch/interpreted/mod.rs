@@ -11,9 +11,9 @@ use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
 use crate::confine::sandbox::SandboxMode;
-use crate::error::{Failure, PluginOutput, StartErrorKind};
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::env;
+use crate::launch::error::{Failure, PluginOutput, StartErrorKind};
 use crate::launch::interpreted::runtime::{ResolvedRuntime, RuntimeError};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::options::Runner;

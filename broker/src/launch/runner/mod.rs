@@ -23,7 +23,7 @@
 //! of runners is closed (chosen by [`Runner`]), so the seam is one `match` in `start.rs` over
 //! that shared result type rather than a trait object.
 
-use crate::error::{Failure, StartErrorKind};
+use crate::launch::error::{Failure, StartErrorKind};
 
 pub(crate) mod gvisor;
 pub(crate) mod options;

@@ -18,14 +18,14 @@ use std::sync::{Arc, Mutex};
 use tether_transport::internal::lock;
 use tokio::process::Command;
 
-use crate::catalog::delivery::DeliveredDir;
 use crate::confine::NetworkMode;
 use crate::confine::container::Container;
 use crate::confine::janitor::Janitor;
 use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::ProcessLimit;
 use crate::confine::process::{ExitHook, ProcessGroup};
-use crate::error::{Failure, StartErrorKind};
+use crate::launch::delivery::DeliveredDir;
+use crate::launch::error::{Failure, StartErrorKind};
 use crate::launch::launched::{InForce, Launched, Resources, Spawned};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::private_dir::PrivateDir;

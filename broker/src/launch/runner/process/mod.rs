@@ -15,7 +15,7 @@ use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, Leader, ProcessGroup};
 use crate::confine::sandbox;
-use crate::error::{Failure, StartErrorKind};
+use crate::launch::error::{Failure, StartErrorKind};
 use crate::launch::launched::{InForce, Launched, Resources, Spawned};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::view::PluginView;

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use tether_proto::tls::Identity;
 
-use crate::catalog::delivery::{DeliveredDir, delivery_base};
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::user;
-use crate::error::{Failure, PluginOutput, StartError, StartErrorKind};
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::connect;
+use crate::launch::delivery::{DeliveredDir, delivery_base};
+use crate::launch::error::{Failure, PluginOutput, StartError, StartErrorKind};
 use crate::launch::handshake::{self, StrayOutput};
 use crate::launch::interpreted;
 use crate::launch::interpreted::runtime::ResolvedRuntime;

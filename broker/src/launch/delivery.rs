@@ -12,6 +12,28 @@ use tether_proto::ValueKind;
 use secrecy::{ExposeSecret as _, SecretSlice};
 use tempfile::TempDir;
 
+/// Longest plugin, secret or config name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Checks a plugin, secret or config name: 1–[`MAX_NAME_LEN`] characters of ASCII letters,
+/// digits, `.`, `_` and `-`, not starting with `.` (so it is a safe file name).
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!("must be 1 to {MAX_NAME_LEN} characters long"));
+    }
+    if name.starts_with('.')
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "`{}` is not a valid name: use ASCII letters, digits, `.`, `_` and `-`, not starting with `.`",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
 /// Values to deliver to one launch: `(name, value)` pairs.
 #[derive(Debug, Default)]
 pub struct Delivery {
@@ -121,8 +143,7 @@ fn write_all(
     let dir = parent.join(sub);
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     for (name, value) in values {
-        crate::catalog::text::check_name(name)
-            .map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
+        check_name(name).map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
         let mut file = std::fs::File::options()
             .write(true)
             .create_new(true)

@@ -1,18 +1,19 @@
 //! A catalog plugin's launch, as the operator's policy allows it: the manifest checked against
 //! the grants, its granted secrets and config fetched from their sources, and the manifest
-//! applied to a [`PluginClientBuilder`]. The one place where a manifest becomes a launch, used
-//! by the [`Supervisor`](crate::Supervisor) and the `tether` command alike.
+//! applied to a [`PluginClientBuilder`] ([`launch`]: the one place where a manifest becomes a
+//! launch, used by the [`Supervisor`](crate::Supervisor) and the `tether` command alike); and
+//! the supervisor's start of one, in its state directory.
 
 use tether_proto::ValueKind;
 
-use crate::catalog::delivery::Delivery;
 use crate::catalog::grants::Grants;
 use crate::catalog::manifest::Manifest;
 use crate::catalog::secrets::SecretSource;
-use crate::error::UseError;
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
+use crate::launch::delivery::Delivery;
 use crate::launch::settings::HandshakeConfig;
+use crate::supervisor::error::{UseError, UseErrorKind};
 
 /// The builder for `manifest`'s plugin, if `grants` allow what it requests (secrets, config
 /// and every loosening of its confinement: see [`Grants`]), with its secrets
@@ -20,8 +21,8 @@ use crate::launch::settings::HandshakeConfig;
 /// its own to decide (working directory, timeouts…) and starts it.
 ///
 /// # Errors
-/// [`UseError::NotGranted`] when the manifest requests something not granted;
-/// [`UseError::Source`] / [`UseError::MissingValue`] when a granted value cannot be read.
+/// [`UseErrorKind::NotGranted`] when the manifest requests something not granted;
+/// [`UseErrorKind::Source`] / [`UseErrorKind::MissingValue`] when a granted value cannot be read.
 pub fn launch(
     manifest: &Manifest,
     grants: &Grants,
@@ -64,17 +65,25 @@ fn fetch(
         for name in names {
             let value = source
                 .fetch(name)
-                .map_err(|source| UseError::Source {
-                    plugin: plugin.clone(),
-                    kind,
-                    name: name.clone(),
-                    source,
+                .map_err(|source| {
+                    UseError::new(
+                        plugin,
+                        UseErrorKind::Source {
+                            kind,
+                            name: name.clone(),
+                            source,
+                        },
+                    )
                 })?
-                .ok_or_else(|| UseError::MissingValue {
-                    plugin: plugin.clone(),
-                    kind,
-                    name: name.clone(),
-                    source_name: source.describe(),
+                .ok_or_else(|| {
+                    UseError::new(
+                        plugin,
+                        UseErrorKind::MissingValue {
+                            kind,
+                            name: name.clone(),
+                            source_name: source.describe(),
+                        },
+                    )
                 })?;
             delivery = match kind {
                 ValueKind::Secret => delivery.secret(name.clone(), value),
@@ -83,6 +92,41 @@ fn fetch(
         }
     }
     Ok(delivery)
+}
+
+impl crate::supervisor::Supervisor {
+    pub(super) async fn start(&self, manifest: &Manifest) -> Result<PluginClient, UseError> {
+        let inner = &self.inner;
+        let plugin = &manifest.name;
+        let mut builder = launch(
+            manifest,
+            &inner.options.grants,
+            &*inner.options.secrets,
+            &*inner.options.config,
+        )?;
+        let state_dir = inner.options.state_dir.join(plugin);
+        {
+            use std::os::unix::fs::DirBuilderExt as _;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&state_dir)
+                .map_err(|source| {
+                    UseError::new(
+                        plugin,
+                        UseErrorKind::StateDir {
+                            path: state_dir.clone(),
+                            source,
+                        },
+                    )
+                })?;
+        }
+        builder = builder.current_dir(&state_dir).working_dir_is_hosts();
+        if let Some(customize) = &inner.options.customize {
+            builder = customize(builder);
+        }
+        builder.start().await.map_err(UseError::from)
+    }
 }
 
 #[cfg(test)]
@@ -102,7 +146,10 @@ mod tests {
         let manifest = Manifest::parse(text, Path::new("/cat/a.toml")).unwrap();
         let none = MemorySecretSource::new();
         let refused = launch(&manifest, &Grants::new(), &none, &none).unwrap_err();
-        assert!(matches!(refused, UseError::NotGranted(_)), "{refused}");
+        assert!(
+            matches!(refused.kind(), UseErrorKind::NotGranted(_)),
+            "{refused}"
+        );
         let grants = Grants::new().confinement("a", manifest.confinement.clone());
         let builder = launch(&manifest, &grants, &none, &none).unwrap();
         assert_eq!(builder.settings.confinement, manifest.confinement);

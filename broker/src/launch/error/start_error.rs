@@ -9,8 +9,8 @@ use std::time::Duration;
 use tether_proto::handshake::HandshakeError;
 use tether_proto::text::escape;
 
-use crate::error::BoxError;
-pub use crate::error::refusal::{AddressProblem, Incompatibility};
+use super::refusal::{AddressProblem, Incompatibility};
+use tether_transport::BoxError;
 
 /// The phase of start-up in which a [`StartError`] happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

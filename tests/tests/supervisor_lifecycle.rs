@@ -10,16 +10,17 @@ use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tether_broker::{Catalog, Grants, UseError};
+use tether_broker::error::UseErrorKind;
+use tether_broker::{Catalog, Grants};
 use tether_tests::bins;
 use tether_tests::lease::{eventually, get, kill_and_see_the_crash, put};
 use tether_tests::procs;
 use tether_tests::world::{PluginSpec, World};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
-const BROKER_HOST: &str = env!("CARGO_BIN_EXE_broker-host");
+const SUPERVISOR_HOST: &str = env!("CARGO_BIN_EXE_supervisor-host");
 
-/// How long a test waits for something the broker does in the background.
+/// How long a test waits for something the supervisor does in the background.
 const DEADLINE: Duration = Duration::from_secs(10);
 
 fn pidfd(pid: u32) -> OwnedFd {
@@ -67,13 +68,13 @@ async fn a_job_calling_two_of_200_plugins_starts_exactly_two_processes() {
         (2, Some("command")),
         "{error}"
     );
-    let broker = world.supervisor(Grants::new()).build();
+    let supervisor = world.supervisor(Grants::new()).build();
 
     // The job: several concurrent uses of two plugins.
     let job = |name: &'static str, key: &'static str| {
-        let broker = broker.clone();
+        let supervisor = supervisor.clone();
         async move {
-            let lease = broker.acquire(name).await.unwrap();
+            let lease = supervisor.acquire(name).await.unwrap();
             put(&lease, key, b"v").await.unwrap();
             lease.pid()
         }
@@ -89,11 +90,11 @@ async fn a_job_calling_two_of_200_plugins_starts_exactly_two_processes() {
     assert!(pids[0] == pids[1] && pids[1] == pids[2], "{pids:?}");
     assert!(pids[3] == pids[4] && pids[0] != pids[3], "{pids:?}");
     let started: u64 = (0..200)
-        .map(|i| broker.starts(&format!("plugin-{i:03}")))
+        .map(|i| supervisor.starts(&format!("plugin-{i:03}")))
         .sum();
     assert_eq!(started, 2);
     assert_eq!(plugin_processes(&world), 2);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert_eq!(plugin_processes(&world), 0);
 }
 
@@ -114,9 +115,9 @@ async fn an_idle_plugin_stops_and_starts_again_on_the_next_use() {
             .secrets(&["a"])
             .extra("idle_timeout = \"300ms\""),
     );
-    let broker = world.supervisor(Grants::new().secret("a", "a")).build();
+    let supervisor = world.supervisor(Grants::new().secret("a", "a")).build();
 
-    let lease = broker.acquire("a").await.unwrap();
+    let lease = supervisor.acquire("a").await.unwrap();
     let first = lease.pid();
     assert_eq!(get(&lease, "secret:a").await.unwrap(), b"alpha");
     let exited = pidfd(first);
@@ -127,14 +128,14 @@ async fn an_idle_plugin_stops_and_starts_again_on_the_next_use() {
     })
     .await;
     assert!(World::leftovers(&world.run()).is_empty());
-    assert_eq!(broker.pid("a").await, None);
+    assert_eq!(supervisor.pid("a").await, None);
 
-    let lease = broker.acquire("a").await.unwrap();
+    let lease = supervisor.acquire("a").await.unwrap();
     assert_ne!(lease.pid(), first);
     assert_eq!(get(&lease, "secret:a").await.unwrap(), b"alpha");
-    assert_eq!(broker.starts("a"), 2);
+    assert_eq!(supervisor.starts("a"), 2);
     drop(lease);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert!(World::leftovers(&world.delivery()).is_empty());
 }
 
@@ -147,19 +148,18 @@ async fn a_crash_fails_the_call_with_its_status_and_stderr_then_the_plugin_resta
             .secrets(&["a"])
             .tables("[restart]\ninitial_backoff = \"10ms\""),
     );
-    let broker = world.supervisor(Grants::new().secret("a", "a")).build();
+    let supervisor = world.supervisor(Grants::new().secret("a", "a")).build();
 
-    let lease = broker.acquire("a").await.unwrap();
+    let lease = supervisor.acquire("a").await.unwrap();
     let err = put(&lease, "crash:", b"").await.unwrap_err();
-    let UseError::Crashed {
-        plugin,
+    let UseErrorKind::Crashed {
         status,
         stderr_tail,
-    } = &err
+    } = err.kind()
     else {
         panic!("expected Crashed, got {err}");
     };
-    assert_eq!((plugin.as_str(), status.code()), ("a", Some(3)));
+    assert_eq!((err.plugin(), status.code()), ("a", Some(3)));
     assert!(stderr_tail.contains("crashing on purpose"), "{err}");
     drop(lease);
     eventually("the crashed plugin's secrets are removed", DEADLINE, || {
@@ -168,16 +168,16 @@ async fn a_crash_fails_the_call_with_its_status_and_stderr_then_the_plugin_resta
     .await;
 
     // Restarted on the next use; killed from outside, the next call says so too.
-    let lease = broker.acquire("a").await.unwrap();
+    let lease = supervisor.acquire("a").await.unwrap();
     assert_eq!(get(&lease, "secret:a").await.unwrap(), b"alpha");
-    assert_eq!(broker.starts("a"), 2);
+    assert_eq!(supervisor.starts("a"), 2);
     kill_and_see_the_crash(&lease).await;
     drop(lease);
     eventually("the killed plugin's secrets are removed", DEADLINE, || {
         World::leftovers(&world.delivery()).is_empty()
     })
     .await;
-    broker.shutdown().await;
+    supervisor.shutdown().await;
     assert!(World::leftovers(&world.run()).is_empty());
 }
 
@@ -188,65 +188,65 @@ async fn a_plugin_that_keeps_crashing_is_not_restarted_forever() {
         &PluginSpec::new("a", PROBE)
             .tables("[restart]\nmax_restarts = 1\ninitial_backoff = \"10ms\"\nwindow = \"1m\""),
     );
-    let broker = world.supervisor(Grants::new()).build();
+    let supervisor = world.supervisor(Grants::new()).build();
     for _ in 0..2 {
-        let lease = broker.acquire("a").await.unwrap();
+        let lease = supervisor.acquire("a").await.unwrap();
         let err = put(&lease, "crash:", b"").await.unwrap_err();
-        assert!(matches!(err, UseError::Crashed { .. }), "{err}");
+        assert!(matches!(err.kind(), UseErrorKind::Crashed { .. }), "{err}");
     }
-    let err = broker.acquire("a").await.unwrap_err();
-    let UseError::KeepsCrashing {
+    let err = supervisor.acquire("a").await.unwrap_err();
+    let UseErrorKind::KeepsCrashing {
         crashes,
         max_restarts,
         ..
-    } = &err
+    } = err.kind()
     else {
         panic!("expected KeepsCrashing, got {err}");
     };
     assert_eq!((*crashes, *max_restarts), (2, 1));
     assert!(err.to_string().contains("keeps crashing"), "{err}");
     assert!(err.to_string().contains("crashing on purpose"), "{err}");
-    assert_eq!(broker.starts("a"), 2);
+    assert_eq!(supervisor.starts("a"), 2);
 }
 
 #[tokio::test]
 async fn a_hung_plugin_is_detected_by_health_checks_and_killed() {
     let world = World::new();
     world.add_plugin(&PluginSpec::new("a", PROBE));
-    let broker = world
+    let supervisor = world
         .supervisor(Grants::new())
         .health_interval(Duration::from_millis(200))
         .health_timeout(Duration::from_millis(300))
         .build();
-    let lease = broker.acquire("a").await.unwrap();
+    let lease = supervisor.acquire("a").await.unwrap();
     let exited = pidfd(lease.pid());
     let pid = rustix::process::Pid::from_raw(i32::try_from(lease.pid()).unwrap()).unwrap();
     // Frozen: it accepts nothing and answers nothing, but does not exit.
     rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
     let err = get(&lease, "pid:").await.unwrap_err();
-    assert!(matches!(err, UseError::Hung { .. }), "{err}");
+    assert!(matches!(err.kind(), UseErrorKind::Hung { .. }), "{err}");
     eventually("the hung plugin is killed", DEADLINE, || {
         has_exited(&exited)
     })
     .await;
     drop(lease);
-    let lease = broker.acquire("a").await.unwrap();
+    let lease = supervisor.acquire("a").await.unwrap();
     assert!(!get(&lease, "pid:").await.unwrap().is_empty());
     drop(lease);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_memory_balloon_is_stopped_by_its_limit_and_the_host_carries_on() {
     let world = World::new();
     world.add_plugin(&PluginSpec::new("a", PROBE).tables("[limits]\nmemory_mib = 1024"));
-    let broker = world.supervisor(Grants::new()).build();
-    let lease = broker.acquire("a").await.unwrap();
+    let supervisor = world.supervisor(Grants::new()).build();
+    let lease = supervisor.acquire("a").await.unwrap();
     // A small balloon fits…
     put(&lease, "balloon:", b"16").await.unwrap();
     // …one past the limit ends the plugin (the allocation fails: Rust aborts).
     let err = put(&lease, "balloon:", b"2048").await.unwrap_err();
-    let UseError::Crashed { status, .. } = &err else {
+    let UseErrorKind::Crashed { status, .. } = err.kind() else {
         panic!("expected Crashed, got {err}");
     };
     assert_eq!(
@@ -256,13 +256,13 @@ async fn a_memory_balloon_is_stopped_by_its_limit_and_the_host_carries_on() {
     );
     drop(lease);
     // The host is unaffected and the plugin usable again.
-    let lease = broker.acquire("a").await.unwrap();
+    let lease = supervisor.acquire("a").await.unwrap();
     put(&lease, "balloon:", b"16").await.unwrap();
     drop(lease);
-    broker.shutdown().await;
+    supervisor.shutdown().await;
 }
 
-/// Starts plugins `a` and `b` running `binary` in a `broker-host` process, kills the host
+/// Starts plugins `a` and `b` running `binary` in a `supervisor-host` process, kills the host
 /// with SIGKILL, and checks that plugins, grandchildren, sockets and secrets all go.
 fn host_sigkill_leaves_nothing(binary: &std::path::Path, processes_per_plugin: usize) {
     let world = World::new();
@@ -277,7 +277,7 @@ fn host_sigkill_leaves_nothing(binary: &std::path::Path, processes_per_plugin: u
         world.delivery(),
         world.run(),
     ];
-    let mut host = Command::new(BROKER_HOST)
+    let mut host = Command::new(SUPERVISOR_HOST)
         .args(dirs.iter().map(|d| d.as_os_str()))
         .args(["a", "b"])
         .stdout(Stdio::piped())
@@ -343,9 +343,9 @@ fn host_sigkill_leaves_nothing(binary: &std::path::Path, processes_per_plugin: u
     // now, and the next launch on this machine removes the groups of hosts that are gone.
     if !cgroups.is_empty() {
         tokio::runtime::Runtime::new().unwrap().block_on(async {
-            let broker = world.supervisor(Grants::new().secret("a", "a")).build();
-            drop(broker.acquire("a").await.unwrap());
-            broker.shutdown().await;
+            let supervisor = world.supervisor(Grants::new().secret("a", "a")).build();
+            drop(supervisor.acquire("a").await.unwrap());
+            supervisor.shutdown().await;
         });
         for dir in &cgroups {
             assert!(!dir.exists(), "{} left behind", dir.display());

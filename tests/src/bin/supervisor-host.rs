@@ -1,6 +1,6 @@
 //! A host that runs a catalog through a `tether_broker::Supervisor`, for the host-death tests.
 //!
-//! `broker-host [--put KEY] CATALOG STATE SECRETS DELIVERY RUN NAME...` grants every plugin
+//! `supervisor-host [--put KEY] CATALOG STATE SECRETS DELIVERY RUN NAME...` grants every plugin
 //! what its manifest requests (secrets from the directory SECRETS), starts the named plugins,
 //! asks each to start a grandchild with `Put KEY` (default `child:`; the Rust probe plugin
 //! does, e.g. `setsid:` for one that leaves the plugin's session; the Go one answers
@@ -22,7 +22,7 @@ async fn main() {
         "child:".to_owned()
     };
     let [catalog, state, secrets, delivery, run, names @ ..] = args.as_slice() else {
-        eprintln!("usage: broker-host [--put KEY] CATALOG STATE SECRETS DELIVERY RUN NAME...");
+        eprintln!("usage: supervisor-host [--put KEY] CATALOG STATE SECRETS DELIVERY RUN NAME...");
         std::process::exit(2);
     };
     let catalog = Catalog::load_dir(catalog.as_ref()).expect("catalog");
@@ -33,14 +33,14 @@ async fn main() {
         }
     }
     let (delivery, run) = (PathBuf::from(delivery), PathBuf::from(run));
-    let broker = Supervisor::builder(catalog, state)
+    let supervisor = Supervisor::builder(catalog, state)
         .grants(grants)
         .secrets(DirSecretSource::new(secrets))
         .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
         .build();
     let mut leases = Vec::new();
     for name in names {
-        let lease = broker.acquire(name).await.expect("plugin starts");
+        let lease = supervisor.acquire(name).await.expect("plugin starts");
         let child = KvClient::new(lease.channel())
             .put(PutRequest {
                 key: put_key.clone(),
