@@ -18,16 +18,11 @@
 
 export { Plugin, StopReason, HEALTH_SERVICE, DEFAULT_APP_VERSION, DEFAULT_SHUTDOWN_GRACE_MS, HOST_WATCH_INTERVAL_MS, BUILT_IN_SERVICES } from "./plugin.js";
 export type { PluginOptions } from "./plugin.js";
-export {
-  GRPCBroker,
-  Served,
-  HOST_SERVICES_ID,
-  DEFAULT_DIAL_TIMEOUT_MS,
-  DEFAULT_UNCLAIMED_TTL_MS,
-  MAX_UNCLAIMED,
-  KNOCK_RETRY_INTERVAL_MS,
-} from "./broker.js";
-export type { GrpcBrokerOptions, ConnInfo, Knock, ClientConstructor } from "./broker.js";
+export { GRPCBroker, Served, DEFAULT_DIAL_TIMEOUT_MS, DEFAULT_UNCLAIMED_TTL_MS } from "./broker.js";
+export type { GrpcBrokerOptions, ClientConstructor } from "./broker.js";
+export { HOST_SERVICES_ID, MAX_UNCLAIMED } from "./broker-stream.js";
+export type { ConnInfo, Knock } from "./broker-stream.js";
+export { KNOCK_RETRY_INTERVAL_MS } from "./knocks.js";
 export type { ServiceEntry } from "./endpoint.js";
 export { loadProto, serviceClient, PROTO_LOADER_OPTIONS, SDK_PROTO_DIR } from "./protos.js";
 export { secrets, config, GrantedFiles } from "./files.js";

@@ -11,9 +11,11 @@ import * as net from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 
-import { MAX_UNIX_PATH_BYTES } from "./broker.js";
 import { UNIX_SOCKET_DIR, UNIX_SOCKET_GROUP, type LaunchEnv } from "./env.js";
 import { LaunchError, ListenError } from "./errors.js";
+
+/** Longest unix socket path the kernel accepts (`sun_path` is 108 bytes with the NUL). */
+export const MAX_UNIX_PATH_BYTES = 107;
 
 /** A bound listener and what to remove when the plugin stops. */
 export interface Bound {
@@ -126,7 +128,8 @@ function giveToGroup(socketPath: string, group: string): void {
   }
 }
 
-function removeQuietly(file: string): void {
+/** Removes `file`, if it is still there. */
+export function removeQuietly(file: string): void {
   try {
     unlinkSync(file);
   } catch {

@@ -6,7 +6,9 @@ import { tmpdir } from "node:os";
 import * as path from "node:path";
 import * as grpc from "@grpc/grpc-js";
 
-import { GRPCBroker, HOST_SERVICES_ID, dialTarget, type ConnInfo } from "../src/broker.js";
+import { dialTarget } from "../src/announcements.js";
+import { GRPCBroker } from "../src/broker.js";
+import { HOST_SERVICES_ID, type ConnInfo } from "../src/broker-stream.js";
 import { GrpcBrokerError } from "../src/errors.js";
 import { MuxRouter } from "../src/mux.js";
 import { Session, type YamuxStream } from "../src/yamux.js";
