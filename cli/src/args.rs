@@ -132,9 +132,9 @@ pub(crate) struct RunArgs {
     pub(crate) artifacts: Option<PathBuf>,
 }
 
-/// Which plugin to launch and how.
+/// Which plugin: a command line and cookie, or a catalog plugin launched as its manifest says.
 #[derive(Debug, Args)]
-pub(crate) struct TargetArgs {
+pub(crate) struct PluginArgs {
     /// The plugin's command line, split like a shell would (e.g. "python3 kv_plugin.py").
     #[arg(
         long,
@@ -146,16 +146,23 @@ pub(crate) struct TargetArgs {
     /// The handshake's magic cookie, KEY=VALUE (e.g. BASIC_PLUGIN=hello).
     #[arg(long, value_name = "KEY=VALUE", requires = "cmd")]
     pub(crate) cookie: Option<String>,
-    /// Launch a plugin of the catalog DIR (the one --plugin names) as its manifest says
+    /// A plugin of the catalog DIR (the one --plugin names), launched as its manifest says
     /// (granted secrets included), instead of --cmd/--cookie. The older `--catalog DIR
     /// PLUGIN` is accepted too, without --plugin.
     #[arg(long, num_args = 1..=2, value_names = ["DIR", "PLUGIN"], conflicts_with_all = ["cmd", "cookie"])]
     pub(crate) catalog: Option<Vec<String>>,
-    /// The plugin of --catalog DIR to launch, by its manifest's name.
+    /// The plugin of --catalog DIR, by its manifest's name.
     #[arg(long, value_name = "NAME", requires = "catalog")]
     pub(crate) plugin: Option<String>,
     #[command(flatten)]
     pub(crate) install: InstallArgs,
+}
+
+/// Which plugin to launch and how.
+#[derive(Debug, Args)]
+pub(crate) struct TargetArgs {
+    #[command(flatten)]
+    pub(crate) which: PluginArgs,
     /// The plugin's working directory, granted to it read-write [default: none granted: the
     /// plugin starts in its private per-launch directory, removed at the end; never in the
     /// current directory].
@@ -245,27 +252,8 @@ pub(crate) struct InspectArgs {
 /// `tether conformance`: which plugin to check (see `conformance`), and the checks' timeouts.
 #[derive(Debug, Args)]
 pub(crate) struct ConformanceArgs {
-    /// The plugin's command line, split like a shell would (e.g. "python3 kv_plugin.py").
-    #[arg(
-        long,
-        value_name = "COMMAND",
-        required_unless_present = "catalog",
-        requires = "cookie"
-    )]
-    pub(crate) cmd: Option<String>,
-    /// The handshake's magic cookie, KEY=VALUE (e.g. BASIC_PLUGIN=hello).
-    #[arg(long, value_name = "KEY=VALUE", requires = "cmd")]
-    pub(crate) cookie: Option<String>,
-    /// Check a plugin of the catalog DIR (the one --plugin names) as its manifest says,
-    /// instead of --cmd/--cookie. The older `--catalog DIR PLUGIN` is accepted too, without
-    /// --plugin.
-    #[arg(long, num_args = 1..=2, value_names = ["DIR", "PLUGIN"], conflicts_with_all = ["cmd", "cookie"])]
-    pub(crate) catalog: Option<Vec<String>>,
-    /// The plugin of --catalog DIR to check, by its manifest's name.
-    #[arg(long, value_name = "NAME", requires = "catalog")]
-    pub(crate) plugin: Option<String>,
     #[command(flatten)]
-    pub(crate) install: InstallArgs,
+    pub(crate) which: PluginArgs,
     /// App protocol versions the plugin supports (repeatable; with --catalog the manifest's).
     #[arg(long = "app-version", value_name = "N", default_value = "1")]
     pub(crate) app_versions: Vec<u32>,

@@ -18,10 +18,7 @@ use crate::target;
 /// Launches the plugin, calls the method, prints the response(s), shuts the plugin down.
 pub(crate) async fn run(args: CallArgs) -> Result<(), CliError> {
     // Flags that do not fit together are reported before the arguments they displaced.
-    target::catalog_plugin(
-        args.target.catalog.as_deref(),
-        args.target.plugin.as_deref(),
-    )?;
+    args.target.which.choice()?;
     let (service, method_name) = split_method(&args.method)?;
     // Compile --proto files before launching anything: bad input costs no process.
     let from_files = if args.protos.is_empty() {

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder};
 
-use crate::args::TargetArgs;
+use crate::args::{PluginArgs, TargetArgs};
 use crate::catalog_origin::Origin;
 use crate::error::CliError;
 use crate::installation::Installation;
@@ -31,6 +31,34 @@ pub(crate) fn parse_command(cmd: &str) -> Result<(String, Vec<String>), CliError
     Ok((program, words))
 }
 
+/// The plugin the command line names.
+#[derive(Debug)]
+pub(crate) enum Choice<'a> {
+    /// `--catalog DIR --plugin NAME`, or the older `--catalog DIR NAME`.
+    Catalog { dir: &'a Path, plugin: &'a str },
+    /// `--cmd COMMAND --cookie KEY=VALUE`, as written.
+    Command { cmd: &'a str, cookie: &'a str },
+}
+
+impl PluginArgs {
+    /// Which plugin `--catalog`/`--plugin` or `--cmd`/`--cookie` name.
+    pub(crate) fn choice(&self) -> Result<Choice<'_>, CliError> {
+        if let Some((dir, plugin)) =
+            catalog_plugin(self.catalog.as_deref(), self.plugin.as_deref())?
+        {
+            return Ok(Choice::Catalog { dir, plugin });
+        }
+        match (&self.cmd, &self.cookie) {
+            (Some(cmd), Some(cookie)) => Ok(Choice::Command { cmd, cookie }),
+            // clap requires --cmd and --cookie unless --catalog is given.
+            _ => Err(CliError::BadCommand {
+                cmd: String::new(),
+                reason: "give --cmd and --cookie, or --catalog DIR --plugin NAME".to_owned(),
+            }),
+        }
+    }
+}
+
 /// The catalog directory and plugin of `--catalog DIR --plugin NAME`, or of the older
 /// `--catalog DIR NAME` (accepted without `--plugin`); `None` without `--catalog`.
 pub(crate) fn catalog_plugin<'a>(
@@ -55,17 +83,9 @@ pub(crate) fn catalog_plugin<'a>(
 
 /// Launches the plugin: spawn, handshake, AutoMTLS (unless `--plaintext`), health check.
 pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError> {
-    if let Some((dir, plugin)) =
-        catalog_plugin(target.catalog.as_deref(), target.plugin.as_deref())?
-    {
-        return launch_from_catalog(target, dir, plugin).await;
-    }
-    let (Some(cmd), Some(cookie)) = (&target.cmd, &target.cookie) else {
-        // clap requires --cmd and --cookie unless --catalog is given.
-        return Err(CliError::BadCommand {
-            cmd: String::new(),
-            reason: "give --cmd and --cookie, or --catalog DIR --plugin NAME".to_owned(),
-        });
+    let (cmd, cookie) = match target.which.choice()? {
+        Choice::Catalog { dir, plugin } => return launch_from_catalog(target, dir, plugin).await,
+        Choice::Command { cmd, cookie } => (cmd, cookie),
     };
     let (program, args) = parse_command(cmd)?;
     crate::binary::check_program(&program, std::env::var_os("PATH").as_deref())
@@ -98,7 +118,7 @@ async fn launch_from_catalog(
     dir: &Path,
     plugin: &str,
 ) -> Result<PluginClient, CliError> {
-    let install = Installation::load_dir(dir, Origin::Flag, &target.install)?;
+    let install = Installation::load_dir(dir, Origin::Flag, &target.which.install)?;
     let m = install.manifest(plugin)?;
     install.check_binary(plugin)?;
     let builder =

@@ -9,7 +9,7 @@ use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, SandboxM
 use crate::catalog_origin::Origin;
 use crate::error::CliError;
 use crate::installation::Installation;
-use crate::target::{catalog_plugin, parse_command, parse_cookie};
+use crate::target::{Choice, parse_command, parse_cookie};
 
 use crate::args::ConformanceArgs;
 
@@ -40,57 +40,50 @@ impl Subject {
             cmd: String::new(),
             reason: format!("cannot make a temporary working directory: {e}"),
         })?;
-        let timeouts = (args.start_timeout, args.grace, args.host_death_timeout);
-        let mut subject = if let Some((dir, plugin)) =
-            catalog_plugin(args.catalog.as_deref(), args.plugin.as_deref())?
-        {
-            let install = Installation::load_dir(dir, Origin::Flag, &args.install)?;
-            let m = install.manifest(plugin)?.clone();
-            Self {
-                name: format!("{plugin} (catalog {})", dir.display()),
-                program: m.command.clone(),
-                args: m.args.clone(),
-                cookie_key: m.cookie_key.clone(),
-                cookie_value: m.cookie_value.clone(),
-                app_versions: m.app_versions.clone(),
-                current_dir: None,
-                start_timeout: timeouts.0.into(),
-                grace: timeouts.1.into(),
-                host_death_timeout: timeouts.2.into(),
-                catalog: Some((install, plugin.to_owned())),
-                _work: work,
-            }
-        } else {
-            let (Some(cmd), Some(cookie)) = (&args.cmd, &args.cookie) else {
-                return Err(CliError::BadCommand {
-                    cmd: String::new(),
-                    reason: "give --cmd and --cookie, or --catalog DIR --plugin NAME".to_owned(),
-                });
+        let (name, program, words, (cookie_key, cookie_value), app_versions, catalog) =
+            match args.which.choice()? {
+                Choice::Catalog { dir, plugin } => {
+                    let install = Installation::load_dir(dir, Origin::Flag, &args.which.install)?;
+                    let m = install.manifest(plugin)?.clone();
+                    (
+                        format!("{plugin} (catalog {})", dir.display()),
+                        m.command,
+                        m.args,
+                        (m.cookie_key, m.cookie_value),
+                        m.app_versions,
+                        Some((install, plugin.to_owned())),
+                    )
+                }
+                Choice::Command { cmd, cookie } => {
+                    let (program, words) = parse_command(cmd)?;
+                    let (key, value) = parse_cookie(cookie)?;
+                    // The launches run in a temporary working directory (plugins such as the
+                    // examples keep data in theirs): relative paths of the user's (`./plugin`,
+                    // `python3 plugin.py`) are made absolute.
+                    (
+                        cmd.to_owned(),
+                        PathBuf::from(absolute_if_relative_path(&program)),
+                        words.iter().map(|w| absolute_if_relative_path(w)).collect(),
+                        (key.to_owned(), value.to_owned()),
+                        args.app_versions.clone(),
+                        None,
+                    )
+                }
             };
-            let (program, words) = parse_command(cmd)?;
-            let (key, value) = parse_cookie(cookie)?;
-            // The launches run in a temporary working directory (plugins such as the examples
-            // keep data in theirs): relative paths of the user's (`./plugin`, `python3
-            // plugin.py`) are made absolute.
-            let program = absolute_if_relative_path(&program);
-            let words = words.iter().map(|w| absolute_if_relative_path(w)).collect();
-            Self {
-                name: cmd.clone(),
-                program: PathBuf::from(program),
-                args: words,
-                cookie_key: key.to_owned(),
-                cookie_value: value.to_owned(),
-                app_versions: args.app_versions.clone(),
-                current_dir: None,
-                start_timeout: timeouts.0.into(),
-                grace: timeouts.1.into(),
-                host_death_timeout: timeouts.2.into(),
-                catalog: None,
-                _work: work,
-            }
-        };
-        subject.current_dir = Some(subject._work.path().to_owned());
-        Ok(subject)
+        Ok(Self {
+            name,
+            program,
+            args: words,
+            cookie_key,
+            cookie_value,
+            app_versions,
+            current_dir: Some(work.path().to_owned()),
+            start_timeout: args.start_timeout.into(),
+            grace: args.grace.into(),
+            host_death_timeout: args.host_death_timeout.into(),
+            catalog,
+            _work: work,
+        })
     }
 
     /// A `tether_broker` launch of the plugin: the manifest's (sandbox, grants) for a catalog
