@@ -8,7 +8,7 @@
 //! ([`NotGranted`] names the grants line to add).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -21,6 +21,7 @@ use crate::catalog::request::{NotGranted, Request};
 use crate::catalog::text::{check_name, line_column, toml_key};
 use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
+use crate::confine::paths::normalized;
 use crate::confine::sandbox::SandboxMode;
 use crate::confine::seccomp::SeccompMode;
 
@@ -408,21 +409,6 @@ fn covers(granted: &Path, requested: &Path) -> bool {
 
 fn resolved(path: &Path) -> PathBuf {
     path.canonicalize().unwrap_or_else(|_| normalized(path))
-}
-
-/// `path` with `.` and `..` removed lexically.
-fn normalized(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -469,7 +469,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::catalog::text::expand_env;
+    use crate::catalog::text::{expand_env, toml_string};
     use crate::confine::network::NetworkMode;
     use crate::confine::sandbox::SandboxMode;
     use crate::confine::seccomp::SeccompMode;
@@ -726,21 +726,6 @@ initial_backoff = "50ms"
         app_versions: Vec<u32>,
         memory_mib: Option<u64>,
         max_restarts: Option<u32>,
-    }
-
-    /// A TOML basic string: quotes, backslashes and control characters escaped.
-    fn toml_string(s: &str) -> String {
-        let mut out = String::from("\"");
-        for c in s.chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-        out
     }
 
     fn toml_list(items: &[String]) -> String {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use tether_proto::ValueKind;
 
+use crate::catalog::text::toml_string;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::SandboxMode;
 use crate::confine::seccomp::SeccompMode;
@@ -73,21 +74,6 @@ impl fmt::Display for Request {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.grants_line())
     }
-}
-
-/// A TOML basic string.
-fn toml_string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Something a plugin's manifest asks for that the operator's policy does not grant: the

@@ -1,5 +1,6 @@
-//! Text facts shared by the catalog's TOML files (manifests, grants): valid names, where a byte
-//! offset is (line, column, dotted key), and `${NAME}` expansion. Pure string functions.
+//! Text facts shared by the catalog's TOML files (manifests, grants): valid names, keys and
+//! strings written as TOML, where a byte offset is (line, column, dotted key), and `${NAME}`
+//! expansion. Pure string functions.
 
 pub use crate::launch::delivery::MAX_NAME_LEN;
 pub(crate) use crate::launch::delivery::check_name;
@@ -15,6 +16,14 @@ pub(crate) fn toml_key(name: &str) -> String {
     } else {
         format!("{name:?}")
     }
+}
+
+/// `s` as a TOML basic string (`"…"`, escaped by toml's own writer).
+pub(crate) fn toml_string(s: &str) -> String {
+    use toml_writer::ToTomlValue as _;
+    toml_writer::TomlStringBuilder::new(s)
+        .as_basic()
+        .to_toml_value()
 }
 
 /// 1-based line and column of byte `offset` in `text`.
@@ -101,4 +110,27 @@ pub(crate) fn expand_env(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_toml_string_reads_back_as_the_same_text_whatever_it_holds() {
+        let texts = [
+            "/opt/py",
+            r#"a "quoted" \ path"#,
+            "line\nbreak\ttab",
+            "nul\0 del\u{7f} esc\u{1b}",
+            "ünï ✓",
+        ];
+        for text in texts {
+            let line = format!("v = {}", toml_string(text));
+            assert!(line.starts_with("v = \""), "a basic string: {line}");
+            let table: toml::Table =
+                toml::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(table["v"].as_str(), Some(text), "{line}");
+        }
+    }
 }

@@ -10,6 +10,7 @@ pub(crate) mod integrity;
 pub(crate) mod janitor;
 pub(crate) mod netns;
 pub mod network;
+pub(crate) mod paths;
 pub(crate) mod pids;
 pub(crate) mod process;
 pub(crate) mod sandbox;

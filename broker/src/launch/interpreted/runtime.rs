@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::confine::paths::normalized;
+
 /// Most bytes of the interpreter's answer read; a longer answer is refused.
 pub const MAX_RUNTIME_ANSWER_LEN: usize = 64 * 1024;
 
@@ -390,21 +392,6 @@ pub(crate) fn narrow_enough(path: &Path) -> bool {
         .filter(|c| matches!(c, Component::Normal(_)))
         .count();
     normal.is_absolute() && (depth >= 2 || normal == Path::new("/usr"))
-}
-
-/// `path` with `.` and `..` removed lexically.
-fn normalized(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
