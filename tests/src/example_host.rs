@@ -9,16 +9,45 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::procs;
+use crate::peers::{self, GoPlugin};
+use crate::{bins, procs};
 
 /// Both kinds of host exit with this status for `get` of a missing key.
 pub const EXIT_NOT_FOUND: i32 = 3;
+
+/// The contract an example host and plugin speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contract {
+    /// go-plugin's `examples/grpc`: `put KEY VALUE`, `get KEY`.
+    Kv,
+    /// go-plugin's `examples/bidirectional`: `put KEY N` adds through a callback, `get KEY`.
+    Counter,
+}
+
+impl Contract {
+    /// The environment variable that gives the host its plugin's command line.
+    fn plugin_var(self) -> &'static str {
+        match self {
+            Self::Kv => "KV_PLUGIN",
+            Self::Counter => "COUNTER_PLUGIN",
+        }
+    }
+}
+
+/// Which side of a round trip a go-plugin peer plays; tether's example plays the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoSide {
+    /// go-plugin's plugin under tether's example host.
+    Plugin,
+    /// go-plugin's host launching tether's example plugin.
+    Host,
+}
 
 /// An example host program and the plugin it is told to launch.
 #[derive(Debug, Clone)]
 pub struct ExampleHost {
     program: PathBuf,
-    plugin_var: &'static str,
+    contract: Contract,
     plugin: OsString,
     options: Vec<String>,
 }
@@ -27,23 +56,25 @@ impl ExampleHost {
     /// A KV host launching `plugin` (a command line: `KV_PLUGIN`).
     #[must_use]
     pub fn kv(program: impl Into<PathBuf>, plugin: impl Into<OsString>) -> Self {
-        Self::new(program, "KV_PLUGIN", plugin)
+        Self::new(Contract::Kv, program, plugin)
     }
 
     /// A counter host launching `plugin` (a command line: `COUNTER_PLUGIN`).
     #[must_use]
     pub fn counter(program: impl Into<PathBuf>, plugin: impl Into<OsString>) -> Self {
-        Self::new(program, "COUNTER_PLUGIN", plugin)
+        Self::new(Contract::Counter, program, plugin)
     }
 
-    fn new(
+    /// A `contract` host launching `plugin` (a command line).
+    #[must_use]
+    pub fn new(
+        contract: Contract,
         program: impl Into<PathBuf>,
-        plugin_var: &'static str,
         plugin: impl Into<OsString>,
     ) -> Self {
         Self {
             program: program.into(),
-            plugin_var,
+            contract,
             plugin: plugin.into(),
             options: Vec::new(),
         }
@@ -75,10 +106,22 @@ impl ExampleHost {
         Command::new(&self.program)
             .args(&self.options)
             .args(args)
-            .env(self.plugin_var, &self.plugin)
+            .env(self.contract.plugin_var(), &self.plugin)
             .current_dir(work)
             .output()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.program.display()))
+    }
+
+    /// The round trip of the host's contract: [`kv_round_trip`](Self::kv_round_trip) or
+    /// [`counter_round_trip`](Self::counter_round_trip).
+    ///
+    /// # Panics
+    /// When it does not hold.
+    pub fn round_trip(&self) {
+        match self.contract {
+            Contract::Kv => self.kv_round_trip(),
+            Contract::Counter => self.counter_round_trip(),
+        }
     }
 
     /// `put` in one launch, `get` in another, then `get` of a missing key (`NotFound`, exit
@@ -138,6 +181,71 @@ impl ExampleHost {
         assert_eq!(String::from_utf8_lossy(&get.stdout), "12\n");
         assert_nothing_left(work.path());
     }
+}
+
+/// `contract`'s round trip between go-plugin `variant`'s peer on `go_side` and tether's
+/// example on the other, with AutoMTLS on or off (`tls`) and host `options`; skipped (or failed) as
+/// [`peers::go_or_skip`] says when the peers are unavailable. [`go_interop_tests!`] writes the
+/// tests.
+///
+/// # Panics
+/// When the round trip does not hold.
+pub fn go_round_trip(
+    contract: Contract,
+    variant: GoPlugin,
+    go_side: GoSide,
+    tls: bool,
+    options: &[&str],
+    test: &str,
+) {
+    let Some(go) = peers::go_or_skip(variant, test) else {
+        return;
+    };
+    let (go_host, go_plugin, host, plugin) = match contract {
+        Contract::Kv => (&go.host, &go.plugin, &bins::KV_HOST, &bins::KV_PLUGIN),
+        Contract::Counter => (
+            &go.counter_host,
+            &go.counter_plugin,
+            &bins::COUNTER_HOST,
+            &bins::COUNTER_PLUGIN,
+        ),
+    };
+    let example = match go_side {
+        GoSide::Plugin => ExampleHost::new(contract, host.path(), go_plugin),
+        GoSide::Host => ExampleHost::new(contract, go_host, plugin.path()),
+    };
+    example
+        .tls(tls)
+        .options(options.iter().copied())
+        .round_trip();
+}
+
+/// One `#[test]` per line, each a [`go_round_trip`] of the contract named first (host options
+/// last, when there are any):
+///
+/// ```ignore
+/// go_interop_tests! { Contract::Counter;
+///     tether_broker_serves_callbacks_to_a_go_plugin_v1_8: GoPlugin::V18, GoSide::Plugin, true;
+///     go_host_v1_8_multiplexes_callbacks: GoPlugin::V18, GoSide::Host, true, &["--multiplex"];
+/// }
+/// ```
+#[macro_export]
+macro_rules! go_interop_tests {
+    ($contract:expr; $($name:ident: $variant:expr, $go_side:expr, $tls:expr $(, $options:expr)?;)*) => {$(
+        #[test]
+        fn $name() {
+            let options: &[&str] = &[];
+            $(let options: &[&str] = $options;)?
+            $crate::example_host::go_round_trip(
+                $contract,
+                $variant,
+                $go_side,
+                $tls,
+                options,
+                stringify!($name),
+            );
+        }
+    )*};
 }
 
 /// A host's exit status and output, for assertion messages.

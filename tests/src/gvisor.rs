@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::peers::{REQUIRE_PEERS_ENV, peers_required};
+use crate::peers::or_skip;
 
 /// Where the tests look for `runsc` (the Debian package's path).
 pub const RUNSC: &str = "/usr/bin/runsc";
@@ -30,20 +30,10 @@ pub fn runsc() -> Result<PathBuf, String> {
     Ok(runsc)
 }
 
-/// Like [`runsc`], but when it is unavailable: panics if [`peers_required`], else prints why
-/// and returns `None` (the caller returns early, skipping the test).
+/// Like [`runsc`], but when it is unavailable: see [`or_skip`].
 #[must_use]
 pub fn runsc_or_skip(test: &str) -> Option<PathBuf> {
-    match runsc() {
-        Ok(runsc) => Some(runsc),
-        Err(why) if peers_required() => {
-            panic!("{test}: gVisor is unavailable and {REQUIRE_PEERS_ENV}=1: {why}")
-        }
-        Err(why) => {
-            eprintln!("SKIPPED {test}: gVisor is unavailable: {why}");
-            None
-        }
-    }
+    or_skip(runsc(), "gVisor", test)
 }
 
 /// The containers runsc lists for state root `root` (none when the root does not exist).

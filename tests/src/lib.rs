@@ -9,6 +9,7 @@
 //! - [`gvisor`]: check for `runsc` (the gVisor runner's tests), list a state root's containers.
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
 //! - [`typescript`]: check for Node and build the TypeScript interop peer (`sdk-typescript/`).
+//! - [`sdk_plugin`]: what every other language's SDK plugins must do, checked the same way.
 //! - [`guides`]: the guides' code blocks (`docs/*.md`), scratch projects and checked shell runs.
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
@@ -32,6 +33,7 @@ pub mod output;
 pub mod peers;
 pub mod procs;
 pub mod python;
+pub mod sdk_plugin;
 pub mod shared_world;
 pub mod terminal;
 pub mod typescript;

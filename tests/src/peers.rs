@@ -73,19 +73,23 @@ pub fn go(variant: GoPlugin) -> Result<GoPeers, String> {
     cell.get_or_init(|| build(variant)).clone()
 }
 
-/// Like [`go`], but when the peers are unavailable: panics if [`peers_required`], else prints
-/// why and returns `None` (the caller returns early, skipping the test).
+/// Like [`go`], but when the peers are unavailable: see [`or_skip`].
 #[must_use]
 pub fn go_or_skip(variant: GoPlugin, test: &str) -> Option<GoPeers> {
-    match go(variant) {
-        Ok(peers) => Some(peers),
+    or_skip(go(variant), &format!("go-plugin {variant:?}"), test)
+}
+
+/// What `found` found; when `peer` is unavailable instead, panics if [`peers_required`], else
+/// prints why and returns `None` (the caller returns early, skipping `test`).
+#[must_use]
+pub fn or_skip<T>(found: Result<T, String>, peer: &str, test: &str) -> Option<T> {
+    match found {
+        Ok(found) => Some(found),
         Err(why) if peers_required() => {
-            panic!(
-                "{test}: go-plugin {variant:?} peers unavailable and {REQUIRE_PEERS_ENV}=1: {why}"
-            )
+            panic!("{test}: {peer} is unavailable and {REQUIRE_PEERS_ENV}=1: {why}")
         }
         Err(why) => {
-            eprintln!("SKIPPED {test}: go-plugin {variant:?} peers unavailable: {why}");
+            eprintln!("SKIPPED {test}: {peer} is unavailable: {why}");
             None
         }
     }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::peers::{REQUIRE_PEERS_ENV, peers_required, repo_root};
+use crate::peers::{or_skip, repo_root};
 
 /// The interpreter the tests run (found on `PATH`, which tether hosts pass to plugins).
 pub const PYTHON: &str = "python3";
@@ -78,20 +78,10 @@ pub fn python() -> Result<PythonPeer, String> {
     PEER.get_or_init(check).clone()
 }
 
-/// Like [`python`], but when Python is unusable: panics if [`peers_required`], else prints why
-/// and returns `None` (the caller returns early, skipping the test).
+/// Like [`python`], but when Python is unusable: see [`or_skip`].
 #[must_use]
 pub fn python_or_skip(test: &str) -> Option<PythonPeer> {
-    match python() {
-        Ok(peer) => Some(peer),
-        Err(why) if peers_required() => {
-            panic!("{test}: the Python peer is unavailable and {REQUIRE_PEERS_ENV}=1: {why}")
-        }
-        Err(why) => {
-            eprintln!("SKIPPED {test}: the Python peer is unavailable: {why}");
-            None
-        }
-    }
+    or_skip(python(), "the Python peer", test)
 }
 
 fn check() -> Result<PythonPeer, String> {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::peers::{REQUIRE_PEERS_ENV, peers_required, repo_root};
+use crate::peers::{or_skip, repo_root};
 
 /// The interpreter the tests run (found on `PATH`).
 pub const NODE: &str = "node";
@@ -78,20 +78,10 @@ pub fn node() -> Result<NodePeer, String> {
     PEER.get_or_init(check).clone()
 }
 
-/// Like [`node`], but when the peer is unusable: panics if [`peers_required`], else prints why
-/// and returns `None` (the caller returns early, skipping the test).
+/// Like [`node`], but when the peer is unusable: see [`or_skip`].
 #[must_use]
 pub fn node_or_skip(test: &str) -> Option<NodePeer> {
-    match node() {
-        Ok(peer) => Some(peer),
-        Err(why) if peers_required() => {
-            panic!("{test}: the TypeScript peer is unavailable and {REQUIRE_PEERS_ENV}=1: {why}")
-        }
-        Err(why) => {
-            eprintln!("SKIPPED {test}: the TypeScript peer is unavailable: {why}");
-            None
-        }
-    }
+    or_skip(node(), "the TypeScript peer", test)
 }
 
 fn check() -> Result<NodePeer, String> {

@@ -15,7 +15,8 @@
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
 use tether_tests::bins;
-use tether_tests::example_host::{ExampleHost, describe};
+use tether_tests::example_host::{Contract, ExampleHost, GoSide, describe};
+use tether_tests::go_interop_tests;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 
@@ -39,56 +40,14 @@ fn tether_broker_and_tether_plugin_add_through_a_multiplexed_callback() {
         .counter_round_trip();
 }
 
-#[test]
-fn tether_broker_multiplexes_callbacks_to_a_go_plugin_v1_8() {
-    let Some(go) = peers::go_or_skip(
-        GoPlugin::V18,
-        "tether_broker_multiplexes_callbacks_to_a_go_plugin_v1_8",
-    ) else {
-        return;
-    };
-    ExampleHost::counter(bins::COUNTER_HOST.path(), &go.counter_plugin)
-        .options(["--multiplex"])
-        .counter_round_trip();
-}
-
-#[test]
-fn go_host_v1_8_multiplexes_callbacks_to_a_tether_plugin() {
-    let Some(go) = peers::go_or_skip(
-        GoPlugin::V18,
-        "go_host_v1_8_multiplexes_callbacks_to_a_tether_plugin",
-    ) else {
-        return;
-    };
-    ExampleHost::counter(&go.counter_host, bins::COUNTER_PLUGIN.path())
-        .options(["--multiplex"])
-        .counter_round_trip();
-}
-
-macro_rules! interop_tests {
-    ($($name:ident: $variant:expr, $direction:ident, $tls:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
-                return;
-            };
-            interop_tests!(@run $direction, go, $tls);
-        }
-    )*};
-    (@run rust_host, $go:ident, $tls:expr) => {
-        ExampleHost::counter(bins::COUNTER_HOST.path(), &$go.counter_plugin).tls($tls).counter_round_trip()
-    };
-    (@run go_host, $go:ident, $tls:expr) => {
-        ExampleHost::counter(&$go.counter_host, bins::COUNTER_PLUGIN.path()).tls($tls).counter_round_trip()
-    };
-}
-
-interop_tests! {
-    tether_broker_serves_callbacks_to_a_go_plugin_v1_8_with_automtls: GoPlugin::V18, rust_host, true;
-    go_host_v1_8_serves_callbacks_to_a_tether_plugin_with_automtls: GoPlugin::V18, go_host, true;
-    tether_broker_serves_callbacks_to_a_go_plugin_v1_0_1_in_plaintext: GoPlugin::V101, rust_host, false;
-    go_host_v1_0_1_serves_callbacks_to_a_tether_plugin_in_plaintext: GoPlugin::V101, go_host, false;
-    go_host_v1_0_1_serves_callbacks_to_a_tether_plugin_with_automtls: GoPlugin::V101, go_host, true;
+go_interop_tests! { Contract::Counter;
+    tether_broker_multiplexes_callbacks_to_a_go_plugin_v1_8: GoPlugin::V18, GoSide::Plugin, true, &["--multiplex"];
+    go_host_v1_8_multiplexes_callbacks_to_a_tether_plugin: GoPlugin::V18, GoSide::Host, true, &["--multiplex"];
+    tether_broker_serves_callbacks_to_a_go_plugin_v1_8_with_automtls: GoPlugin::V18, GoSide::Plugin, true;
+    go_host_v1_8_serves_callbacks_to_a_tether_plugin_with_automtls: GoPlugin::V18, GoSide::Host, true;
+    tether_broker_serves_callbacks_to_a_go_plugin_v1_0_1_in_plaintext: GoPlugin::V101, GoSide::Plugin, false;
+    go_host_v1_0_1_serves_callbacks_to_a_tether_plugin_in_plaintext: GoPlugin::V101, GoSide::Host, false;
+    go_host_v1_0_1_serves_callbacks_to_a_tether_plugin_with_automtls: GoPlugin::V101, GoSide::Host, true;
 }
 
 /// go-plugin ≤ 1.4.3 plugins verify the host's broker certificate against server name

@@ -13,37 +13,20 @@
 
 use tether_broker::{HandshakeConfig, PluginClient, ShutdownOutcome};
 use tether_tests::bins;
-use tether_tests::example_host::ExampleHost;
+use tether_tests::example_host::{Contract, ExampleHost, GoSide};
+use tether_tests::go_interop_tests;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 
-macro_rules! interop_tests {
-    ($($name:ident: $variant:expr, $direction:ident, $tls:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
-                return;
-            };
-            interop_tests!(@run $direction, go, $tls);
-        }
-    )*};
-    (@run rust_host, $go:ident, $tls:expr) => {
-        ExampleHost::kv(bins::KV_HOST.path(), &$go.plugin).tls($tls).kv_round_trip()
-    };
-    (@run go_host, $go:ident, $tls:expr) => {
-        ExampleHost::kv(&$go.host, bins::KV_PLUGIN.path()).tls($tls).kv_round_trip()
-    };
-}
-
-interop_tests! {
-    tether_broker_runs_a_go_plugin_v1_8_with_automtls: GoPlugin::V18, rust_host, true;
-    tether_broker_runs_a_go_plugin_v1_8_in_plaintext: GoPlugin::V18, rust_host, false;
-    tether_broker_runs_a_go_plugin_v1_0_1_with_automtls: GoPlugin::V101, rust_host, true;
-    tether_broker_runs_a_go_plugin_v1_0_1_in_plaintext: GoPlugin::V101, rust_host, false;
-    go_host_v1_8_runs_a_tether_plugin_with_automtls: GoPlugin::V18, go_host, true;
-    go_host_v1_8_runs_a_tether_plugin_in_plaintext: GoPlugin::V18, go_host, false;
-    go_host_v1_0_1_runs_a_tether_plugin_with_automtls: GoPlugin::V101, go_host, true;
-    go_host_v1_0_1_runs_a_tether_plugin_in_plaintext: GoPlugin::V101, go_host, false;
+go_interop_tests! { Contract::Kv;
+    tether_broker_runs_a_go_plugin_v1_8_with_automtls: GoPlugin::V18, GoSide::Plugin, true;
+    tether_broker_runs_a_go_plugin_v1_8_in_plaintext: GoPlugin::V18, GoSide::Plugin, false;
+    tether_broker_runs_a_go_plugin_v1_0_1_with_automtls: GoPlugin::V101, GoSide::Plugin, true;
+    tether_broker_runs_a_go_plugin_v1_0_1_in_plaintext: GoPlugin::V101, GoSide::Plugin, false;
+    go_host_v1_8_runs_a_tether_plugin_with_automtls: GoPlugin::V18, GoSide::Host, true;
+    go_host_v1_8_runs_a_tether_plugin_in_plaintext: GoPlugin::V18, GoSide::Host, false;
+    go_host_v1_0_1_runs_a_tether_plugin_with_automtls: GoPlugin::V101, GoSide::Host, true;
+    go_host_v1_0_1_runs_a_tether_plugin_in_plaintext: GoPlugin::V101, GoSide::Host, false;
 }
 
 #[test]

@@ -17,87 +17,63 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use tether_broker::{HandshakeConfig, ShutdownOutcome};
+use tether_broker::HandshakeConfig;
+use tether_examples::kv::GetRequest;
 use tether_examples::kv::kv_client::KvClient;
-use tether_examples::kv::{GetRequest, PutRequest};
-use tether_tests::bins;
-use tether_tests::example_host::ExampleHost;
+use tether_tests::example_host::{Contract, ExampleHost};
 use tether_tests::peers::{self, GoPlugin};
-use tether_tests::procs;
-use tether_tests::typescript::{self, NodePeer};
+use tether_tests::typescript;
+use tether_tests::{bins, sdk_plugin};
 use tether_transport::BrokerMode;
 
-/// How long a test waits for a plugin to exit after its host died.
-const EXIT_DEADLINE: Duration = Duration::from_secs(10);
-
-/// Runs `round_trip` with a TypeScript example under a tether example host, with `options`
-/// before the subcommand (no sandbox allowances: the host resolves the `node` runtime).
-fn tether_broker(host: &str, ts: &NodePeer, example: &str, options: &[&str]) -> ExampleHost {
-    let program = Path::new(host);
-    let command = ts.command(example);
-    let host = if example == "kv" {
-        ExampleHost::kv(program, command)
-    } else {
-        ExampleHost::counter(program, command)
-    };
-    host.options(options.iter().copied())
+/// The TypeScript example that speaks `contract`.
+fn example(contract: Contract) -> &'static str {
+    match contract {
+        Contract::Kv => "kv",
+        Contract::Counter => "counter",
+    }
 }
 
+/// tether's example hosts drive the TypeScript plugins, with `options` before the subcommand
+/// (no sandbox allowances: the host resolves the `node` runtime).
 macro_rules! tether_broker_tests {
-    ($($name:ident: $example:literal, $options:expr;)*) => {$(
+    ($($name:ident: $contract:expr, $options:expr;)*) => {$(
         #[test]
         fn $name() {
             let Some(ts) = typescript::node_or_skip(stringify!($name)) else {
                 return;
             };
-            if $example == "kv" {
-                tether_broker(bins::KV_HOST.path(), &ts, "kv", $options).kv_round_trip();
-            } else {
-                tether_broker(bins::COUNTER_HOST.path(), &ts, "counter", $options).counter_round_trip();
-            }
+            let host = match $contract {
+                Contract::Kv => bins::KV_HOST.path(),
+                Contract::Counter => bins::COUNTER_HOST.path(),
+            };
+            let options: &[&str] = $options;
+            ExampleHost::new($contract, host, ts.command(example($contract)))
+                .options(options.iter().copied())
+                .round_trip();
         }
     )*};
 }
 
 tether_broker_tests! {
-    kv_host_runs_the_typescript_kv_plugin_with_automtls: "kv", &[];
-    kv_host_runs_the_typescript_kv_plugin_in_plaintext: "kv", &["--plaintext"];
-    kv_host_runs_the_typescript_kv_plugin_multiplexed: "kv", &["--multiplex"];
-    counter_host_and_the_typescript_counter_plugin_add_through_a_callback_with_automtls: "counter", &[];
-    counter_host_and_the_typescript_counter_plugin_add_through_a_callback_in_plaintext: "counter", &["--plaintext"];
-    counter_host_and_the_typescript_counter_plugin_add_through_a_multiplexed_callback: "counter", &["--multiplex"];
-    the_typescript_counter_plugin_reaches_a_tether_broker_service_without_an_id: "counter", &["--host-service"];
-    the_typescript_counter_plugin_reaches_a_host_service_over_the_multiplexed_connection: "counter", &["--host-service", "--multiplex"];
+    kv_host_runs_the_typescript_kv_plugin_with_automtls: Contract::Kv, &[];
+    kv_host_runs_the_typescript_kv_plugin_in_plaintext: Contract::Kv, &["--plaintext"];
+    kv_host_runs_the_typescript_kv_plugin_multiplexed: Contract::Kv, &["--multiplex"];
+    counter_host_and_the_typescript_counter_plugin_add_through_a_callback_with_automtls: Contract::Counter, &[];
+    counter_host_and_the_typescript_counter_plugin_add_through_a_callback_in_plaintext: Contract::Counter, &["--plaintext"];
+    counter_host_and_the_typescript_counter_plugin_add_through_a_multiplexed_callback: Contract::Counter, &["--multiplex"];
+    the_typescript_counter_plugin_reaches_a_tether_broker_service_without_an_id: Contract::Counter, &["--host-service"];
+    the_typescript_counter_plugin_reaches_a_host_service_over_the_multiplexed_connection: Contract::Counter, &["--host-service", "--multiplex"];
 }
 
-/// Runs a round trip under a go-plugin host with the plugin's `TMPDIR` in a fresh directory,
-/// and checks that the plugin removed everything it made there (its socket directory, the
-/// relay sockets of multiplexed dials).
-fn go_host_round_trip(host: &Path, ts: &NodePeer, example: &str, options: &[&str]) {
-    let tmp = tempfile::tempdir().unwrap();
-    let command = ts.command_with_tmpdir(example, tmp.path());
-    if example == "kv" {
-        ExampleHost::kv(host, command)
-            .options(options.iter().copied())
-            .kv_round_trip();
-    } else {
-        ExampleHost::counter(host, command)
-            .options(options.iter().copied())
-            .counter_round_trip();
-    }
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert!(left.is_empty(), "the plugin left files behind: {left:?}");
-}
-
+/// go-plugin's own hosts drive the TypeScript plugins, each with its `TMPDIR` in a fresh
+/// directory, which must be empty afterwards: the plugin removed everything it made there (its
+/// socket directory, the relay sockets of multiplexed dials).
 macro_rules! go_host_tests {
-    ($($name:ident: $variant:expr, $example:literal, $options:expr;)*) => {$(
+    ($($name:ident: $variant:expr, $contract:expr, $options:expr;)*) => {$(
         #[test]
         fn $name() {
             let Some(ts) = typescript::node_or_skip(stringify!($name)) else {
@@ -106,23 +82,36 @@ macro_rules! go_host_tests {
             let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
                 return;
             };
-            let host = if $example == "kv" { &go.host } else { &go.counter_host };
-            go_host_round_trip(host, &ts, $example, $options);
+            let host = match $contract {
+                Contract::Kv => &go.host,
+                Contract::Counter => &go.counter_host,
+            };
+            let tmp = tempfile::tempdir().unwrap();
+            let command = ts.command_with_tmpdir(example($contract), tmp.path());
+            let options: &[&str] = $options;
+            ExampleHost::new($contract, host, command)
+                .options(options.iter().copied())
+                .round_trip();
+            let left: Vec<_> = std::fs::read_dir(tmp.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            assert!(left.is_empty(), "the plugin left files behind: {left:?}");
         }
     )*};
 }
 
 go_host_tests! {
-    go_host_v1_8_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V18, "kv", &[];
-    go_host_v1_8_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V18, "kv", &["--plaintext"];
-    go_host_v1_8_with_multiplexing_runs_the_typescript_kv_plugin: GoPlugin::V18, "kv", &["--multiplex"];
-    go_host_v1_0_1_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V101, "kv", &[];
-    go_host_v1_0_1_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V101, "kv", &["--plaintext"];
-    go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: GoPlugin::V18, "counter", &[];
-    go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_in_plaintext: GoPlugin::V18, "counter", &["--plaintext"];
-    go_host_v1_8_serves_multiplexed_callbacks_to_the_typescript_counter_plugin: GoPlugin::V18, "counter", &["--multiplex"];
-    go_host_v1_0_1_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: GoPlugin::V101, "counter", &[];
-    go_host_v1_0_1_serves_callbacks_to_the_typescript_counter_plugin_in_plaintext: GoPlugin::V101, "counter", &["--plaintext"];
+    go_host_v1_8_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V18, Contract::Kv, &[];
+    go_host_v1_8_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V18, Contract::Kv, &["--plaintext"];
+    go_host_v1_8_with_multiplexing_runs_the_typescript_kv_plugin: GoPlugin::V18, Contract::Kv, &["--multiplex"];
+    go_host_v1_0_1_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V101, Contract::Kv, &[];
+    go_host_v1_0_1_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V101, Contract::Kv, &["--plaintext"];
+    go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: GoPlugin::V18, Contract::Counter, &[];
+    go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_in_plaintext: GoPlugin::V18, Contract::Counter, &["--plaintext"];
+    go_host_v1_8_serves_multiplexed_callbacks_to_the_typescript_counter_plugin: GoPlugin::V18, Contract::Counter, &["--multiplex"];
+    go_host_v1_0_1_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: GoPlugin::V101, Contract::Counter, &[];
+    go_host_v1_0_1_serves_callbacks_to_the_typescript_counter_plugin_in_plaintext: GoPlugin::V101, Contract::Counter, &["--plaintext"];
 }
 
 /// Through the library, in both broker modes: the connection is mutual TLS with the plugin's
@@ -147,24 +136,16 @@ async fn tether_broker_calls_the_typescript_plugin_over_pinned_automtls_in_both_
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let start_time = started.elapsed();
-        assert!(plugin.is_tls());
-        let fingerprint = plugin.peer_fingerprint().expect("AutoMTLS is on");
-        assert_eq!(fingerprint.len(), 32 * 3 - 1, "{fingerprint}");
-        assert_eq!(plugin.app_version(), 1);
+        sdk_plugin::assert_pinned_automtls(&plugin);
         let expected = if multiplex {
             BrokerMode::Multiplexed
         } else {
             BrokerMode::Default
         };
         assert_eq!(plugin.broker_mode(), expected);
+        sdk_plugin::assert_kv_contract(&plugin).await;
 
         let mut kv = KvClient::new(plugin.channel());
-        kv.put(PutRequest {
-            key: "answer".into(),
-            value: b"42".to_vec(),
-        })
-        .await
-        .unwrap();
         let calls = 200;
         let timed = Instant::now();
         for _ in 0..calls {
@@ -182,28 +163,7 @@ async fn tether_broker_calls_the_typescript_plugin_over_pinned_automtls_in_both_
         eprintln!(
             "typescript kv plugin, {expected} broker: started in {start_time:?}, sequential Get {per_call:?} per call"
         );
-        let status = kv
-            .get(GetRequest {
-                key: "../answer".into(),
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status}");
-        let status = kv
-            .get(GetRequest {
-                key: "missing".into(),
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(status.code(), tonic::Code::NotFound, "{status}");
-
-        let outcome = plugin.shutdown().await.unwrap();
-        assert!(
-            matches!(outcome, ShutdownOutcome::Graceful(status) if status.success()),
-            "{outcome}"
-        );
-        let left = procs::in_dir(work.path());
-        assert!(left.is_empty(), "processes left behind: {left:?}");
+        sdk_plugin::assert_graceful_shutdown(plugin, work.path()).await;
     }
 }
 
@@ -242,49 +202,18 @@ async fn a_typescript_plugin_exits_when_its_host_dies() {
         return;
     };
     let work = tempfile::tempdir().unwrap();
-    // A stand-in host: a shell that starts the plugin with the protocol environment and waits.
-    let mut host = Command::new("sh")
-        .arg("-c")
-        .arg(r#""$0" "$1" & echo $!; wait"#)
-        .arg(&ts.node)
-        .arg(ts.example("kv"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("BASIC_PLUGIN", "hello")
-        .env("PLUGIN_PROTOCOL_VERSIONS", "1")
-        .env("TMPDIR", work.path())
-        .current_dir(work.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = std::io::BufReader::new(host.stdout.take().unwrap());
-    let mut line = String::new();
-    // First the shell prints the plugin's pid, then the plugin prints its handshake (by then it
-    // watches its parent).
-    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
-    let plugin_pid: u32 = line.trim().parse().unwrap();
-    line.clear();
-    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
-    assert!(line.starts_with("1|1|unix|"), "handshake: {line:?}");
+    let tmpdir = work.path().as_os_str();
+    let line = sdk_plugin::assert_exits_when_its_host_dies(
+        ts.node.as_os_str(),
+        &ts.example("kv"),
+        &[("TMPDIR", tmpdir)],
+        work.path(),
+    )
+    .await;
     assert_eq!(
         line.trim_end().split('|').count(),
         6,
         "no 7th field unless offered: {line:?}"
-    );
-    let socket_dir = Path::new(line.split('|').nth(3).unwrap())
-        .parent()
-        .unwrap()
-        .to_owned();
-    assert!(socket_dir.is_dir());
-    let fd = procs::pidfd(plugin_pid);
-
-    host.kill().unwrap();
-    host.wait().unwrap();
-    procs::exited(fd, EXIT_DEADLINE).await;
-    assert!(procs::in_dir(work.path()).is_empty());
-    assert!(
-        !socket_dir.exists(),
-        "the plugin removes its private socket directory when its host dies"
     );
 }
 
