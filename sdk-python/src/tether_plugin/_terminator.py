@@ -22,6 +22,7 @@ import socket
 import ssl
 import tempfile
 import threading
+from collections.abc import Awaitable, Callable, Iterator
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -91,18 +92,80 @@ def _load_identity(context: ssl.SSLContext, identity: Identity) -> None:
         context.load_cert_chain(path)
 
 
-class TlsTerminator:
+class _RelayThread:
+    """An asyncio event loop in a thread of its own that relays connections: the servers
+    :meth:`_start` opens and the connections their handlers serve (each inside
+    :meth:`_tracked`), all closed by :meth:`_stop_thread`."""
+
+    def __init__(self, thread_name: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
+        self._servers: list[asyncio.AbstractServer] = []
+        self._connections: set[asyncio.Task] = set()
+
+    def _start(self, open_servers: Callable[[], Awaitable[None]], what: str) -> None:
+        """Starts the thread and runs ``open_servers`` (which adds to ``_servers``) in it;
+        ``RuntimeError`` naming ``what`` if that fails."""
+        started = threading.Event()
+        errors: list[BaseException] = []
+
+        async def run() -> None:
+            try:
+                await open_servers()
+            except BaseException as e:  # reported to the caller
+                errors.append(e)
+            finally:
+                started.set()
+
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(run(), self._loop)
+        started.wait()
+        if errors:
+            raise RuntimeError(f"cannot start {what}: {errors[0]}")
+
+    def _stop_thread(self) -> None:
+        """Closes the servers and every connection, then ends the thread."""
+
+        async def close() -> None:
+            for server in self._servers:
+                server.close()
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(STOP_TIMEOUT)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(STOP_TIMEOUT)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
+    @contextlib.contextmanager
+    def _tracked(self) -> Iterator[None]:
+        """Records the running connection, so that :meth:`_stop_thread` can end it."""
+        task = asyncio.current_task()
+        assert task is not None  # a handler always runs in a task
+        self._connections.add(task)
+        try:
+            yield
+        finally:
+            self._connections.discard(task)
+
+
+class TlsTerminator(_RelayThread):
     """Accepts mutual-TLS connections from the host and relays them to ``inner_path``."""
 
     def __init__(self, context: ssl.SSLContext, host_cert_der: bytes, inner_path: str) -> None:
+        super().__init__("tether-plugin-tls")
         self._context = context
         self._host = host_cert_der
         self._inner = inner_path
         self._sockets: list[socket.socket] = []
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="tether-plugin-tls", daemon=True)
-        self._servers: list[asyncio.AbstractServer] = []
-        self._connections: set[asyncio.Task] = set()
 
     def listen(self, address: str) -> None:
         """Binds ``unix:/path`` or ``127.0.0.1:PORT`` (``RuntimeError`` if it cannot)."""
@@ -127,33 +190,20 @@ class TlsTerminator:
 
     def start(self) -> None:
         """Starts serving the bound sockets in the relay thread."""
-        started = threading.Event()
-        errors: list[BaseException] = []
 
         async def open_servers() -> None:
-            try:
-                for sock in self._sockets:
-                    start = (
-                        asyncio.start_unix_server if sock.family == socket.AF_UNIX else asyncio.start_server
+            for sock in self._sockets:
+                start = asyncio.start_unix_server if sock.family == socket.AF_UNIX else asyncio.start_server
+                self._servers.append(
+                    await start(
+                        self._handle,
+                        sock=sock,
+                        ssl=self._context,
+                        ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
                     )
-                    self._servers.append(
-                        await start(
-                            self._handle,
-                            sock=sock,
-                            ssl=self._context,
-                            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
-                        )
-                    )
-            except BaseException as e:  # reported to start()'s caller
-                errors.append(e)
-            finally:
-                started.set()
+                )
 
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(open_servers(), self._loop)
-        started.wait()
-        if errors:
-            raise RuntimeError(f"cannot start the TLS listener: {errors[0]}")
+        self._start(open_servers, "the TLS listener")
 
     def stop(self) -> None:
         """Stops accepting, closes open connections and ends the relay thread."""
@@ -161,30 +211,13 @@ class TlsTerminator:
             for sock in self._sockets:
                 sock.close()
             return
-
-        async def close() -> None:
-            for server in self._servers:
-                server.close()
-            for task in list(self._connections):
-                task.cancel()
-            await asyncio.gather(*self._connections, return_exceptions=True)
-
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(close(), self._loop).result(STOP_TIMEOUT)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(STOP_TIMEOUT)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_forever()
-        finally:
-            self._loop.close()
+        self._stop_thread()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None  # a handler always runs in a task
-        self._connections.add(task)
+        with self._tracked():
+            await self._relay(reader, writer)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             ssl_object = writer.get_extra_info("ssl_object")
             peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
@@ -205,7 +238,6 @@ class TlsTerminator:
             pass  # stop() is closing every connection; the task ends here either way
         finally:
             writer.close()
-            self._connections.discard(task)
 
 
 async def _relay_both_ways(
@@ -233,7 +265,7 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         await writer.drain()
 
 
-class TlsDialRelay:
+class TlsDialRelay(_RelayThread):
     """The dialling side of :class:`TlsTerminator`: gRPC connects in plaintext to a unix socket
     in a private 0700 directory (:attr:`address`); each connection is relayed over mutual TLS,
     done with Python's :mod:`ssl`, to the host's ``network``/``address``, whose certificate must
@@ -242,6 +274,7 @@ class TlsDialRelay:
     def __init__(self, context: ssl.SSLContext, host_cert_der: bytes, network: str, address: str) -> None:
         from ._listen import private_socket  # here: _listen does not depend on this module
 
+        super().__init__("tether-plugin-tls-dial")
         self._context = context
         self._host = host_cert_der
         self._network = network
@@ -249,54 +282,24 @@ class TlsDialRelay:
         self._bound = private_socket()
         #: The plaintext socket gRPC dials.
         self.address = self._bound.address
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="tether-plugin-tls-dial", daemon=True)
-        self._server: asyncio.AbstractServer | None = None
-        self._connections: set[asyncio.Task] = set()
 
     def start(self) -> None:
         """Listens on :attr:`address` and relays in a thread of its own."""
-        started = threading.Event()
-        errors: list[BaseException] = []
 
         async def open_server() -> None:
-            try:
-                self._server = await asyncio.start_unix_server(self._handle, path=self.address)
-            except BaseException as e:  # reported to start()'s caller
-                errors.append(e)
-            finally:
-                started.set()
+            self._servers.append(await asyncio.start_unix_server(self._handle, path=self.address))
 
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(open_server(), self._loop)
-        started.wait()
-        if errors:
+        try:
+            self._start(open_server, "the TLS dial relay")
+        except RuntimeError:
             self.stop()
-            raise RuntimeError(f"cannot start the TLS dial relay: {errors[0]}")
+            raise
 
     def stop(self) -> None:
         """Closes the relay and its connections and removes its socket."""
         if self._thread.is_alive():
-
-            async def close() -> None:
-                if self._server is not None:
-                    self._server.close()
-                for task in list(self._connections):
-                    task.cancel()
-                await asyncio.gather(*self._connections, return_exceptions=True)
-
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(close(), self._loop).result(STOP_TIMEOUT)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(STOP_TIMEOUT)
+            self._stop_thread()
         self._bound.cleanup()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_forever()
-        finally:
-            self._loop.close()
 
     async def _open_host(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._network == "unix":
@@ -316,9 +319,10 @@ class TlsDialRelay:
         )
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None  # a handler always runs in a task
-        self._connections.add(task)
+        with self._tracked():
+            await self._relay(reader, writer)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             host_reader, host_writer = await self._open_host()
             try:
@@ -339,4 +343,3 @@ class TlsDialRelay:
             pass
         finally:
             writer.close()
-            self._connections.discard(task)
