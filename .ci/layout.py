@@ -169,15 +169,23 @@ def python_problems() -> list:
     problems = []
     for package in PYTHON_PACKAGES:
         src = pathlib.Path(package)
-        for path in sorted(src.rglob("*.py")):
-            if python_generated(path):
-                continue
-            n = python_logic_lines(path.read_text())
-            if n > MAX_LOGIC_LINES:
-                problems.append(f"{path}: {n} lines of logic (at most {MAX_LOGIC_LINES}): split it by concern")
-        for group in cyclic_groups(python_imports(src)):
-            cycle = " -> ".join(".".join(module) for module in group)
-            problems.append(f"{src}: files import each other: {cycle}: move the shared part down a layer")
+        paths = [p for p in sorted(src.rglob("*.py")) if not python_generated(p)]
+        edges = python_imports(src)
+        problems += package_problems(src, paths, python_logic_lines, edges, ".".join)
+    return problems
+
+
+def package_problems(src: pathlib.Path, paths: list, count, edges: dict, name) -> list:
+    """The files among `paths` over the limit by `count`, and the cycles of `edges` (nodes
+    written by `name`)."""
+    problems = []
+    for path in paths:
+        n = count(path.read_text())
+        if n > MAX_LOGIC_LINES:
+            problems.append(f"{path}: {n} lines of logic (at most {MAX_LOGIC_LINES}): split it by concern")
+    for group in cyclic_groups(edges):
+        cycle = " -> ".join(name(node) for node in group)
+        problems.append(f"{src}: files import each other: {cycle}: move the shared part down a layer")
     return problems
 
 
@@ -280,15 +288,17 @@ TS_IMPORT = re.compile(
 
 
 def typescript_imports(root: pathlib.Path) -> dict:
-    """File -> the package's own files it imports (a `.js` specifier names its `.ts` source)."""
-    files = {p.resolve() for p in root.rglob("*.ts")}
+    """File (relative to `root`) -> the package's own files it imports (a `.js` specifier names
+    its `.ts` source)."""
+    root = root.resolve()
+    files = {p.relative_to(root) for p in root.rglob("*.ts")}
     edges = {}
     for path in files:
         out = set()
-        for m in TS_IMPORT.finditer(typescript_code(path.read_text())):
-            target = (path.parent / re.sub(r"\.js$", ".ts", m.group(2))).resolve()
-            if target in files and target != path:
-                out.add(target)
+        for m in TS_IMPORT.finditer(typescript_code((root / path).read_text())):
+            target = (root / path.parent / re.sub(r"\.js$", ".ts", m.group(2))).resolve()
+            if target.is_relative_to(root) and target.relative_to(root) in files and target != root / path:
+                out.add(target.relative_to(root))
         edges[path] = out
     return edges
 
@@ -297,13 +307,8 @@ def typescript_problems() -> list:
     problems = []
     for package in TYPESCRIPT_PACKAGES:
         src = pathlib.Path(package)
-        for path in sorted(src.rglob("*.ts")):
-            n = typescript_logic_lines(path.read_text())
-            if n > MAX_LOGIC_LINES:
-                problems.append(f"{path}: {n} lines of logic (at most {MAX_LOGIC_LINES}): split it by concern")
-        for group in cyclic_groups(typescript_imports(src)):
-            cycle = " -> ".join(str(p.relative_to(src.resolve())) for p in group)
-            problems.append(f"{src}: files import each other: {cycle}: move the shared part down a layer")
+        edges = typescript_imports(src)
+        problems += package_problems(src, sorted(src.rglob("*.ts")), typescript_logic_lines, edges, str)
     return problems
 
 

@@ -93,7 +93,7 @@ def test_a_typescript_type_import_and_a_re_export_close_a_cycle_and_commented_im
             "f.ts": '// import { e } from "./e.js";\nexport const f = 1;\n',
         },
     )
-    groups = [sorted(p.name for p in group) for group in layout.cyclic_groups(layout.typescript_imports(src))]
+    groups = [sorted(str(p) for p in group) for group in layout.cyclic_groups(layout.typescript_imports(src))]
     assert groups == [["a.ts", "b.ts"]]
 
 
