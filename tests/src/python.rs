@@ -5,11 +5,13 @@
 //! `TETHER_REQUIRE_PEERS=1` (CI sets it), in which case they fail. Install the packages with
 //! `pip install -r sdk-python/requirements-dev.txt`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::example_host::Contract;
 use crate::peers::{or_skip, repo_root};
+use crate::sdk_plugin::{self, SdkPeer};
 
 /// The interpreter the tests run (found on `PATH`, which tether hosts pass to plugins).
 pub const PYTHON: &str = "python3";
@@ -38,10 +40,7 @@ impl PythonPeer {
     /// The KV plugin as a command line for `KV_PLUGIN` (`/path/python3 /path/kv_plugin.py`).
     #[must_use]
     pub fn kv_plugin_command(&self) -> String {
-        shell_words::join([
-            self.interpreter.to_string_lossy(),
-            self.kv_plugin.to_string_lossy(),
-        ])
+        self.plugin_command(Contract::Kv, None)
     }
 
     /// `kv-host` options that let its confined plugin use this interpreter and the SDK.
@@ -66,6 +65,20 @@ impl PythonPeer {
             builder = builder.sandbox_allow_exec(prefix);
         }
         builder.sandbox_allow_read(&self.sdk)
+    }
+}
+
+impl SdkPeer for PythonPeer {
+    fn plugin_command(&self, contract: Contract, tmpdir: Option<&Path>) -> String {
+        let script = match contract {
+            Contract::Kv => self.kv_plugin.clone(),
+            Contract::Counter => self.sdk.join("examples/counter_plugin.py"),
+        };
+        sdk_plugin::command_line(&self.interpreter, &script, tmpdir)
+    }
+
+    fn tether_host_options(&self) -> Vec<String> {
+        self.kv_host_sandbox_args()
     }
 }
 

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::example_host::Contract;
 use crate::peers::{or_skip, repo_root};
+use crate::sdk_plugin::{self, SdkPeer};
 
 /// The interpreter the tests run (found on `PATH`).
 pub const NODE: &str = "node";
@@ -39,23 +41,7 @@ impl NodePeer {
     /// (`/usr/bin/node /…/dist/examples/kv.js`).
     #[must_use]
     pub fn command(&self, example: &str) -> String {
-        shell_words::join([
-            self.node.to_string_lossy(),
-            self.example(example).to_string_lossy(),
-        ])
-    }
-
-    /// The same, started through `env` with `TMPDIR` set: go-plugin hosts pass their own
-    /// environment on, so this is how a test gives the plugin a temporary directory it can
-    /// check is empty afterwards.
-    #[must_use]
-    pub fn command_with_tmpdir(&self, example: &str, tmpdir: &Path) -> String {
-        shell_words::join([
-            "env".into(),
-            format!("TMPDIR={}", tmpdir.display()).into(),
-            self.node.to_string_lossy(),
-            self.example(example).to_string_lossy(),
-        ])
+        sdk_plugin::command_line(&self.node, &self.example(example), None)
     }
 
     /// A library host for an example, run as tether runs Node plugins: the `node` runtime
@@ -66,6 +52,22 @@ impl NodePeer {
         tether_broker::PluginClient::builder(&self.node)
             .args([self.example(example)])
             .runtime(tether_broker::Runtime::Node)
+    }
+}
+
+impl SdkPeer for NodePeer {
+    fn plugin_command(&self, contract: Contract, tmpdir: Option<&Path>) -> String {
+        let example = match contract {
+            Contract::Kv => "kv",
+            Contract::Counter => "counter",
+        };
+        sdk_plugin::command_line(&self.node, &self.example(example), tmpdir)
+    }
+
+    /// None: the example hosts resolve the `node` runtime by themselves (`Runtime::Auto`, the
+    /// program is `node`).
+    fn tether_host_options(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 

@@ -4,146 +4,87 @@
 //!   (AutoMTLS, plaintext, and go-plugin's multiplexed broker with `--multiplex`);
 //! - go-plugin's own hosts (v1.8 and Debian's 1.0.1) drive them with AutoMTLS — go-plugin's
 //!   P-521 certificates, which the SDK accepts by terminating TLS with Python's `ssl` — and
-//!   v1.8 with `GRPCBrokerMultiplex` on, which refuses plugins that do not multiplex;
-//! - a Python plugin exits by itself when its host dies.
+//!   v1.8 with `GRPCBrokerMultiplex` on, which refuses plugins that do not multiplex; the
+//!   plugin leaves nothing in its `TMPDIR`;
+//! - the library host sees the plugin's own certificate and the negotiated broker mode, calls
+//!   back into the host and dials the plugin's callbacks in both modes, and `Shutdown` ends it
+//!   with status 0; a Python plugin exits by itself when its host dies.
+//!
+//! The round trips and the library's KV checks are the same for every SDK: `sdk_plugin`.
 //!
 //! Without Python and the SDK's packages the tests print why and pass as skipped, unless
 //! `TETHER_REQUIRE_PEERS=1` (CI sets it): then they fail.
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
-use std::path::Path;
 use std::time::Instant;
 
-use tether_broker::{callbacks::BrokerMode, launch::Address};
+use tether_broker::PluginClient;
 use tether_examples::adder::Adder;
 use tether_examples::counter;
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
-
-use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::kv::GetRequest;
 use tether_examples::kv::kv_client::KvClient;
-use tether_tests::example_host::{Contract, ExampleHost};
-use tether_tests::peers::{self, GoPlugin};
+use tether_tests::example_host::Contract;
+use tether_tests::peers::GoPlugin;
 use tether_tests::python::{self, PYTHON, PythonPeer};
-use tether_tests::{bins, procs, sdk_plugin};
+use tether_tests::sdk_interop_tests;
+use tether_tests::sdk_plugin::{self, Host};
 
-/// A round trip of `contract` (its Python example plugin) under `host`, a tether example host
-/// (`allowances`: the sandbox allowances it needs for the interpreter and the SDK) or a
-/// go-plugin one; `allowances` and `options` go before the subcommand.
-fn round_trip(
-    py: &PythonPeer,
-    contract: Contract,
-    host: &Path,
-    allowances: Vec<String>,
-    options: &[&str],
-    tls: bool,
-) {
-    let script = match contract {
-        Contract::Kv => "examples/kv_plugin.py",
-        Contract::Counter => "examples/counter_plugin.py",
-    };
-    let plugin = py.sdk.join(script);
-    let command = shell_words::join([py.interpreter.to_string_lossy(), plugin.to_string_lossy()]);
-    ExampleHost::new(contract, host, command)
-        .options(allowances)
-        .options(options.iter().copied())
-        .tls(tls)
-        .round_trip();
+// tether's example hosts drive the Python plugins; the counter host with `--host-service`
+// registers `AddHelper` once as a host service, which the plugin reaches with
+// `broker.host_services()` (no id in the message, `add_server` 0). A host that offers
+// multiplexing gets it: the main connection is a yamux stream.
+sdk_interop_tests! { python::python_or_skip;
+    kv_host_runs_the_python_kv_plugin_with_automtls: Host::Tether, Contract::Kv, true;
+    kv_host_runs_the_python_kv_plugin_multiplexed: Host::Tether, Contract::Kv, true, &["--multiplex"];
+    kv_host_runs_the_python_kv_plugin_in_plaintext: Host::Tether, Contract::Kv, false;
+    counter_host_and_the_python_counter_plugin_add_through_a_callback_with_automtls: Host::Tether, Contract::Counter, true;
+    counter_host_and_the_python_counter_plugin_add_through_a_callback_in_plaintext: Host::Tether, Contract::Counter, false;
+    counter_host_and_the_python_counter_plugin_add_through_a_multiplexed_callback_with_automtls: Host::Tether, Contract::Counter, true, &["--multiplex"];
+    counter_host_and_the_python_counter_plugin_add_through_a_multiplexed_callback_in_plaintext: Host::Tether, Contract::Counter, false, &["--multiplex"];
+    the_python_counter_plugin_reaches_a_tether_broker_service_without_an_id: Host::Tether, Contract::Counter, true, &["--host-service"];
+    the_python_counter_plugin_reaches_a_host_service_over_the_multiplexed_connection: Host::Tether, Contract::Counter, true, &["--multiplex", "--host-service"];
 }
 
-/// tether's example hosts drive the Python plugins; the counter host with `--host-service`
-/// registers `AddHelper` once as a host service, which the plugin reaches with
-/// `broker.host_services()` (no id in the message, `add_server` 0).
-macro_rules! tether_broker_tests {
-    ($($name:ident: $contract:expr, $options:expr, $tls:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            let Some(py) = python::python_or_skip(stringify!($name)) else {
-                return;
-            };
-            let host = match $contract {
-                Contract::Kv => bins::KV_HOST.path(),
-                Contract::Counter => bins::COUNTER_HOST.path(),
-            };
-            let allowances = py.kv_host_sandbox_args();
-            round_trip(&py, $contract, Path::new(host), allowances, $options, $tls);
-        }
-    )*};
+// go-plugin's own hosts drive the Python plugins. Under AutoMTLS the counter plugin dials the
+// Go host's broker, whose P-521 certificate gRPC's TLS cannot verify, so the SDK relays the
+// dial through Python's `ssl`. With `--multiplex` (`GRPCBrokerMultiplex` on) go-plugin
+// refuses a plugin that does not accept it.
+sdk_interop_tests! { python::python_or_skip;
+    go_host_v1_8_runs_the_python_kv_plugin_with_automtls: Host::Go(GoPlugin::V18), Contract::Kv, true;
+    go_host_v1_0_1_runs_the_python_kv_plugin_with_automtls: Host::Go(GoPlugin::V101), Contract::Kv, true;
+    go_host_v1_8_runs_the_python_kv_plugin_in_plaintext: Host::Go(GoPlugin::V18), Contract::Kv, false;
+    go_host_v1_0_1_runs_the_python_kv_plugin_in_plaintext: Host::Go(GoPlugin::V101), Contract::Kv, false;
+    go_host_v1_8_with_multiplexing_runs_the_python_kv_plugin_with_automtls: Host::Go(GoPlugin::V18), Contract::Kv, true, &["--multiplex"];
+    go_host_v1_8_with_multiplexing_runs_the_python_kv_plugin_in_plaintext: Host::Go(GoPlugin::V18), Contract::Kv, false, &["--multiplex"];
+    go_host_v1_8_serves_multiplexed_callbacks_to_the_python_counter_plugin_with_automtls: Host::Go(GoPlugin::V18), Contract::Counter, true, &["--multiplex"];
+    go_host_v1_8_serves_multiplexed_callbacks_to_the_python_counter_plugin_in_plaintext: Host::Go(GoPlugin::V18), Contract::Counter, false, &["--multiplex"];
+    go_host_v1_8_serves_callbacks_to_the_python_counter_plugin_with_automtls: Host::Go(GoPlugin::V18), Contract::Counter, true;
+    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_with_automtls: Host::Go(GoPlugin::V101), Contract::Counter, true;
+    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_in_plaintext: Host::Go(GoPlugin::V101), Contract::Counter, false;
 }
 
-tether_broker_tests! {
-    kv_host_runs_the_python_kv_plugin_with_automtls: Contract::Kv, &[], true;
-    // A host that offers multiplexing gets it: the main connection is a yamux stream.
-    kv_host_runs_the_python_kv_plugin_multiplexed: Contract::Kv, &["--multiplex"], true;
-    kv_host_runs_the_python_kv_plugin_in_plaintext: Contract::Kv, &[], false;
-    counter_host_and_the_python_counter_plugin_add_through_a_callback_with_automtls: Contract::Counter, &[], true;
-    counter_host_and_the_python_counter_plugin_add_through_a_callback_in_plaintext: Contract::Counter, &[], false;
-    counter_host_and_the_python_counter_plugin_add_through_a_multiplexed_callback_with_automtls: Contract::Counter, &["--multiplex"], true;
-    counter_host_and_the_python_counter_plugin_add_through_a_multiplexed_callback_in_plaintext: Contract::Counter, &["--multiplex"], false;
-    the_python_counter_plugin_reaches_a_tether_broker_service_without_an_id: Contract::Counter, &["--host-service"], true;
-    the_python_counter_plugin_reaches_a_host_service_over_the_multiplexed_connection: Contract::Counter, &["--multiplex", "--host-service"], true;
+/// The library host for `script` of the Python SDK, with the sandbox allowances for the
+/// interpreter and the SDK.
+fn builder(py: &PythonPeer, script: &str) -> tether_broker::PluginClientBuilder {
+    py.allow(PluginClient::builder(&py.interpreter))
+        .args([py.sdk.join(script)])
 }
 
-/// go-plugin's own hosts drive the Python plugins. Under AutoMTLS the counter plugin dials the
-/// Go host's broker, whose P-521 certificate gRPC's TLS cannot verify, so the SDK relays the
-/// dial through Python's `ssl`. With `--multiplex` (`GRPCBrokerMultiplex` on) go-plugin
-/// refuses a plugin that does not accept it.
-macro_rules! go_host_tests {
-    ($($name:ident: $variant:expr, $contract:expr, $options:expr, $tls:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            let Some(py) = python::python_or_skip(stringify!($name)) else {
-                return;
-            };
-            let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
-                return;
-            };
-            let host = match $contract {
-                Contract::Kv => &go.host,
-                Contract::Counter => &go.counter_host,
-            };
-            round_trip(&py, $contract, host, Vec::new(), $options, $tls);
-        }
-    )*};
-}
-
-go_host_tests! {
-    go_host_v1_8_runs_the_python_kv_plugin_with_automtls: GoPlugin::V18, Contract::Kv, &[], true;
-    go_host_v1_0_1_runs_the_python_kv_plugin_with_automtls: GoPlugin::V101, Contract::Kv, &[], true;
-    go_host_v1_8_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V18, Contract::Kv, &[], false;
-    go_host_v1_0_1_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V101, Contract::Kv, &[], false;
-    go_host_v1_8_with_multiplexing_runs_the_python_kv_plugin_with_automtls: GoPlugin::V18, Contract::Kv, &["--multiplex"], true;
-    go_host_v1_8_with_multiplexing_runs_the_python_kv_plugin_in_plaintext: GoPlugin::V18, Contract::Kv, &["--multiplex"], false;
-    go_host_v1_8_serves_multiplexed_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V18, Contract::Counter, &["--multiplex"], true;
-    go_host_v1_8_serves_multiplexed_callbacks_to_the_python_counter_plugin_in_plaintext: GoPlugin::V18, Contract::Counter, &["--multiplex"], false;
-    go_host_v1_8_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V18, Contract::Counter, &[], true;
-    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_with_automtls: GoPlugin::V101, Contract::Counter, &[], true;
-    go_host_v1_0_1_serves_callbacks_to_the_python_counter_plugin_in_plaintext: GoPlugin::V101, Contract::Counter, &[], false;
-}
-
-/// Through the library: the connection really is mutual TLS with the Python plugin's own
-/// certificate, typed calls and errors work, and Shutdown ends the plugin with status 0.
+/// Through the library, in both broker modes: the connection really is mutual TLS with the
+/// Python plugin's own certificate, the offered mode is the negotiated one, typed calls and
+/// errors work, and Shutdown ends the plugin with status 0.
 #[tokio::test]
-async fn tether_broker_calls_the_python_plugin_over_pinned_automtls_and_shuts_it_down() {
-    let Some(py) = python::python_or_skip(
-        "tether_broker_calls_the_python_plugin_over_pinned_automtls_and_shuts_it_down",
-    ) else {
+async fn tether_broker_calls_the_python_plugin_over_pinned_automtls_in_both_modes_and_shuts_it_down()
+ {
+    let test = "tether_broker_calls_the_python_plugin_over_pinned_automtls_in_both_modes_and_shuts_it_down";
+    let Some(py) = python::python_or_skip(test) else {
         return;
     };
-    let work = tempfile::tempdir().unwrap();
-    let plugin = py
-        .allow(PluginClient::builder(&py.interpreter))
-        .args([&py.kv_plugin])
-        .current_dir(work.path())
-        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-        .start()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    sdk_plugin::assert_pinned_automtls(&plugin);
-    sdk_plugin::assert_kv_contract(&plugin).await;
-    sdk_plugin::assert_graceful_shutdown(plugin, work.path()).await;
+    sdk_plugin::assert_kv_plugin_in_both_modes("python", || builder(&py, "examples/kv_plugin.py"))
+        .await;
 }
 
 /// The SDK watches its parent with a pidfd: when the host dies (SIGKILL, so it cannot clean
@@ -158,32 +99,6 @@ async fn a_python_plugin_exits_when_its_host_dies() {
         .await;
 }
 
-/// `script` of the Python SDK, started in `work` in the broker mode `multiplex` asks for, which
-/// the plugin must have accepted.
-async fn start_in_mode(
-    py: &python::PythonPeer,
-    script: &str,
-    work: &std::path::Path,
-    multiplex: bool,
-) -> PluginClient {
-    let plugin = py
-        .allow(PluginClient::builder(&py.interpreter))
-        .args([py.sdk.join(script)])
-        .current_dir(work)
-        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-        .multiplex(multiplex)
-        .start()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let expected = if multiplex {
-        BrokerMode::Multiplexed
-    } else {
-        BrokerMode::Default
-    };
-    assert_eq!(plugin.broker_mode(), expected);
-    plugin
-}
-
 /// Through the library, in both broker modes: the Python counter plugin calls back into the
 /// host (a fresh `AddHelper` id per `Put`, dialled by the plugin), the negotiated mode is the
 /// offered one, and a multiplexed plugin has exactly one connection while the callbacks run.
@@ -196,7 +111,8 @@ async fn tether_broker_and_the_python_counter_plugin_call_back_in_both_broker_mo
     };
     for multiplex in [false, true] {
         let work = tempfile::tempdir().unwrap();
-        let plugin = start_in_mode(&py, "examples/counter_plugin.py", work.path(), multiplex).await;
+        let builder = builder(&py, "examples/counter_plugin.py");
+        let plugin = sdk_plugin::start_in_mode(builder, work.path(), multiplex).await;
         let mode = plugin.broker_mode();
         let broker = plugin.broker();
         let mut counter = CounterClient::new(plugin.channel());
@@ -227,14 +143,7 @@ async fn tether_broker_and_the_python_counter_plugin_call_back_in_both_broker_mo
             .value;
         assert_eq!(value, 2 * i64::from(puts));
         if multiplex {
-            let Address::Unix(socket) = plugin.address() else {
-                panic!("not a unix socket: {}", plugin.address());
-            };
-            assert_eq!(
-                procs::unix_connections_to(socket),
-                1,
-                "one connection to the plugin"
-            );
+            sdk_plugin::assert_one_connection(&plugin);
         }
         eprintln!("python counter plugin, {mode} broker: Put with a callback {per_put:?} per call");
         sdk_plugin::assert_graceful_shutdown(plugin, work.path()).await;
@@ -252,7 +161,8 @@ async fn tether_broker_dials_a_callback_the_python_plugin_serves_in_both_broker_
     };
     for multiplex in [false, true] {
         let work = tempfile::tempdir().unwrap();
-        let plugin = start_in_mode(&py, "tests/serving_plugin.py", work.path(), multiplex).await;
+        let builder = builder(&py, "tests/serving_plugin.py");
+        let plugin = sdk_plugin::start_in_mode(builder, work.path(), multiplex).await;
         let mode = plugin.broker_mode();
         let mut kv = KvClient::new(plugin.channel());
         for _ in 0..2 {
@@ -281,14 +191,7 @@ async fn tether_broker_dials_a_callback_the_python_plugin_serves_in_both_broker_
             );
         }
         if multiplex {
-            let Address::Unix(socket) = plugin.address() else {
-                panic!("not a unix socket: {}", plugin.address());
-            };
-            assert_eq!(
-                procs::unix_connections_to(socket),
-                1,
-                "one connection to the plugin"
-            );
+            sdk_plugin::assert_one_connection(&plugin);
         }
         sdk_plugin::assert_graceful_shutdown(plugin, work.path()).await;
     }

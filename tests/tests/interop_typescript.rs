@@ -9,6 +9,8 @@
 //! - the library host sees the plugin's own certificate and the negotiated broker mode, and
 //!   `Shutdown` ends it with status 0; a plugin exits by itself when its host dies.
 //!
+//! The round trips and the library's KV checks are the same for every SDK: `sdk_plugin`.
+//!
 //! The plugins run confined (tether's default sandbox) with no hand-written allowances: the
 //! example hosts resolve the `node` runtime by themselves (`Runtime::Auto`, the program is
 //! `node`), the library tests say `Runtime::Node` — what a catalog's `runtime = "node"` does.
@@ -18,100 +20,39 @@
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
-use tether_broker::HandshakeConfig;
-use tether_examples::kv::GetRequest;
-use tether_examples::kv::kv_client::KvClient;
-use tether_tests::example_host::{Contract, ExampleHost};
-use tether_tests::peers::{self, GoPlugin};
-use tether_tests::typescript;
-use tether_tests::{bins, sdk_plugin};
-use tether_transport::BrokerMode;
+use tether_tests::example_host::Contract;
+use tether_tests::peers::GoPlugin;
+use tether_tests::sdk_interop_tests;
+use tether_tests::sdk_plugin::{self, Host};
+use tether_tests::{bins, typescript};
 
-/// The TypeScript example that speaks `contract`.
-fn example(contract: Contract) -> &'static str {
-    match contract {
-        Contract::Kv => "kv",
-        Contract::Counter => "counter",
-    }
+// tether's example hosts drive the TypeScript plugins (no sandbox allowances: the host resolves
+// the `node` runtime).
+sdk_interop_tests! { typescript::node_or_skip;
+    kv_host_runs_the_typescript_kv_plugin_with_automtls: Host::Tether, Contract::Kv, true;
+    kv_host_runs_the_typescript_kv_plugin_in_plaintext: Host::Tether, Contract::Kv, false;
+    kv_host_runs_the_typescript_kv_plugin_multiplexed: Host::Tether, Contract::Kv, true, &["--multiplex"];
+    counter_host_and_the_typescript_counter_plugin_add_through_a_callback_with_automtls: Host::Tether, Contract::Counter, true;
+    counter_host_and_the_typescript_counter_plugin_add_through_a_callback_in_plaintext: Host::Tether, Contract::Counter, false;
+    counter_host_and_the_typescript_counter_plugin_add_through_a_multiplexed_callback: Host::Tether, Contract::Counter, true, &["--multiplex"];
+    the_typescript_counter_plugin_reaches_a_tether_broker_service_without_an_id: Host::Tether, Contract::Counter, true, &["--host-service"];
+    the_typescript_counter_plugin_reaches_a_host_service_over_the_multiplexed_connection: Host::Tether, Contract::Counter, true, &["--host-service", "--multiplex"];
 }
 
-/// tether's example hosts drive the TypeScript plugins, with `options` before the subcommand
-/// (no sandbox allowances: the host resolves the `node` runtime).
-macro_rules! tether_broker_tests {
-    ($($name:ident: $contract:expr, $options:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            let Some(ts) = typescript::node_or_skip(stringify!($name)) else {
-                return;
-            };
-            let host = match $contract {
-                Contract::Kv => bins::KV_HOST.path(),
-                Contract::Counter => bins::COUNTER_HOST.path(),
-            };
-            let options: &[&str] = $options;
-            ExampleHost::new($contract, host, ts.command(example($contract)))
-                .options(options.iter().copied())
-                .round_trip();
-        }
-    )*};
-}
-
-tether_broker_tests! {
-    kv_host_runs_the_typescript_kv_plugin_with_automtls: Contract::Kv, &[];
-    kv_host_runs_the_typescript_kv_plugin_in_plaintext: Contract::Kv, &["--plaintext"];
-    kv_host_runs_the_typescript_kv_plugin_multiplexed: Contract::Kv, &["--multiplex"];
-    counter_host_and_the_typescript_counter_plugin_add_through_a_callback_with_automtls: Contract::Counter, &[];
-    counter_host_and_the_typescript_counter_plugin_add_through_a_callback_in_plaintext: Contract::Counter, &["--plaintext"];
-    counter_host_and_the_typescript_counter_plugin_add_through_a_multiplexed_callback: Contract::Counter, &["--multiplex"];
-    the_typescript_counter_plugin_reaches_a_tether_broker_service_without_an_id: Contract::Counter, &["--host-service"];
-    the_typescript_counter_plugin_reaches_a_host_service_over_the_multiplexed_connection: Contract::Counter, &["--host-service", "--multiplex"];
-}
-
-/// go-plugin's own hosts drive the TypeScript plugins, each with its `TMPDIR` in a fresh
-/// directory, which must be empty afterwards: the plugin removed everything it made there (its
-/// socket directory, the relay sockets of multiplexed dials).
-macro_rules! go_host_tests {
-    ($($name:ident: $variant:expr, $contract:expr, $options:expr;)*) => {$(
-        #[test]
-        fn $name() {
-            let Some(ts) = typescript::node_or_skip(stringify!($name)) else {
-                return;
-            };
-            let Some(go) = peers::go_or_skip($variant, stringify!($name)) else {
-                return;
-            };
-            let host = match $contract {
-                Contract::Kv => &go.host,
-                Contract::Counter => &go.counter_host,
-            };
-            let tmp = tempfile::tempdir().unwrap();
-            let command = ts.command_with_tmpdir(example($contract), tmp.path());
-            let options: &[&str] = $options;
-            ExampleHost::new($contract, host, command)
-                .options(options.iter().copied())
-                .round_trip();
-            let left: Vec<_> = std::fs::read_dir(tmp.path())
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            assert!(left.is_empty(), "the plugin left files behind: {left:?}");
-        }
-    )*};
-}
-
-go_host_tests! {
-    go_host_v1_8_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V18, Contract::Kv, &[];
-    go_host_v1_8_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V18, Contract::Kv, &["--plaintext"];
-    go_host_v1_8_with_multiplexing_runs_the_typescript_kv_plugin: GoPlugin::V18, Contract::Kv, &["--multiplex"];
-    go_host_v1_0_1_runs_the_typescript_kv_plugin_with_automtls: GoPlugin::V101, Contract::Kv, &[];
-    go_host_v1_0_1_runs_the_typescript_kv_plugin_in_plaintext: GoPlugin::V101, Contract::Kv, &["--plaintext"];
-    go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: GoPlugin::V18, Contract::Counter, &[];
-    go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_in_plaintext: GoPlugin::V18, Contract::Counter, &["--plaintext"];
-    go_host_v1_8_serves_multiplexed_callbacks_to_the_typescript_counter_plugin: GoPlugin::V18, Contract::Counter, &["--multiplex"];
-    go_host_v1_0_1_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: GoPlugin::V101, Contract::Counter, &[];
-    go_host_v1_0_1_serves_callbacks_to_the_typescript_counter_plugin_in_plaintext: GoPlugin::V101, Contract::Counter, &["--plaintext"];
+// go-plugin's own hosts drive the TypeScript plugins, each with its `TMPDIR` in a fresh
+// directory, which must be empty afterwards (the relay sockets of multiplexed dials included).
+sdk_interop_tests! { typescript::node_or_skip;
+    go_host_v1_8_runs_the_typescript_kv_plugin_with_automtls: Host::Go(GoPlugin::V18), Contract::Kv, true;
+    go_host_v1_8_runs_the_typescript_kv_plugin_in_plaintext: Host::Go(GoPlugin::V18), Contract::Kv, false;
+    go_host_v1_8_with_multiplexing_runs_the_typescript_kv_plugin: Host::Go(GoPlugin::V18), Contract::Kv, true, &["--multiplex"];
+    go_host_v1_0_1_runs_the_typescript_kv_plugin_with_automtls: Host::Go(GoPlugin::V101), Contract::Kv, true;
+    go_host_v1_0_1_runs_the_typescript_kv_plugin_in_plaintext: Host::Go(GoPlugin::V101), Contract::Kv, false;
+    go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: Host::Go(GoPlugin::V18), Contract::Counter, true;
+    go_host_v1_8_serves_callbacks_to_the_typescript_counter_plugin_in_plaintext: Host::Go(GoPlugin::V18), Contract::Counter, false;
+    go_host_v1_8_serves_multiplexed_callbacks_to_the_typescript_counter_plugin: Host::Go(GoPlugin::V18), Contract::Counter, true, &["--multiplex"];
+    go_host_v1_0_1_serves_callbacks_to_the_typescript_counter_plugin_with_automtls: Host::Go(GoPlugin::V101), Contract::Counter, true;
+    go_host_v1_0_1_serves_callbacks_to_the_typescript_counter_plugin_in_plaintext: Host::Go(GoPlugin::V101), Contract::Counter, false;
 }
 
 /// Through the library, in both broker modes: the connection is mutual TLS with the plugin's
@@ -124,47 +65,7 @@ async fn tether_broker_calls_the_typescript_plugin_over_pinned_automtls_in_both_
     let Some(ts) = typescript::node_or_skip(test) else {
         return;
     };
-    for multiplex in [false, true] {
-        let work = tempfile::tempdir().unwrap();
-        let started = Instant::now();
-        let plugin = ts
-            .builder("kv")
-            .current_dir(work.path())
-            .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
-            .multiplex(multiplex)
-            .start()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let start_time = started.elapsed();
-        sdk_plugin::assert_pinned_automtls(&plugin);
-        let expected = if multiplex {
-            BrokerMode::Multiplexed
-        } else {
-            BrokerMode::Default
-        };
-        assert_eq!(plugin.broker_mode(), expected);
-        sdk_plugin::assert_kv_contract(&plugin).await;
-
-        let mut kv = KvClient::new(plugin.channel());
-        let calls = 200;
-        let timed = Instant::now();
-        for _ in 0..calls {
-            let value = kv
-                .get(GetRequest {
-                    key: "answer".into(),
-                })
-                .await
-                .unwrap()
-                .into_inner()
-                .value;
-            assert_eq!(value, b"42");
-        }
-        let per_call = timed.elapsed() / calls;
-        eprintln!(
-            "typescript kv plugin, {expected} broker: started in {start_time:?}, sequential Get {per_call:?} per call"
-        );
-        sdk_plugin::assert_graceful_shutdown(plugin, work.path()).await;
-    }
+    sdk_plugin::assert_kv_plugin_in_both_modes("typescript", || ts.builder("kv")).await;
 }
 
 /// Started by hand (no cookie), a TypeScript plugin prints go-plugin's message for humans on
