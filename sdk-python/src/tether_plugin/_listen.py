@@ -65,6 +65,29 @@ def grpc_binder(server: grpc.Server, credentials: grpc.ServerCredentials | None)
     return add
 
 
+def listening_socket(address: str, backlog: int) -> socket.socket:
+    """A Python socket bound to ``unix:/path`` or ``HOST:PORT`` and listening with ``backlog``;
+    ``RuntimeError`` naming the address if it cannot be (a :data:`Binder`'s error)."""
+    try:
+        if address.startswith("unix:"):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            target: object = address[len("unix:") :]
+        else:
+            host, port = address.rsplit(":", 1)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            target = (host, int(port))
+        try:
+            sock.bind(target)
+            sock.listen(backlog)
+        except OSError:
+            sock.close()
+            raise
+    except OSError as e:
+        raise RuntimeError(f"cannot listen on {address}: {e.strerror}") from e
+    return sock
+
+
 def private_socket() -> Bound:
     """A socket path in a fresh private 0700 directory (honours TMPDIR), not yet bound."""
     parent = tempfile.gettempdir()

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _yamux
-from ._listen import Bound, private_socket
+from ._listen import Bound, listening_socket, private_socket
 from ._proto.plugin import grpc_broker_pb2
 from .errors import GrpcBrokerError
 
@@ -59,20 +59,7 @@ class MuxListener:
         """A :data:`._listen.Binder` that binds Python sockets (collected in ``sockets``)."""
 
         def add(address: str) -> None:
-            if address.startswith("unix:"):
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                target: Any = address[len("unix:") :]
-            else:
-                host, port = address.rsplit(":", 1)
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                target = (host, int(port))
-            try:
-                sock.bind(target)
-                sock.listen(1)
-            except OSError as e:
-                sock.close()
-                raise RuntimeError(f"cannot listen on {address}: {e.strerror}") from e
-            sockets.append(sock)
+            sockets.append(listening_socket(address, backlog=1))
 
         return add
 

@@ -22,11 +22,12 @@ import socket
 import ssl
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from ._listen import listening_socket, private_socket
 from ._tls import SERVER_NAME, Identity, der_to_pem
 
 log = logging.getLogger("tether_plugin")
@@ -94,8 +95,11 @@ def _load_identity(context: ssl.SSLContext, identity: Identity) -> None:
 
 class _RelayThread:
     """An asyncio event loop in a thread of its own that relays connections: the servers
-    :meth:`_start` opens and the connections their handlers serve (each inside
-    :meth:`_tracked`), all closed by :meth:`_stop_thread`."""
+    :meth:`_start` opens and the connections their handler :meth:`_handle` serves with the
+    subclass's :meth:`_relay`, all closed by :meth:`_stop_thread`."""
+
+    #: What the debug log says when a connection ends with an error.
+    _ENDED = "connection ended: %s"
 
     def __init__(self, thread_name: str) -> None:
         self._loop = asyncio.new_event_loop()
@@ -145,20 +149,41 @@ class _RelayThread:
         finally:
             self._loop.close()
 
-    @contextlib.contextmanager
-    def _tracked(self) -> Iterator[None]:
-        """Records the running connection, so that :meth:`_stop_thread` can end it."""
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The servers' handler: records the running connection, so that :meth:`_stop_thread`
+        can end it, relays it, and closes it however the relay ends."""
         task = asyncio.current_task()
         assert task is not None  # a handler always runs in a task
         self._connections.add(task)
         try:
-            yield
+            await self._relay(reader, writer)
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError) as e:
+            log.debug(self._ENDED, e)
+        except asyncio.CancelledError:
+            pass  # stop() is closing every connection; the task ends here either way
         finally:
+            writer.close()
             self._connections.discard(task)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+def _is_host(writer: asyncio.StreamWriter, host_cert_der: bytes, refusal: str) -> bool:
+    """Whether the peer of ``writer``'s TLS connection showed exactly the host's certificate;
+    logs ``refusal`` when it did not."""
+    ssl_object = writer.get_extra_info("ssl_object")
+    peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    if peer != host_cert_der:
+        log.warning(refusal)
+        return False
+    return True
 
 
 class TlsTerminator(_RelayThread):
     """Accepts mutual-TLS connections from the host and relays them to ``inner_path``."""
+
+    _ENDED = "TLS connection ended: %s"
 
     def __init__(self, context: ssl.SSLContext, host_cert_der: bytes, inner_path: str) -> None:
         super().__init__("tether-plugin-tls")
@@ -169,23 +194,7 @@ class TlsTerminator(_RelayThread):
 
     def listen(self, address: str) -> None:
         """Binds ``unix:/path`` or ``127.0.0.1:PORT`` (``RuntimeError`` if it cannot)."""
-        try:
-            if address.startswith("unix:"):
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                target: object = address[len("unix:") :]
-            else:
-                host, port = address.rsplit(":", 1)
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                target = (host, int(port))
-            try:
-                sock.bind(target)
-                sock.listen(socket.SOMAXCONN)
-            except OSError:
-                sock.close()
-                raise
-        except OSError as e:
-            raise RuntimeError(f"cannot listen on {address}: {e.strerror}") from e
+        sock = listening_socket(address, backlog=socket.SOMAXCONN)
         self._sockets.append(sock)
 
     def start(self) -> None:
@@ -213,31 +222,18 @@ class TlsTerminator(_RelayThread):
             return
         self._stop_thread()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with self._tracked():
-            await self._relay(reader, writer)
-
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        refusal = (
+            "refused a TLS connection whose client certificate is not the host's "
+            "certificate from PLUGIN_CLIENT_CERT"
+        )
+        if not _is_host(writer, self._host, refusal):
+            return
+        inner_reader, inner_writer = await asyncio.open_unix_connection(self._inner)
         try:
-            ssl_object = writer.get_extra_info("ssl_object")
-            peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-            if peer != self._host:
-                log.warning(
-                    "refused a TLS connection whose client certificate is not the host's "
-                    "certificate from PLUGIN_CLIENT_CERT"
-                )
-                return
-            inner_reader, inner_writer = await asyncio.open_unix_connection(self._inner)
-            try:
-                await _relay_both_ways(reader, writer, inner_reader, inner_writer)
-            finally:
-                inner_writer.close()
-        except (OSError, asyncio.IncompleteReadError, ssl.SSLError) as e:
-            log.debug("TLS connection ended: %s", e)
-        except asyncio.CancelledError:
-            pass  # stop() is closing every connection; the task ends here either way
+            await _relay_both_ways(reader, writer, inner_reader, inner_writer)
         finally:
-            writer.close()
+            inner_writer.close()
 
 
 async def _relay_both_ways(
@@ -271,8 +267,9 @@ class TlsDialRelay(_RelayThread):
     done with Python's :mod:`ssl`, to the host's ``network``/``address``, whose certificate must
     be exactly ``host_cert_der``."""
 
+    _ENDED = "TLS broker connection ended: %s"
+
     def __init__(self, context: ssl.SSLContext, host_cert_der: bytes, network: str, address: str) -> None:
-        from ._listen import private_socket  # here: _listen does not depend on this module
 
         super().__init__("tether-plugin-tls-dial")
         self._context = context
@@ -318,28 +315,14 @@ class TlsDialRelay(_RelayThread):
             ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
         )
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with self._tracked():
-            await self._relay(reader, writer)
-
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        refusal = (
+            "refused a broker connection: the server's certificate is not the host's "
+            "certificate from PLUGIN_CLIENT_CERT"
+        )
+        host_reader, host_writer = await self._open_host()
         try:
-            host_reader, host_writer = await self._open_host()
-            try:
-                ssl_object = host_writer.get_extra_info("ssl_object")
-                peer = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-                if peer != self._host:
-                    log.warning(
-                        "refused a broker connection: the server's certificate is not the host's "
-                        "certificate from PLUGIN_CLIENT_CERT"
-                    )
-                    return
+            if _is_host(host_writer, self._host, refusal):
                 await _relay_both_ways(reader, writer, host_reader, host_writer)
-            finally:
-                host_writer.close()
-        except (OSError, asyncio.IncompleteReadError, ssl.SSLError) as e:
-            log.debug("TLS broker connection ended: %s", e)
-        except asyncio.CancelledError:
-            pass
         finally:
-            writer.close()
+            host_writer.close()
