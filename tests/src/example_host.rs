@@ -185,7 +185,7 @@ impl ExampleHost {
 
 /// `contract`'s round trip between go-plugin `variant`'s peer on `go_side` and tether's
 /// example on the other, with AutoMTLS on or off (`tls`) and host `options`; skipped (or failed) as
-/// [`peers::go_or_skip`] says when the peers are unavailable. [`go_interop_tests!`] writes the
+/// [`peers::go_or_skip`] says when the peers are unavailable. [`go_interop_tests!`](crate::go_interop_tests!) writes the
 /// tests.
 ///
 /// # Panics

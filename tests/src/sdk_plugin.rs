@@ -1,6 +1,6 @@
 //! What the example plugins of every SDK in another language (Python, TypeScript) must do under
 //! a tether host, checked the same way for each: the example hosts' round trips under tether's
-//! and go-plugin's hosts ([`sdk_interop_tests!`]), go-plugin's KV contract through the library
+//! and go-plugin's hosts ([`sdk_interop_tests!`](crate::sdk_interop_tests!)), go-plugin's KV contract through the library
 //! over pinned AutoMTLS in both broker modes, a graceful `Shutdown` that leaves nothing running,
 //! and an exit of their own when their host dies.
 
@@ -62,7 +62,7 @@ pub enum Host {
 /// AutoMTLS on or off (`tls`) and host `options`. Under a go-plugin host the plugin gets a fresh
 /// `TMPDIR`, which must be empty afterwards: it removed everything it made there (its socket
 /// directory, the relay sockets of its dials). Skipped (or failed) as [`peers::go_or_skip`]
-/// says when the Go peers are unavailable. [`sdk_interop_tests!`] writes the tests.
+/// says when the Go peers are unavailable. [`sdk_interop_tests!`](crate::sdk_interop_tests!) writes the tests.
 ///
 /// # Panics
 /// When the round trip does not hold.
