@@ -1,10 +1,10 @@
 //! Errors as data, in one place for the host author: each is defined next to its subsystem —
 //! [`StartError`] and [`ShutdownError`] in `launch/error/` (starting and ending one plugin),
 //! [`UseError`] in `supervisor/` (using a catalog plugin through the supervisor),
-//! [`ManifestError`] and [`NotGranted`] in `catalog/`, [`SandboxError`] and
+//! [`CatalogFileError`] and [`NotGranted`] in `catalog/`, [`SandboxError`] and
 //! [`IntegrityError`] in `confine/` — and re-exported here.
 
-pub use crate::catalog::{ManifestError, NotGranted};
+pub use crate::catalog::{CatalogFileError, NotGranted};
 pub use crate::confine::{IntegrityError, SandboxError};
 pub use crate::launch::ReattachError;
 pub use crate::launch::error::{

@@ -63,8 +63,8 @@
 //! # A catalog, started lazily
 //! A [`Catalog`] loads one TOML [`Manifest`] per plugin from a directory (bad manifests are
 //! reported with file, line and key, and do not stop the others). A [`Supervisor`] built from it,
-//! with [`Grants`] and a [`SecretSource`] ([`DirSecretSource`], [`EnvSecretSource`],
-//! [`MemorySecretSource`]), starts a plugin on its first [`acquire`](Supervisor::acquire) (one
+//! with [`Grants`] and a [`ValueSource`] ([`DirValueSource`], [`EnvValueSource`],
+//! [`MemoryValueSource`]), starts a plugin on its first [`acquire`](Supervisor::acquire) (one
 //! process however many callers ask at once), stops it after its idle timeout, kills it when
 //! health checks find it hung or when its calls keep running out their deadline
 //! ([`DEFAULT_RECYCLE_AFTER_DEADLINES`](crate::supervisor::DEFAULT_RECYCLE_AFTER_DEADLINES), [`UseErrorKind::DeadlineExceeded`](error::UseErrorKind::DeadlineExceeded)), fails calls in flight
@@ -133,7 +133,7 @@
 //! [`DEFAULT_RESTART_WINDOW`](crate::catalog::DEFAULT_RESTART_WINDOW); fixed ones are [`CRASH_SETTLE_TIMEOUT`](crate::supervisor::CRASH_SETTLE_TIMEOUT), [`CRASH_STDERR_TIMEOUT`](crate::supervisor::CRASH_STDERR_TIMEOUT), [`MAX_VALUE_LEN`](crate::catalog::MAX_VALUE_LEN),
 //! [`MAX_NAME_LEN`](crate::catalog::MAX_NAME_LEN),
 //! [`KILL_REAP_TIMEOUT`](crate::launch::KILL_REAP_TIMEOUT), [`MAX_QUOTED_STDOUT`](crate::launch::MAX_QUOTED_STDOUT), [`MAX_LOG_LINE_LEN`](crate::launch::MAX_LOG_LINE_LEN),
-//! [`MAX_SOCKET_PATH_LEN`](crate::launch::MAX_SOCKET_PATH_LEN), [`SOCKET_NAME_RESERVE`](crate::launch::SOCKET_NAME_RESERVE), [`MAX_RUNTIME_DIR_LEN`](crate::launch::MAX_RUNTIME_DIR_LEN) and
+//! [`MAX_SOCKET_PATH_LEN`](crate::launch::MAX_SOCKET_PATH_LEN), [`SOCKET_NAME_RESERVE`](crate::launch::SOCKET_NAME_RESERVE), [`MAX_PRIVATE_DIR_BASE_LEN`](crate::launch::MAX_PRIVATE_DIR_BASE_LEN) and
 //! [`tether_proto::handshake::MAX_LINE_LEN`]. The broker's are in [`GrpcBrokerConfig`](crate::callbacks::GrpcBrokerConfig)
 //! ([`DEFAULT_DIAL_TIMEOUT`](crate::callbacks::DEFAULT_DIAL_TIMEOUT), [`DEFAULT_UNCLAIMED_TTL`](crate::callbacks::DEFAULT_UNCLAIMED_TTL), [`DEFAULT_BROKER_CONNECT_TIMEOUT`](crate::callbacks::DEFAULT_BROKER_CONNECT_TIMEOUT),
 //! [`DEFAULT_STOP_GRACE`](crate::callbacks::DEFAULT_STOP_GRACE); fixed: [`MAX_UNCLAIMED`](crate::callbacks::MAX_UNCLAIMED)), set with
@@ -213,7 +213,7 @@ pub mod supervisor;
 
 pub use callbacks::GrpcBroker;
 pub use catalog::{
-    Catalog, DirSecretSource, EnvSecretSource, Grants, Manifest, MemorySecretSource, SecretSource,
+    Catalog, DirValueSource, EnvValueSource, Grants, Manifest, MemoryValueSource, ValueSource,
 };
 pub use confine::{Confinement, Limits, SandboxMode};
 pub use error::{BoxError, ShutdownError, ShutdownOutcome, StartError, UseError};

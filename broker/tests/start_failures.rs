@@ -14,7 +14,7 @@ async fn start(script: &str, runtime: &Path, tls: bool) -> StartError {
     let mut builder = PluginClient::builder("/bin/sh")
         .args(["-c", script])
         .name("script")
-        .runtime_dir(runtime)
+        .private_dir_base(runtime)
         .timeouts(
             Timeouts::default()
                 .start(Duration::from_secs(5))
@@ -30,7 +30,7 @@ async fn start(script: &str, runtime: &Path, tls: bool) -> StartError {
     }
 }
 
-/// A runtime directory for one test, checked to be empty (no private directory left) at the end.
+/// A private-directory base for one test, checked to be empty (no private directory left) at the end.
 struct Runtime(tempfile::TempDir);
 
 impl Runtime {
@@ -78,7 +78,7 @@ async fn a_plugin_that_prints_no_handshake_times_out_and_is_killed() {
     let rt = Runtime::new();
     let err = PluginClient::builder("/bin/sh")
         .args(["-c", "echo starting; echo waiting >&2; exec sleep 30"])
-        .runtime_dir(rt.path())
+        .private_dir_base(rt.path())
         .timeouts(
             Timeouts::default()
                 .start(Duration::from_millis(300))
@@ -259,7 +259,7 @@ async fn the_plugin_environment_holds_only_allowed_and_protocol_variables() {
     // The plugin dumps its environment to stderr and exits; the error carries the tail.
     let err = PluginClient::builder("/bin/sh")
         .args(["-c", "env >&2; exit 1"])
-        .runtime_dir(rt.path())
+        .private_dir_base(rt.path())
         .env("EXTRA", "yes")
         .env("TMPDIR", "/forged")
         .output_limits(OutputLimits::default().stderr_tail_len(16 * 1024))
@@ -309,7 +309,7 @@ async fn the_plugin_environment_holds_only_allowed_and_protocol_variables() {
 async fn a_program_that_does_not_exist_fails_to_spawn() {
     let rt = Runtime::new();
     let err = PluginClient::builder("/nonexistent/plugin")
-        .runtime_dir(rt.path())
+        .private_dir_base(rt.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()
         .await

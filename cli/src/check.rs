@@ -3,7 +3,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use tether_broker::launch::{RUNSC_INSTALL_HINT, Runner};
 
-use tether_broker::{Manifest, PluginClient, SecretSource as _, confine::sha256_file};
+use tether_broker::{Manifest, PluginClient, ValueSource as _, confine::sha256_file};
 use tether_proto::ValueKind;
 
 use crate::args::CatalogArgs;

@@ -165,7 +165,7 @@ pub(crate) enum CliError {
     },
     /// The grants file is bad: every problem found, one per line.
     #[error("the grants file cannot be used:{}", indented(.0.as_slice()))]
-    Grants(tether_broker::catalog::ManifestErrors),
+    Grants(tether_broker::catalog::CatalogFileErrors),
     /// The plugin's manifest did not load: its problems, one per line.
     #[error(
         "plugin `{plugin}` cannot be used: its manifest has problems:{}",
@@ -173,7 +173,7 @@ pub(crate) enum CliError {
     )]
     BrokenManifest {
         plugin: String,
-        errors: Vec<tether_broker::catalog::ManifestError>,
+        errors: Vec<tether_broker::catalog::CatalogFileError>,
     },
     /// `list`/`check` found problems (already printed).
     #[error("the catalog has {count} problem(s), listed above")]

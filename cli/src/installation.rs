@@ -10,7 +10,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use tether_broker::{Catalog, DirSecretSource, Grants, Manifest, catalog::ManifestError};
+use tether_broker::{Catalog, DirValueSource, Grants, Manifest, catalog::CatalogFileError};
 
 use crate::args::{CatalogArgs, InstallArgs};
 use crate::binary::{self, Searched};
@@ -51,15 +51,15 @@ pub(crate) struct Installation {
     /// The good manifests, commands resolved.
     pub(crate) catalog: Catalog,
     /// The manifests that could not be loaded.
-    pub(crate) bad_manifests: Vec<ManifestError>,
+    pub(crate) bad_manifests: Vec<CatalogFileError>,
     /// The plugins whose program is nowhere, and every place it was looked for.
     pub(crate) missing_binaries: Vec<(String, Searched)>,
     /// The policy.
     pub(crate) grants: Grants,
     /// Secret values.
-    pub(crate) secrets: DirSecretSource,
+    pub(crate) secrets: DirValueSource,
     /// Config files.
-    pub(crate) config: DirSecretSource,
+    pub(crate) config: DirValueSource,
 }
 
 impl Installation {
@@ -92,13 +92,13 @@ impl Installation {
                 }
             }
         };
-        let secrets = DirSecretSource::new(
+        let secrets = DirValueSource::new(
             install
                 .secrets
                 .clone()
                 .unwrap_or_else(|| beside(dir, "secrets")),
         );
-        let config = DirSecretSource::new(
+        let config = DirValueSource::new(
             install
                 .config
                 .clone()
@@ -206,7 +206,7 @@ impl Installation {
 
 /// The plugin a bad manifest is for: the `name` it declares, else (when the file cannot be
 /// read that far) its file name without `.toml`.
-fn declared(error: &ManifestError) -> Option<&str> {
+fn declared(error: &CatalogFileError) -> Option<&str> {
     error
         .plugin
         .as_deref()

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor, SupervisorBuilder, Timeouts};
+use tether_broker::{Catalog, DirValueSource, Grants, Supervisor, SupervisorBuilder, Timeouts};
 
 /// The shutdown and terminate grace of [`World::supervisor`]'s plugins: short, so that tests
 /// that stop plugins do not wait long for one that does not stop.
@@ -149,7 +149,7 @@ impl World {
     }
 
     /// A supervisor over this world's catalog with `grants`, its secrets directory as the
-    /// secret source, its delivery and runtime directories, and [`TEST_GRACE`] to stop.
+    /// secret source, its delivery and private-directory bases, and [`TEST_GRACE`] to stop.
     ///
     /// # Panics
     /// If the catalog cannot be read.
@@ -158,9 +158,9 @@ impl World {
         let (delivery, run) = (self.delivery(), self.run());
         Supervisor::builder(catalog, self.state())
             .grants(grants)
-            .secrets(DirSecretSource::new(self.secrets()))
+            .secrets(DirValueSource::new(self.secrets()))
             .customize(move |b| {
-                b.delivery_dir(&delivery).runtime_dir(&run).timeouts(
+                b.delivery_dir(&delivery).private_dir_base(&run).timeouts(
                     Timeouts::default()
                         .shutdown_grace(TEST_GRACE)
                         .terminate_grace(TEST_GRACE),
@@ -210,7 +210,7 @@ impl World {
         manifest
     }
 
-    /// Entries left in `dir` (e.g. delivery or runtime directories), sorted.
+    /// Entries left in `dir` (e.g. delivery or private-directory bases), sorted.
     #[must_use]
     pub fn leftovers(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)

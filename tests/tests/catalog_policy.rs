@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use tether_broker::error::UseErrorKind;
-use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor};
+use tether_broker::{Catalog, DirValueSource, Grants, Supervisor};
 use tether_tests::bins;
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
@@ -93,7 +93,7 @@ impl Site {
         let catalog = Catalog::load_dir(&self.catalog()).unwrap();
         Supervisor::builder(catalog, self.path().join("state"))
             .grants(grants)
-            .secrets(DirSecretSource::new(self.secrets()))
+            .secrets(DirValueSource::new(self.secrets()))
             .build()
     }
 }

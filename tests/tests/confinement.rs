@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tether_broker::error::UseErrorKind;
-use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor};
+use tether_broker::{Catalog, DirValueSource, Grants, Lease, Supervisor};
 use tether_examples::kv::kv_client::KvClient;
 use tether_examples::kv::{GetRequest, PutRequest};
 use tether_tests::peers::{self, GoPlugin};
@@ -86,8 +86,8 @@ fn supervisor(world: &World, grants: Grants) -> Supervisor {
     let (delivery, run) = (world.delivery(), world.run());
     Supervisor::builder(catalog, world.state())
         .grants(grants)
-        .secrets(DirSecretSource::new(world.secrets()))
-        .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
+        .secrets(DirValueSource::new(world.secrets()))
+        .customize(move |b| b.delivery_dir(&delivery).private_dir_base(&run))
         .build()
 }
 
@@ -291,7 +291,7 @@ async fn config_files_are_delivered_read_only_next_to_secrets() {
     let delivery = world.delivery();
     let supervisor = Supervisor::builder(catalog, world.state())
         .grants(Grants::new().config("a", "settings.json"))
-        .config_source(DirSecretSource::new(world.config()))
+        .config_source(DirValueSource::new(world.config()))
         .customize(move |b| b.delivery_dir(&delivery))
         .build();
     let a = supervisor.acquire("a").await.unwrap();

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use base64::Engine as _;
 use tether_broker::error::UseErrorKind;
-use tether_broker::{Catalog, DirSecretSource, Grants, Lease, Supervisor, Timeouts};
+use tether_broker::{Catalog, DirValueSource, Grants, Lease, Supervisor, Timeouts};
 use tether_tests::escape::HOST_ATTACKS;
 use tether_tests::host_user::{Host, root_and_unprivileged};
 use tether_tests::lease::get as lease_get;
@@ -78,7 +78,7 @@ impl Site {
         let grants = Grants::load(&file).unwrap();
         Supervisor::builder(catalog, self.world.state())
             .grants(grants)
-            .secrets(DirSecretSource::new(self.world.secrets()))
+            .secrets(DirValueSource::new(self.world.secrets()))
             .customize(move |b| {
                 let plain = plaintext.contains(&b.plugin_name().as_str());
                 let b = b.timeouts(

@@ -306,7 +306,7 @@ async fn a_plugin_run_as_another_user_cannot_signal_limit_or_trace_its_host() {
 #[tokio::test]
 async fn a_plugin_run_as_another_user_reads_its_granted_secret_and_writes_its_state() {
     use std::os::unix::fs::PermissionsExt as _;
-    use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor};
+    use tether_broker::{Catalog, DirValueSource, Grants, Supervisor};
     use tether_tests::world::{PluginSpec, World};
 
     let test = "a_plugin_run_as_another_user_reads_its_granted_secret_and_writes_its_state";
@@ -323,7 +323,7 @@ async fn a_plugin_run_as_another_user_reads_its_granted_secret_and_writes_its_st
     assert!(catalog.errors().is_empty(), "{:?}", catalog.errors());
     let supervisor = Supervisor::builder(catalog, world.state())
         .grants(Grants::new().secret("a", "token"))
-        .secrets(DirSecretSource::new(world.secrets()))
+        .secrets(DirValueSource::new(world.secrets()))
         .customize(|b| b.run_as(NOBODY.0, NOBODY.1))
         .build();
     let a = supervisor.acquire("a").await.unwrap();

@@ -47,7 +47,7 @@ fn supervisor(world: &World) -> tether_broker::SupervisorBuilder {
     assert!(catalog.errors().is_empty(), "{:?}", catalog.errors());
     let (delivery, run) = (world.delivery(), world.run());
     Supervisor::builder(catalog, world.state()).customize(move |b| {
-        b.delivery_dir(&delivery).runtime_dir(&run).timeouts(
+        b.delivery_dir(&delivery).private_dir_base(&run).timeouts(
             Timeouts::default()
                 .shutdown_grace(Duration::from_millis(500))
                 .terminate_grace(Duration::from_millis(500)),
@@ -385,7 +385,7 @@ async fn a_plugin_ignoring_shutdown_and_sigterm_is_killed_with_its_grandchild_af
         (Duration::from_millis(300), Duration::from_millis(300));
     let plugin = PluginClient::builder(STUBBORN_PLUGIN)
         .current_dir(work.path())
-        .runtime_dir(runtime.path())
+        .private_dir_base(runtime.path())
         .timeouts(
             Timeouts::default()
                 .shutdown_grace(shutdown_grace)

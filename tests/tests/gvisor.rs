@@ -40,7 +40,7 @@ const HANG: &str = env!("CARGO_BIN_EXE_hang-before-handshake");
 /// How long a test waits for a process to exit.
 const EXIT_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Set in the child host of the host-`SIGKILL` test: its runtime directory.
+/// Set in the child host of the host-`SIGKILL` test: its private-directory base.
 const CHILD_HOST_ENV: &str = "TETHER_TEST_GVISOR_CHILD_HOST";
 
 macro_rules! require_runsc {
@@ -51,7 +51,7 @@ macro_rules! require_runsc {
     };
 }
 
-/// A runtime directory of the test's own: private dirs, bundles, delivered files and runsc's
+/// A private-directory base of the test's own: private dirs, bundles, delivered files and runsc's
 /// state root all go there, so "nothing left" is checked on it alone.
 struct Runtime {
     dir: tempfile::TempDir,
@@ -77,11 +77,11 @@ impl Runtime {
             .join(format!("tether-runsc-{}", unsafe { libc::geteuid() }))
     }
 
-    /// A probe plugin under gVisor, with everything it makes in this runtime directory.
+    /// A probe plugin under gVisor, with everything it makes in this private-directory base.
     fn probe(&self, program: &str) -> PluginClientBuilder<HandshakeConfig> {
         PluginClient::builder(program)
             .runner(Runner::Gvisor(GvisorOptions::new().runsc(gvisor::RUNSC)))
-            .runtime_dir(self.path())
+            .private_dir_base(self.path())
             .delivery_dir(self.path())
             .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
     }
@@ -226,7 +226,7 @@ async fn a_plugin_in_gvisor_cannot_reach_a_tcp_listener_on_the_hosts_loopback() 
     // The same probe as a confined child process reaches it: the listener is real.
     let process = PluginClient::builder(PROBE)
         .network(tether_broker::confine::NetworkMode::Host)
-        .runtime_dir(runtime.path())
+        .private_dir_base(runtime.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()
         .await
@@ -349,7 +349,7 @@ async fn a_missing_runsc_is_a_clear_error_saying_how_to_install_it() {
         .runner(Runner::Gvisor(
             GvisorOptions::new().runsc("/nonexistent/runsc"),
         ))
-        .runtime_dir(runtime.path())
+        .private_dir_base(runtime.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()
         .await
@@ -381,7 +381,7 @@ async fn runscs_own_failure_is_reported_as_the_runners_not_as_a_plugin_exit() {
                 .runsc(gvisor::RUNSC)
                 .rootfs(rootfs.path()),
         ))
-        .runtime_dir(runtime.path())
+        .private_dir_base(runtime.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()
         .await
@@ -407,7 +407,7 @@ async fn child_host(runtime: &Path) -> ! {
         .runner(Runner::Gvisor(
             GvisorOptions::new().runsc(gvisor::RUNSC).memory_mib(256),
         ))
-        .runtime_dir(runtime)
+        .private_dir_base(runtime)
         .delivery_dir(runtime)
         .deliver(Delivery::new().secret("token", secret("t")))
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
@@ -705,7 +705,7 @@ async fn a_gvisor_plugin_gets_its_memory_and_cpu_limits_and_is_stopped_past_its_
                 .memory_mib(128)
                 .cpu_millis(500),
         ))
-        .runtime_dir(runtime.path())
+        .private_dir_base(runtime.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()
         .await
@@ -841,7 +841,7 @@ async fn run_step(
     PluginClient::builder("/bin/sh")
         .args(["-c", script])
         .runner(runner)
-        .runtime_dir(runtime.path())
+        .private_dir_base(runtime.path())
         .current_dir(state)
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .run_to_exit()

@@ -23,7 +23,7 @@ const TEST_START_TIMEOUT: Duration = Duration::from_secs(3);
 const TIMEOUT_MARGIN: Duration = Duration::from_secs(3);
 
 /// One test's sandbox: a working directory for the plugin (to find leftover processes by) and a
-/// runtime directory for the host's private per-launch directories (to find leftovers in).
+/// private-directory base for the host's private per-launch directories (to find leftovers in).
 struct Sandbox {
     work: tempfile::TempDir,
     runtime: tempfile::TempDir,
@@ -44,7 +44,7 @@ impl Sandbox {
     fn builder(&self, program: &str) -> PluginClientBuilder<HandshakeConfig> {
         PluginClient::builder(program)
             .current_dir(self.work.path())
-            .runtime_dir(self.runtime.path())
+            .private_dir_base(self.runtime.path())
             .timeouts(
                 Timeouts::default()
                     .start(TEST_START_TIMEOUT)
@@ -54,7 +54,7 @@ impl Sandbox {
     }
 
     /// Nothing may remain: no live process working in the plugin's directory, nothing in the
-    /// runtime directory.
+    /// private-directory base.
     fn assert_nothing_left(&self) {
         let procs = procs::in_dir(self.work.path());
         assert!(procs.is_empty(), "processes left behind: {procs:?}");
@@ -84,7 +84,7 @@ async fn a_plugin_started_with_the_wrong_cookie_is_a_refused_cookie_naming_the_k
     let sb = Sandbox::new();
     let builder = PluginClient::builder(bins::KV_PLUGIN.path())
         .current_dir(sb.work.path())
-        .runtime_dir(sb.runtime.path())
+        .private_dir_base(sb.runtime.path())
         .start_timeout(TEST_START_TIMEOUT)
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "goodbye").app_versions([1]));
     let err = start_err(builder).await;

@@ -47,7 +47,7 @@ fn supervisor(world: &World, grants: Grants) -> Supervisor {
     let (delivery, run) = (world.delivery(), world.run());
     Supervisor::builder(catalog, world.state())
         .grants(grants)
-        .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
+        .customize(move |b| b.delivery_dir(&delivery).private_dir_base(&run))
         .build()
 }
 

@@ -1,5 +1,5 @@
 //! A bounded soak run: 100 plugins cycled through start, call and stop for a while, checking
-//! that the host's descriptors, memory, runtime directory and process table stay flat.
+//! that the host's descriptors, memory, private-directory base and process table stay flat.
 //!
 //! Ignored by default (CI skips it); run it with
 //!
@@ -83,7 +83,7 @@ async fn round(world: &World, round: usize) {
     let catalog = Catalog::load_dir(&world.catalog()).unwrap();
     let (delivery, run) = (world.delivery(), world.run());
     let supervisor = Supervisor::builder(catalog, world.state())
-        .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
+        .customize(move |b| b.delivery_dir(&delivery).private_dir_base(&run))
         .build();
     let names: Vec<String> = (0..PLUGINS).map(|i| format!("p{i:03}")).collect();
     for chunk in names.chunks(CONCURRENT_STARTS) {
@@ -151,7 +151,7 @@ async fn soak_100_plugins_cycled_through_start_call_stop_keep_the_host_flat() {
         );
         assert!(
             World::leftovers(&world.run()).is_empty(),
-            "runtime directory not empty after round {rounds}: {:?}",
+            "private-directory base not empty after round {rounds}: {:?}",
             World::leftovers(&world.run())
         );
         assert!(World::leftovers(&world.delivery()).is_empty());

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::catalog::errors::ManifestError;
+use crate::catalog::errors::CatalogFileError;
 use crate::catalog::text::expand_env;
 use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
@@ -66,8 +66,8 @@ impl RawConfinement {
         self,
         dir: &Path,
         style: PathStyle,
-        error: impl Fn(&Spanned<String>, &str, String) -> ManifestError,
-    ) -> Result<Confinement, ManifestError> {
+        error: impl Fn(&Spanned<String>, &str, String) -> CatalogFileError,
+    ) -> Result<Confinement, CatalogFileError> {
         let mut confinement = Confinement::default()
             .sandbox(self.sandbox)
             .network(self.network)
@@ -109,8 +109,8 @@ fn path(
     key: &str,
     dir: &Path,
     style: PathStyle,
-    error: &impl Fn(&Spanned<String>, &str, String) -> ManifestError,
-) -> Result<PathBuf, ManifestError> {
+    error: &impl Fn(&Spanned<String>, &str, String) -> CatalogFileError,
+) -> Result<PathBuf, CatalogFileError> {
     let written = value.get_ref();
     if written.contains('\0') {
         return Err(error(value, key, "contains a NUL byte".into()));

@@ -1,12 +1,12 @@
-//! What is wrong with a catalog file (a manifest or the grants file): [`ManifestError`], one
-//! located problem, and [`ManifestErrors`], every problem found in one file.
+//! What is wrong with a catalog file (a manifest or the grants file): [`CatalogFileError`], one
+//! located problem, and [`CatalogFileErrors`], every problem found in one file.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::catalog::text::{key_at, line_column};
 
-/// Which kind of catalog file a [`ManifestError`] is about, and so who fixes it.
+/// Which kind of catalog file a [`CatalogFileError`] is about, and so who fixes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FileKind {
@@ -29,7 +29,7 @@ impl fmt::Display for FileKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}:{line}:{column}: {}{message}; fix the {file_kind}", file.display(), key.as_ref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
 #[non_exhaustive]
-pub struct ManifestError {
+pub struct CatalogFileError {
     /// The manifest file.
     pub file: PathBuf,
     /// 1-based line of the problem (1 when the file could not be read).
@@ -47,7 +47,7 @@ pub struct ManifestError {
     pub plugin: Option<String>,
 }
 
-impl ManifestError {
+impl CatalogFileError {
     pub(crate) fn whole_file(file: &Path, message: impl fmt::Display) -> Self {
         Self {
             file: file.to_owned(),
@@ -93,14 +93,14 @@ impl ManifestError {
 /// assert_eq!(errors.first().plugin.as_deref(), Some("kv"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManifestErrors {
+pub struct CatalogFileErrors {
     /// At least one.
-    errors: Vec<ManifestError>,
+    errors: Vec<CatalogFileError>,
 }
 
-impl ManifestErrors {
+impl CatalogFileErrors {
     /// `first` and then `more`.
-    pub(crate) fn new(first: ManifestError, more: Vec<ManifestError>) -> Self {
+    pub(crate) fn new(first: CatalogFileError, more: Vec<CatalogFileError>) -> Self {
         let mut errors = vec![first];
         errors.extend(more);
         Self { errors }
@@ -108,19 +108,19 @@ impl ManifestErrors {
 
     /// The first problem (in file order).
     #[must_use]
-    pub fn first(&self) -> &ManifestError {
+    pub fn first(&self) -> &CatalogFileError {
         // `new` and `From` put at least one in; nothing removes any.
         &self.errors[0]
     }
 
     /// Every problem, in file order.
-    pub fn iter(&self) -> std::slice::Iter<'_, ManifestError> {
+    pub fn iter(&self) -> std::slice::Iter<'_, CatalogFileError> {
         self.errors.iter()
     }
 
     /// Every problem, in file order.
     #[must_use]
-    pub fn as_slice(&self) -> &[ManifestError] {
+    pub fn as_slice(&self) -> &[CatalogFileError] {
         &self.errors
     }
 
@@ -141,33 +141,33 @@ impl ManifestErrors {
     }
 }
 
-impl From<ManifestError> for ManifestErrors {
-    fn from(error: ManifestError) -> Self {
+impl From<CatalogFileError> for CatalogFileErrors {
+    fn from(error: CatalogFileError) -> Self {
         Self {
             errors: vec![error],
         }
     }
 }
 
-impl IntoIterator for ManifestErrors {
-    type Item = ManifestError;
-    type IntoIter = std::vec::IntoIter<ManifestError>;
+impl IntoIterator for CatalogFileErrors {
+    type Item = CatalogFileError;
+    type IntoIter = std::vec::IntoIter<CatalogFileError>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.errors.into_iter()
     }
 }
 
-impl<'a> IntoIterator for &'a ManifestErrors {
-    type Item = &'a ManifestError;
-    type IntoIter = std::slice::Iter<'a, ManifestError>;
+impl<'a> IntoIterator for &'a CatalogFileErrors {
+    type Item = &'a CatalogFileError;
+    type IntoIter = std::slice::Iter<'a, CatalogFileError>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.errors.iter()
     }
 }
 
-impl fmt::Display for ManifestErrors {
+impl fmt::Display for CatalogFileErrors {
     /// One problem per line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, error) in self.errors.iter().enumerate() {
@@ -180,4 +180,4 @@ impl fmt::Display for ManifestErrors {
     }
 }
 
-impl std::error::Error for ManifestErrors {}
+impl std::error::Error for CatalogFileErrors {}

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::catalog::confinement::{PathStyle, RawConfinement};
-use crate::catalog::errors::{FileKind, ManifestError, ManifestErrors};
+use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
 use crate::catalog::keys::{self, Schema};
 use crate::catalog::manifest::Manifest;
 use crate::catalog::request::{NotGranted, Request};
@@ -279,9 +279,9 @@ impl Grants {
     /// relative to its directory).
     ///
     /// # Errors
-    /// [`ManifestErrors`] (with [`FileKind::Grants`]), each naming file, line, column and key:
+    /// [`CatalogFileErrors`] (with [`FileKind::Grants`]), each naming file, line, column and key:
     /// every unknown key, or else the first bad type or value or invalid name.
-    pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestErrors> {
+    pub fn parse(text: &str, file: &Path) -> Result<Self, CatalogFileErrors> {
         let document = keys::document(text, file, FileKind::Grants)?;
         let grant = Schema::of::<RawGrant>().and::<RawConfinement>();
         let schema = Schema::of::<GrantsFile>().table("plugins", Schema::any_key(grant));
@@ -290,9 +290,9 @@ impl Grants {
     }
 
     /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
-    fn parse_known(text: &str, file: &Path) -> Result<Self, ManifestError> {
+    fn parse_known(text: &str, file: &Path) -> Result<Self, CatalogFileError> {
         let error = |offset, key: Option<String>, message: String| {
-            let mut e = ManifestError::at(file, text, offset, key, message);
+            let mut e = CatalogFileError::at(file, text, offset, key, message);
             e.file_kind = FileKind::Grants;
             e
         };
@@ -345,10 +345,13 @@ impl Grants {
     ///
     /// # Errors
     /// As [`parse`](Self::parse), or when the file cannot be read.
-    pub fn load(path: &Path) -> Result<Self, ManifestErrors> {
+    pub fn load(path: &Path) -> Result<Self, CatalogFileErrors> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            ManifestErrors::from(ManifestError::whole_file(path, format!("cannot read: {e}")))
-                .of_kind(FileKind::Grants)
+            CatalogFileErrors::from(CatalogFileError::whole_file(
+                path,
+                format!("cannot read: {e}"),
+            ))
+            .of_kind(FileKind::Grants)
         })?;
         Self::parse(&text, path)
     }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use toml::de::{DeTable, DeValue};
 
-use crate::catalog::errors::{FileKind, ManifestError, ManifestErrors};
+use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
 use crate::catalog::text::toml_key;
 
 /// The keys a table may have, and what the tables among them may have.
@@ -64,13 +64,13 @@ pub(crate) fn document<'t>(
     text: &'t str,
     file: &Path,
     kind: FileKind,
-) -> Result<DeTable<'t>, ManifestError> {
+) -> Result<DeTable<'t>, CatalogFileError> {
     DeTable::parse(text)
         .map(toml::Spanned::into_inner)
         .map_err(|e| {
             let offset = e.span().map_or(0, |s| s.start);
             let mut error =
-                ManifestError::at(file, text, offset, None, e.message().trim().to_owned());
+                CatalogFileError::at(file, text, offset, None, e.message().trim().to_owned());
             error.file_kind = kind;
             error
         })
@@ -94,18 +94,18 @@ pub(crate) fn check(
     file: &Path,
     text: &str,
     kind: FileKind,
-) -> Result<(), ManifestErrors> {
+) -> Result<(), CatalogFileErrors> {
     let mut found = Vec::new();
     walk(table, schema, "", &mut found);
     found.sort_by_key(|(offset, _, _)| *offset);
     let mut errors = found.into_iter().map(|(offset, key, message)| {
-        let mut error = ManifestError::at(file, text, offset, Some(key), message);
+        let mut error = CatalogFileError::at(file, text, offset, Some(key), message);
         error.file_kind = kind;
         error
     });
     match errors.next() {
         None => Ok(()),
-        Some(first) => Err(ManifestErrors::new(first, errors.collect())),
+        Some(first) => Err(CatalogFileErrors::new(first, errors.collect())),
     }
 }
 

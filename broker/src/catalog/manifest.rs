@@ -1,6 +1,6 @@
 //! Plugin manifests: one TOML file per plugin describing how to launch and confine it.
 //!
-//! [`Manifest::parse`] is sans-IO (text in, value or [`ManifestError`] out); every error names
+//! [`Manifest::parse`] is sans-IO (text in, value or [`CatalogFileError`] out); every error names
 //! the file, the line and the key.
 
 use std::fmt;
@@ -11,7 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::catalog::confinement::{PathStyle, RawConfinement};
-pub use crate::catalog::errors::{FileKind, ManifestError, ManifestErrors};
+pub use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
 use crate::catalog::keys::{self, Schema};
 use crate::catalog::runner::{self, RawGvisor, RawRunner, interpreter_hint};
 pub use crate::catalog::text::MAX_NAME_LEN;
@@ -61,7 +61,7 @@ pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(60);
 /// assert_eq!(m.command, std::path::Path::new("/etc/tether/plugins/bin/kv-plugin"));
 /// assert_eq!(m.secrets, ["db-password"]);
 /// assert_eq!(m.confinement.limits.memory_mib, Some(256));
-/// # Ok::<(), tether_broker::catalog::ManifestErrors>(())
+/// # Ok::<(), tether_broker::catalog::CatalogFileErrors>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -211,7 +211,7 @@ impl Manifest {
     /// relative to).
     ///
     /// # Errors
-    /// [`ManifestErrors`]: every unknown key (all of them, each located), or else the first
+    /// [`CatalogFileErrors`]: every unknown key (all of them, each located), or else the first
     /// other problem, each naming file, line and key: bad types, an absolute
     /// `command` or one with `..`, NUL bytes, bad or duplicate names, malformed durations or
     /// hashes, and sandbox allowances that name an unset environment variable.
@@ -235,19 +235,19 @@ impl Manifest {
     /// `seccomp = "off"` take effect only when the grants file allows them for this plugin
     /// (see [`Grants`](crate::Grants)), like `secrets` and `config`; otherwise the plugin does
     /// not start.
-    pub fn parse(text: &str, file: &Path) -> Result<Self, ManifestErrors> {
+    pub fn parse(text: &str, file: &Path) -> Result<Self, CatalogFileErrors> {
         let document = keys::document(text, file, FileKind::Manifest)?;
         let declared = keys::string(&document, "name");
         keys::check(&document, &schema(), file, text, FileKind::Manifest)
             .map_err(|e| e.declared_by(declared))?;
-        Self::parse_known(text, file).map_err(|e| ManifestErrors::from(e).declared_by(declared))
+        Self::parse_known(text, file).map_err(|e| CatalogFileErrors::from(e).declared_by(declared))
     }
 
     /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
-    fn parse_known(text: &str, file: &Path) -> Result<Self, ManifestError> {
+    fn parse_known(text: &str, file: &Path) -> Result<Self, CatalogFileError> {
         let located = |e: toml::de::Error| {
             let offset = e.span().map_or(0, |s| s.start);
-            ManifestError::at(file, text, offset, None, e.message().trim().to_owned())
+            CatalogFileError::at(file, text, offset, None, e.message().trim().to_owned())
         };
         let raw: RawManifest = toml::from_str(text).map_err(located)?;
         let raw_confinement: RawConfinement = toml::from_str(text).map_err(located)?;
@@ -356,8 +356,13 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    fn error<T>(&self, value: &Spanned<T>, key: &str, message: impl fmt::Display) -> ManifestError {
-        ManifestError::at(
+    fn error<T>(
+        &self,
+        value: &Spanned<T>,
+        key: &str,
+        message: impl fmt::Display,
+    ) -> CatalogFileError {
+        CatalogFileError::at(
             self.file,
             self.text,
             value.span().start,
@@ -366,18 +371,22 @@ impl Checker<'_> {
         )
     }
 
-    fn no_nul(&self, value: &Spanned<String>, key: &str) -> Result<(), ManifestError> {
+    fn no_nul(&self, value: &Spanned<String>, key: &str) -> Result<(), CatalogFileError> {
         if value.get_ref().contains('\0') {
             return Err(self.error(value, key, "contains a NUL byte"));
         }
         Ok(())
     }
 
-    fn name(&self, value: &Spanned<String>, key: &str) -> Result<(), ManifestError> {
+    fn name(&self, value: &Spanned<String>, key: &str) -> Result<(), CatalogFileError> {
         check_name(value.get_ref()).map_err(|why| self.error(value, key, why))
     }
 
-    fn names(&self, values: &[Spanned<String>], key: &str) -> Result<Vec<String>, ManifestError> {
+    fn names(
+        &self,
+        values: &[Spanned<String>],
+        key: &str,
+    ) -> Result<Vec<String>, CatalogFileError> {
         for value in values {
             self.no_nul(value, key)?;
             self.name(value, key)?;
@@ -385,7 +394,11 @@ impl Checker<'_> {
         self.unique(values, key)
     }
 
-    fn unique(&self, values: &[Spanned<String>], key: &str) -> Result<Vec<String>, ManifestError> {
+    fn unique(
+        &self,
+        values: &[Spanned<String>],
+        key: &str,
+    ) -> Result<Vec<String>, CatalogFileError> {
         let mut seen = std::collections::BTreeSet::new();
         for value in values {
             self.no_nul(value, key)?;
@@ -405,7 +418,7 @@ impl Checker<'_> {
         &self,
         runner: RawRunner,
         gvisor: Option<&Spanned<RawGvisor>>,
-    ) -> Result<Runner, ManifestError> {
+    ) -> Result<Runner, CatalogFileError> {
         let Some(table) = gvisor else {
             return Ok(runner::plain(runner));
         };
@@ -413,7 +426,11 @@ impl Checker<'_> {
             .map_err(|(key, message)| self.error(table, key, message))
     }
 
-    fn relative_path(&self, value: &Spanned<String>, key: &str) -> Result<PathBuf, ManifestError> {
+    fn relative_path(
+        &self,
+        value: &Spanned<String>,
+        key: &str,
+    ) -> Result<PathBuf, CatalogFileError> {
         let path = Path::new(value.get_ref());
         if value.get_ref().is_empty() {
             return Err(self.error(value, key, "is empty"));
@@ -436,7 +453,7 @@ impl Checker<'_> {
         Ok(path.to_owned())
     }
 
-    fn sha256(&self, value: &Spanned<String>) -> Result<String, ManifestError> {
+    fn sha256(&self, value: &Spanned<String>) -> Result<String, CatalogFileError> {
         let hex = value.get_ref();
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(self.error(value, "sha256", "must be 64 hexadecimal digits"));
@@ -444,7 +461,7 @@ impl Checker<'_> {
         Ok(hex.to_ascii_lowercase())
     }
 
-    fn duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, ManifestError> {
+    fn duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, CatalogFileError> {
         humantime::parse_duration(value.get_ref()).map_err(|e| {
             self.error(
                 value,
@@ -459,7 +476,7 @@ impl Checker<'_> {
         value: Option<&Spanned<String>>,
         key: &str,
         default: Duration,
-    ) -> Result<Duration, ManifestError> {
+    ) -> Result<Duration, CatalogFileError> {
         value.map_or(Ok(default), |v| self.duration(v, key))
     }
 }
@@ -561,7 +578,7 @@ initial_backoff = "50ms"
 "#;
 
     /// The first problem, as most tests look at one.
-    fn parse(text: &str) -> Result<Manifest, ManifestError> {
+    fn parse(text: &str) -> Result<Manifest, CatalogFileError> {
         Manifest::parse(text, Path::new("/cat/kv.toml")).map_err(|e| e.first().clone())
     }
 

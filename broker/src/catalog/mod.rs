@@ -7,20 +7,18 @@ pub(crate) mod keys;
 pub(crate) mod manifest;
 pub(crate) mod request;
 pub(crate) mod runner;
-pub(crate) mod secrets;
+pub(crate) mod sources;
 pub(crate) mod text;
 
 pub use grants::Grants;
 pub use manifest::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS,
-    DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN, Manifest, ManifestError, ManifestErrors,
-    RestartPolicy,
+    CatalogFileError, CatalogFileErrors, DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF,
+    DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN,
+    Manifest, RestartPolicy,
 };
 pub use request::{NotGranted, Request};
 pub use secrecy::SecretSlice;
-pub use secrets::{
-    DirSecretSource, EnvSecretSource, MAX_VALUE_LEN, MemorySecretSource, SecretSource,
-};
+pub use sources::{DirValueSource, EnvValueSource, MAX_VALUE_LEN, MemoryValueSource, ValueSource};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,7 +50,7 @@ pub struct Catalog {
     plugins: BTreeMap<String, Manifest>,
     /// Names claimed by more than one file: every claimant's file and `name` location.
     contested: BTreeMap<String, Vec<Claim>>,
-    errors: Vec<ManifestError>,
+    errors: Vec<CatalogFileError>,
 }
 
 /// One file's claim on a plugin name: the file and where its `name` value is.
@@ -73,12 +71,12 @@ impl Claim {
     }
 
     /// The error of this claim on `name`, also claimed by `others`.
-    fn error(&self, name: &str, others: &[&Claim]) -> ManifestError {
+    fn error(&self, name: &str, others: &[&Claim]) -> CatalogFileError {
         let others: Vec<String> = others
             .iter()
             .map(|c| format!("{}:{}:{}", c.file.display(), c.line, c.column))
             .collect();
-        ManifestError {
+        CatalogFileError {
             file: self.file.clone(),
             line: self.line,
             column: self.column,
@@ -108,7 +106,9 @@ impl Catalog {
         let mut catalog = Self::default();
         for file in files {
             let parsed = std::fs::read_to_string(&file)
-                .map_err(|e| ManifestError::whole_file(&file, format!("cannot read: {e}")).into())
+                .map_err(|e| {
+                    CatalogFileError::whole_file(&file, format!("cannot read: {e}")).into()
+                })
                 .and_then(|text| Manifest::parse(&text, &file));
             match parsed {
                 Ok(manifest) => catalog.add(manifest),
@@ -119,7 +119,7 @@ impl Catalog {
     }
 
     /// Records the problems of a manifest that did not load, logging each.
-    fn reject(&mut self, errors: impl IntoIterator<Item = ManifestError>) {
+    fn reject(&mut self, errors: impl IntoIterator<Item = CatalogFileError>) {
         for error in errors {
             tracing::warn!(target: BAD_MANIFEST_LOG_TARGET, error = %error, "skipping a bad plugin manifest");
             self.errors.push(error);
@@ -171,7 +171,7 @@ impl Catalog {
 
     /// The manifests that could not be loaded.
     #[must_use]
-    pub fn errors(&self) -> &[ManifestError] {
+    pub fn errors(&self) -> &[CatalogFileError] {
         &self.errors
     }
 }

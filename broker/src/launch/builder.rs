@@ -53,7 +53,7 @@ impl PluginClientBuilder<NoHandshake> {
                 plaintext: false,
                 multiplex: false,
                 output_sink: None,
-                runtime_dir: None,
+                private_dir_base: None,
                 port_range: (
                     tether_proto::env::DEFAULT_MIN_PORT,
                     tether_proto::env::DEFAULT_MAX_PORT,
@@ -214,10 +214,10 @@ impl<H> PluginClientBuilder<H> {
     /// Directory in which the per-launch private directory (socket, `TMPDIR`) is created.
     ///
     /// Default: the host's temporary directory (`TMPDIR`, else `/tmp`), or `/tmp` when that
-    /// path is too long for unix sockets. At most [`MAX_RUNTIME_DIR_LEN`](crate::launch::MAX_RUNTIME_DIR_LEN) bytes long (after
+    /// path is too long for unix sockets. At most [`MAX_PRIVATE_DIR_BASE_LEN`](crate::launch::MAX_PRIVATE_DIR_BASE_LEN) bytes long (after
     /// resolving symbolic links), or start fails in [`Phase::Prepare`](crate::error::Phase::Prepare).
-    pub fn runtime_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.settings.runtime_dir = Some(dir.into());
+    pub fn private_dir_base(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.settings.private_dir_base = Some(dir.into());
         self
     }
 
@@ -351,7 +351,7 @@ impl<H> PluginClientBuilder<H> {
     /// delivered secrets and config, and a [`Supervisor`](crate::Supervisor)'s state
     /// directory. What the operator points at must already be reachable by it: the binary and
     /// the directories leading to it, a [`current_dir`](Self::current_dir), a
-    /// [`runtime_dir`](Self::runtime_dir) or [`delivery_dir`](Self::delivery_dir) (the
+    /// [`private_dir_base`](Self::private_dir_base) or [`delivery_dir`](Self::delivery_dir) (the
     /// defaults, `/tmp` and `/dev/shm`, are).
     ///
     /// ```

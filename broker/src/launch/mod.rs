@@ -38,7 +38,7 @@ pub use output::limits::{
 };
 pub use output::sink::{LogLevel, OutputLine, OutputSink, OutputSource};
 pub use output::{MAX_LOG_LINE_LEN, PLUGIN_LOG_TARGET};
-pub use private_dir::{MAX_RUNTIME_DIR_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE};
+pub use private_dir::{MAX_PRIVATE_DIR_BASE_LEN, MAX_SOCKET_PATH_LEN, SOCKET_NAME_RESERVE};
 pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
 };

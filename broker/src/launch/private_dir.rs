@@ -18,15 +18,15 @@ pub const SOCKET_NAME_RESERVE: usize = 24;
 pub(crate) const PRIVATE_DIR_PREFIX: &str = "tether-";
 /// Random characters after [`PRIVATE_DIR_PREFIX`].
 pub(crate) const PRIVATE_DIR_RANDOM_LEN: usize = 6;
-/// Longest runtime directory ([`PluginClientBuilder::runtime_dir`](crate::launch::PluginClientBuilder::runtime_dir)) in bytes: a socket in a
+/// Longest private-directory base ([`PluginClientBuilder::private_dir_base`](crate::launch::PluginClientBuilder::private_dir_base)) in bytes: a socket in a
 /// private directory (`/tether-XXXXXX/`) inside it must still fit [`MAX_SOCKET_PATH_LEN`] with
 /// [`SOCKET_NAME_RESERVE`] bytes for its name.
-pub const MAX_RUNTIME_DIR_LEN: usize = MAX_SOCKET_PATH_LEN
+pub const MAX_PRIVATE_DIR_BASE_LEN: usize = MAX_SOCKET_PATH_LEN
     - SOCKET_NAME_RESERVE
     - (PRIVATE_DIR_PREFIX.len() + PRIVATE_DIR_RANDOM_LEN + 2);
 
 /// Where private directories go when the host's temporary directory is too long.
-const FALLBACK_RUNTIME_DIR: &str = "/tmp";
+const FALLBACK_PRIVATE_DIR_BASE: &str = "/tmp";
 
 /// A per-launch directory, mode `0700`, that holds the plugin's socket and is its `TMPDIR`.
 /// Removed with everything in it when dropped or [closed](Self::close).
@@ -37,19 +37,19 @@ pub(crate) struct PrivateDir {
 
 impl PrivateDir {
     /// Creates a private directory in `configured`, else in the host's temporary directory
-    /// (or [`FALLBACK_RUNTIME_DIR`] when that is too long for sockets).
+    /// (or [`FALLBACK_PRIVATE_DIR_BASE`] when that is too long for sockets).
     pub(crate) fn create(configured: Option<&Path>) -> io::Result<Self> {
         let base = match configured {
             Some(dir) => {
                 let dir = dir.canonicalize()?;
-                check_runtime_dir_len(&dir)?;
+                check_private_dir_base_len(&dir)?;
                 dir
             }
             None => {
                 let tmp = std::env::temp_dir().canonicalize();
                 match tmp {
-                    Ok(tmp) if check_runtime_dir_len(&tmp).is_ok() => tmp,
-                    _ => PathBuf::from(FALLBACK_RUNTIME_DIR),
+                    Ok(tmp) if check_private_dir_base_len(&tmp).is_ok() => tmp,
+                    _ => PathBuf::from(FALLBACK_PRIVATE_DIR_BASE),
                 }
             }
         };
@@ -72,14 +72,14 @@ impl PrivateDir {
     }
 }
 
-fn check_runtime_dir_len(dir: &Path) -> io::Result<()> {
+fn check_private_dir_base_len(dir: &Path) -> io::Result<()> {
     let len = dir.as_os_str().len();
-    if len > MAX_RUNTIME_DIR_LEN {
+    if len > MAX_PRIVATE_DIR_BASE_LEN {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
                 "{} is {len} bytes long; a plugin's socket path must fit in {MAX_SOCKET_PATH_LEN} \
-                 bytes, so the runtime directory may be at most {MAX_RUNTIME_DIR_LEN}",
+                 bytes, so the private-directory base may be at most {MAX_PRIVATE_DIR_BASE_LEN}",
                 dir.display()
             ),
         ));
@@ -107,9 +107,9 @@ mod tests {
     }
 
     #[test]
-    fn a_configured_runtime_directory_that_is_too_long_is_refused() {
+    fn a_configured_private_dir_base_that_is_too_long_is_refused() {
         let base = tempfile::tempdir().unwrap();
-        let long = base.path().join("d".repeat(MAX_RUNTIME_DIR_LEN));
+        let long = base.path().join("d".repeat(MAX_PRIVATE_DIR_BASE_LEN));
         std::fs::create_dir(&long).unwrap();
         let err = PrivateDir::create(Some(&long)).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);

@@ -67,7 +67,7 @@ pub(crate) struct Settings {
     pub(crate) plaintext: bool,
     pub(crate) multiplex: bool,
     pub(crate) output_sink: Option<crate::launch::output::sink::OutputSink>,
-    pub(crate) runtime_dir: Option<PathBuf>,
+    pub(crate) private_dir_base: Option<PathBuf>,
     pub(crate) port_range: (u16, u16),
     /// What the plugin may do.
     pub(crate) confinement: Confinement,

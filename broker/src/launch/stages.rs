@@ -156,7 +156,7 @@ fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
         ),
         None => None,
     };
-    let dir = PrivateDir::create(settings.runtime_dir.as_deref())
+    let dir = PrivateDir::create(settings.private_dir_base.as_deref())
         .map_err(|e| prepare_error("creating the private directory", e.into()))?;
     let delivered = match settings.delivery.as_deref() {
         Some(delivery) if !delivery.is_empty() => {

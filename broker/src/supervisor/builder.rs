@@ -9,7 +9,7 @@ use tokio::sync::Mutex;
 
 use crate::catalog::Catalog;
 use crate::catalog::grants::Grants;
-use crate::catalog::secrets::{MemorySecretSource, SecretSource};
+use crate::catalog::sources::{MemoryValueSource, ValueSource};
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::settings::HandshakeConfig;
 use crate::supervisor::lease::{DEFAULT_CALL_TIMEOUT, DEFAULT_RECYCLE_AFTER_DEADLINES};
@@ -24,8 +24,8 @@ impl Supervisor {
             catalog,
             options: Options {
                 grants: Grants::new(),
-                secrets: Arc::new(MemorySecretSource::new()),
-                config: Arc::new(MemorySecretSource::new()),
+                secrets: Arc::new(MemoryValueSource::new()),
+                config: Arc::new(MemoryValueSource::new()),
                 state_dir: state_dir.into(),
                 health_interval: DEFAULT_HEALTH_INTERVAL,
                 health_timeout: DEFAULT_HUNG_TIMEOUT,
@@ -51,8 +51,8 @@ pub struct SupervisorBuilder {
 /// What a [`SupervisorBuilder`] sets and a [`Supervisor`] runs with.
 pub(crate) struct Options {
     pub(super) grants: Grants,
-    pub(super) secrets: Arc<dyn SecretSource>,
-    pub(super) config: Arc<dyn SecretSource>,
+    pub(super) secrets: Arc<dyn ValueSource>,
+    pub(super) config: Arc<dyn ValueSource>,
     pub(super) state_dir: PathBuf,
     pub(super) health_interval: Duration,
     pub(super) health_timeout: Duration,
@@ -78,13 +78,13 @@ impl SupervisorBuilder {
     }
 
     /// Where secret values come from (default: an empty in-memory source).
-    pub fn secrets(mut self, source: impl SecretSource + 'static) -> Self {
+    pub fn secrets(mut self, source: impl ValueSource + 'static) -> Self {
         self.options.secrets = Arc::new(source);
         self
     }
 
     /// Where config file contents come from (default: an empty in-memory source).
-    pub fn config_source(mut self, source: impl SecretSource + 'static) -> Self {
+    pub fn config_source(mut self, source: impl ValueSource + 'static) -> Self {
         self.options.config = Arc::new(source);
         self
     }
@@ -113,7 +113,7 @@ impl SupervisorBuilder {
         self
     }
 
-    /// Adjusts every launch's [`PluginClientBuilder`] (timeouts, runtime directory…) after the
+    /// Adjusts every launch's [`PluginClientBuilder`] (timeouts, private-directory base…) after the
     /// manifest has been applied.
     pub fn customize(
         mut self,

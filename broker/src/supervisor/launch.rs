@@ -8,7 +8,7 @@ use tether_proto::ValueKind;
 
 use crate::catalog::grants::Grants;
 use crate::catalog::manifest::Manifest;
-use crate::catalog::secrets::SecretSource;
+use crate::catalog::sources::ValueSource;
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::delivery::Delivery;
@@ -26,8 +26,8 @@ use crate::supervisor::error::{UseError, UseErrorKind};
 pub fn launch(
     manifest: &Manifest,
     grants: &Grants,
-    secrets: &dyn SecretSource,
-    config: &dyn SecretSource,
+    secrets: &dyn ValueSource,
+    config: &dyn ValueSource,
 ) -> Result<PluginClientBuilder<HandshakeConfig>, UseError> {
     grants.check(manifest)?;
     let delivery = fetch(manifest, secrets, config)?;
@@ -53,8 +53,8 @@ pub fn launch(
 /// The values `manifest` requests, read from their sources.
 fn fetch(
     manifest: &Manifest,
-    secrets: &dyn SecretSource,
-    config: &dyn SecretSource,
+    secrets: &dyn ValueSource,
+    config: &dyn ValueSource,
 ) -> Result<Delivery, UseError> {
     let plugin = &manifest.name;
     let mut delivery = Delivery::new();
@@ -134,7 +134,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::catalog::secrets::MemorySecretSource;
+    use crate::catalog::sources::MemoryValueSource;
 
     #[test]
     fn a_granted_manifests_whole_confinement_reaches_the_builder_as_one_value() {
@@ -144,7 +144,7 @@ mod tests {
                     [handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n\
                     [limits]\nmemory_mib = 64\n";
         let manifest = Manifest::parse(text, Path::new("/cat/a.toml")).unwrap();
-        let none = MemorySecretSource::new();
+        let none = MemoryValueSource::new();
         let refused = launch(&manifest, &Grants::new(), &none, &none).unwrap_err();
         assert!(
             matches!(refused.kind(), UseErrorKind::NotGranted(_)),

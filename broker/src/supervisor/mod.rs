@@ -39,13 +39,13 @@ use supervision::{stop, supervise};
 ///
 /// ```no_run
 /// # mod kv { pub mod kv_client { pub struct KvClient<T>(T); impl<T> KvClient<T> { pub fn new(t: T) -> Self { Self(t) } pub async fn get(&mut self, _: super::GetRequest) -> Result<tonic::Response<Vec<u8>>, tonic::Status> { unimplemented!() } } } pub struct GetRequest { pub key: String } }
-/// use tether_broker::{Supervisor, Catalog, DirSecretSource, Grants};
+/// use tether_broker::{Supervisor, Catalog, DirValueSource, Grants};
 ///
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 /// let catalog = Catalog::load_dir("/etc/tether/plugins".as_ref())?;
 /// let supervisor = Supervisor::builder(catalog, "/var/lib/tether/state")
 ///     .grants(Grants::load("/etc/tether/grants.toml".as_ref())?)
-///     .secrets(DirSecretSource::new("/run/secrets"))
+///     .secrets(DirValueSource::new("/run/secrets"))
 ///     .build();
 /// // Starts `kv` (only `kv`) now; fails fast with a typed error if it crashes mid-call.
 /// let kv = supervisor.acquire("kv").await?;

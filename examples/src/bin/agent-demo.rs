@@ -20,7 +20,7 @@ use clap::{Parser, Subcommand};
 use tether_agent::host::{
     self, ArtifactPolicy, CallbackCounts, Observer, RunReport, StepLines, Workflow,
 };
-use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor};
+use tether_broker::{Catalog, DirValueSource, Grants, Supervisor};
 
 /// The demo's files: catalog, grants, secrets, workflow and artifacts.
 const DEMO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/agent");
@@ -96,7 +96,7 @@ async fn run(demo: &Path, repeat: u32) -> Result<(), Box<dyn Error>> {
     ));
     let builder = Supervisor::builder(catalog, state.path())
         .grants(grants)
-        .secrets(DirSecretSource::new(demo.join("secrets")));
+        .secrets(DirValueSource::new(demo.join("secrets")));
     let supervisor = host::serve_host(
         builder,
         policy,

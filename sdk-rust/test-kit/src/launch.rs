@@ -36,35 +36,35 @@ pub fn plugin(
 #[derive(Debug)]
 pub struct Launched {
     client: PluginClient,
-    /// The runtime directory the host made the launch's private directory in; owned by the
+    /// The private-directory base the host made the launch's private directory in; owned by the
     /// harness, so that "nothing left" can be checked.
-    runtime_dir: tempfile::TempDir,
+    private_dir_base: tempfile::TempDir,
 }
 
 impl Launched {
     /// Starts `builder`'s plugin with its private directory and its delivered secrets in a
-    /// fresh runtime directory.
+    /// fresh private-directory base.
     ///
     /// # Errors
     /// [`KitError::Io`] for the directory, [`KitError::Start`] when the launch fails.
     pub async fn start(builder: PluginClientBuilder<HandshakeConfig>) -> Result<Self, KitError> {
-        let runtime_dir = tempfile::Builder::new()
+        let private_dir_base = tempfile::Builder::new()
             .prefix("tether-launch-")
             .tempdir_in("/tmp")
             .map_err(|source| KitError::Io {
-                what: "the runtime directory",
+                what: "the private-directory base",
                 source,
             })?;
         // Delivered secrets go there too, so that "nothing left" covers them.
         let client = builder
-            .runtime_dir(runtime_dir.path())
-            .delivery_dir(runtime_dir.path())
+            .private_dir_base(private_dir_base.path())
+            .delivery_dir(private_dir_base.path())
             .start()
             .await
             .map_err(Box::new)?;
         Ok(Self {
             client,
-            runtime_dir,
+            private_dir_base,
         })
     }
 
@@ -82,7 +82,7 @@ impl Launched {
 
     /// Shuts the plugin down as a host does (`GRPCController.Shutdown`, then signals), then
     /// checks that its process has gone, its socket is removed and nothing is left in the
-    /// runtime directory (the launch's private directory, delivered secrets, brokered sockets).
+    /// private-directory base (the launch's private directory, delivered secrets, brokered sockets).
     ///
     /// # Errors
     /// [`KitError::Shutdown`], or [`KitError::LeftBehind`] naming what is left.
@@ -93,14 +93,18 @@ impl Launched {
             Address::Tcp(_) => None,
         };
         let outcome = self.client.shutdown().await?;
-        check_nothing_left(pid, socket.as_deref(), self.runtime_dir.path())?;
+        check_nothing_left(pid, socket.as_deref(), self.private_dir_base.path())?;
         Ok(outcome)
     }
 }
 
 /// Whether process `pid` (and its process group, which the host made it lead), its `socket`
-/// and anything in `runtime_dir` remain.
-fn check_nothing_left(pid: u32, socket: Option<&Path>, runtime_dir: &Path) -> Result<(), KitError> {
+/// and anything in `private_dir_base` remain.
+fn check_nothing_left(
+    pid: u32,
+    socket: Option<&Path>,
+    private_dir_base: &Path,
+) -> Result<(), KitError> {
     let proc = PathBuf::from(format!("/proc/{pid}"));
     let group = rustix::process::Pid::from_raw(pid.try_into().unwrap_or(i32::MAX))
         .map(|pgid| rustix::process::test_kill_process_group(pgid).is_ok());
@@ -117,10 +121,10 @@ fn check_nothing_left(pid: u32, socket: Option<&Path>, runtime_dir: &Path) -> Re
         });
     }
     let io = |source| KitError::Io {
-        what: "listing the runtime directory",
+        what: "listing the private-directory base",
         source,
     };
-    if let Some(entry) = std::fs::read_dir(runtime_dir).map_err(io)?.next() {
+    if let Some(entry) = std::fs::read_dir(private_dir_base).map_err(io)?.next() {
         return Err(KitError::LeftBehind {
             what: "a file or directory of the launch",
             path: entry.map_err(io)?.path(),
@@ -134,7 +138,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_file_left_in_the_runtime_directory_is_named() {
+    fn a_file_left_in_the_private_dir_base_is_named() {
         let dir = tempfile::tempdir().unwrap();
         assert!(check_nothing_left(u32::MAX, None, dir.path()).is_ok());
         std::fs::write(dir.path().join("plugin.sock"), "").unwrap();

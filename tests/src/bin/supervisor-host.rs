@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use tether_broker::{Catalog, DirSecretSource, Grants, Supervisor};
+use tether_broker::{Catalog, DirValueSource, Grants, Supervisor};
 use tether_examples::kv::PutRequest;
 use tether_examples::kv::kv_client::KvClient;
 
@@ -35,8 +35,8 @@ async fn main() {
     let (delivery, run) = (PathBuf::from(delivery), PathBuf::from(run));
     let supervisor = Supervisor::builder(catalog, state)
         .grants(grants)
-        .secrets(DirSecretSource::new(secrets))
-        .customize(move |b| b.delivery_dir(&delivery).runtime_dir(&run))
+        .secrets(DirValueSource::new(secrets))
+        .customize(move |b| b.delivery_dir(&delivery).private_dir_base(&run))
         .build();
     let mut leases = Vec::new();
     for name in names {

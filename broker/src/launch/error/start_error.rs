@@ -362,7 +362,7 @@ impl fmt::Display for StartError {
         match &self.kind {
             K::Prepare { what, source } => write!(
                 f,
-                "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the runtime directory exists, is writable and is short"
+                "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the private-directory base exists, is writable and is short"
             ),
             K::RunAsNeedsRoot { uid, gid, host_uid } => write!(
                 f,

@@ -148,7 +148,7 @@ impl GvisorOptions {
     }
 
     /// runsc's state directory (`runsc --root`), private to the host (`0700`). Default: a
-    /// `tether-runsc` directory in the host's runtime directory.
+    /// `tether-runsc` directory in the private-directory base.
     #[must_use]
     pub fn state_root(mut self, dir: impl Into<PathBuf>) -> Self {
         self.state_root = Some(dir.into());

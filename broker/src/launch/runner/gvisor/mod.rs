@@ -36,10 +36,10 @@ use crate::launch::runner::process::spawn::PluginPipe;
 use crate::launch::runner::view::PluginView;
 use crate::launch::settings::Settings;
 
-/// The name of runsc's state root in the host's runtime directory (with the host's uid).
+/// The name of runsc's state root in the private-directory base (with the host's uid).
 pub(crate) const STATE_ROOT_PREFIX: &str = "tether-runsc-";
 
-/// The prefix of a bundle directory in the host's runtime directory.
+/// The prefix of a bundle directory in the private-directory base.
 pub(crate) const BUNDLE_PREFIX: &str = "tether-bundle-";
 
 /// The runner's name in errors.
@@ -130,7 +130,7 @@ fn run(
             hint: RUNSC_INSTALL_HINT,
         })?;
     let base = settings
-        .runtime_dir
+        .private_dir_base
         .clone()
         .unwrap_or_else(std::env::temp_dir);
     let root = match &options.state_root {

@@ -1,4 +1,4 @@
-//! Where secret (and config) values come from: the [`SecretSource`] trait and its directory,
+//! Where secret (and config) values come from: the [`ValueSource`] trait and its directory,
 //! environment and in-memory implementations.
 //!
 //! Values are [`SecretSlice`]s: never printed by `Debug`, wiped from memory when dropped.
@@ -17,7 +17,7 @@ pub const MAX_VALUE_LEN: u64 = 1024 * 1024;
 ///
 /// `fetch` is called once per name per launch; names were already checked to be safe file
 /// names (ASCII letters, digits, `.`, `_`, `-`).
-pub trait SecretSource: Send + Sync + fmt::Debug {
+pub trait ValueSource: Send + Sync + fmt::Debug {
     /// The value named `name`, `None` when the source has none.
     ///
     /// # Errors
@@ -39,11 +39,11 @@ pub trait SecretSource: Send + Sync + fmt::Debug {
 /// the file's canonical path is checked to lie below the directory's before it is opened,
 /// which a concurrent swap of a link could defeat.
 #[derive(Debug, Clone)]
-pub struct DirSecretSource {
+pub struct DirValueSource {
     dir: PathBuf,
 }
 
-impl DirSecretSource {
+impl DirValueSource {
     /// Values are the files in `dir`.
     #[must_use]
     pub fn new(dir: impl Into<PathBuf>) -> Self {
@@ -104,7 +104,7 @@ impl DirSecretSource {
     }
 }
 
-impl SecretSource for DirSecretSource {
+impl ValueSource for DirValueSource {
     fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>> {
         let file = match self.open_beneath(name) {
             Ok(file) => file,
@@ -137,11 +137,11 @@ impl SecretSource for DirSecretSource {
 /// Values from the host's environment: the value named `db-password` is the variable
 /// `<PREFIX>DB_PASSWORD` (upper case, `-` and `.` as `_`).
 #[derive(Debug, Clone)]
-pub struct EnvSecretSource {
+pub struct EnvValueSource {
     prefix: String,
 }
 
-impl EnvSecretSource {
+impl EnvValueSource {
     /// Values are the host variables starting with `prefix`.
     #[must_use]
     pub fn new(prefix: impl Into<String>) -> Self {
@@ -164,7 +164,7 @@ impl EnvSecretSource {
     }
 }
 
-impl SecretSource for EnvSecretSource {
+impl ValueSource for EnvValueSource {
     fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>> {
         use std::os::unix::ffi::OsStringExt as _;
         Ok(std::env::var_os(self.variable(name)).map(|v| SecretSlice::from(v.into_vec())))
@@ -177,11 +177,11 @@ impl SecretSource for EnvSecretSource {
 
 /// Values held in memory, e.g. fetched from a vault by the host.
 #[derive(Debug, Default)]
-pub struct MemorySecretSource {
+pub struct MemoryValueSource {
     values: BTreeMap<String, SecretSlice<u8>>,
 }
 
-impl MemorySecretSource {
+impl MemoryValueSource {
     /// An empty source.
     #[must_use]
     pub fn new() -> Self {
@@ -197,7 +197,7 @@ impl MemorySecretSource {
     }
 }
 
-impl SecretSource for MemorySecretSource {
+impl ValueSource for MemoryValueSource {
     fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>> {
         use secrecy::ExposeSecret as _;
         Ok(self
@@ -221,7 +221,7 @@ mod tests {
     fn a_directory_source_reads_one_file_per_secret() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("db-password"), b"hunter2").unwrap();
-        let source = DirSecretSource::new(dir.path());
+        let source = DirValueSource::new(dir.path());
         let value = source.fetch("db-password").unwrap().unwrap();
         assert_eq!(value.expose_secret(), b"hunter2");
         assert!(source.fetch("missing").unwrap().is_none());
@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn values_are_not_shown_by_debug() {
-        let source = MemorySecretSource::new().with("a", "top-secret-value");
+        let source = MemoryValueSource::new().with("a", "top-secret-value");
         assert!(!format!("{source:?}").contains("top-secret-value"));
         let value = source.fetch("a").unwrap().unwrap();
         assert!(!format!("{value:?}").contains("top-secret-value"));
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn environment_names_are_upper_case_with_underscores() {
-        let source = EnvSecretSource::new("APP_SECRET_");
+        let source = EnvValueSource::new("APP_SECRET_");
         assert_eq!(
             source.variable("db-password.v2"),
             "APP_SECRET_DB_PASSWORD_V2"
@@ -259,7 +259,7 @@ mod tests {
     fn a_kubernetes_secret_volume_layout_is_read_through_its_links() {
         let dir = tempfile::tempdir().unwrap();
         kubernetes_volume(dir.path());
-        let source = DirSecretSource::new(dir.path());
+        let source = DirValueSource::new(dir.path());
         let value = source.fetch("db-password").unwrap().unwrap();
         assert_eq!(value.expose_secret(), b"hunter2");
     }
@@ -278,7 +278,7 @@ mod tests {
             dir.path().join("relative"),
         )
         .unwrap();
-        let source = DirSecretSource::new(dir.path());
+        let source = DirValueSource::new(dir.path());
         for name in ["absolute", "relative"] {
             let err = source.fetch(name).unwrap_err();
             let text = err.to_string();
@@ -298,7 +298,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("..data")).unwrap();
         std::os::unix::fs::symlink("..data/db-password", dir.path().join("db-password")).unwrap();
-        let err = DirSecretSource::new(dir.path())
+        let err = DirValueSource::new(dir.path())
             .fetch("db-password")
             .unwrap_err();
         assert!(err.to_string().contains("outside"), "{err}");
