@@ -110,25 +110,41 @@ pub fn target_profile_dir() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// How many connected sockets the kernel lists for the unix socket `socket` (accepted
-/// connections carry the listener's path in `/proc/net/unix`; the listener itself is not
-/// connected): the proof that a multiplexed plugin has exactly one connection.
+/// How many connected sockets the kernel lists for the unix socket `socket` of the plugin
+/// `pid` (accepted connections carry the listener's path in `/proc/net/unix`; the listener
+/// itself is not connected): the proof that a multiplexed plugin has exactly one connection.
+///
+/// Both the host's table and the plugin's are read (each socket counted once): a plugin in a
+/// network namespace of its own listens there, but the kernel makes the accepted socket of a
+/// connection in the connecting side's namespace, the host's. The socket is matched by its
+/// file name: a plugin in a world bound it at its own path for the same file.
 ///
 /// # Panics
-/// When `/proc/net/unix` cannot be read or `socket` is not UTF-8.
+/// When a table cannot be read or `socket` has no UTF-8 file name.
 #[must_use]
-pub fn unix_connections_to(socket: &Path) -> usize {
-    let table = fs::read_to_string("/proc/net/unix").expect("/proc/net/unix is readable");
-    let path = socket.to_str().expect("socket paths in tests are UTF-8");
-    table
-        .lines()
-        .skip(1)
-        .filter(|line| {
+pub fn unix_connections_to(pid: u32, socket: &Path) -> usize {
+    let name = socket
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("socket names in tests are UTF-8");
+    let mut inodes = std::collections::BTreeSet::new();
+    for table in [
+        "/proc/self/net/unix".to_owned(),
+        format!("/proc/{pid}/net/unix"),
+    ] {
+        let table = fs::read_to_string(&table).expect("the unix socket tables are readable");
+        for line in table.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             // Num RefCount Protocol Flags Type St Inode Path; St 03 = connected.
-            fields.len() == 8 && fields[5] == "03" && fields[7] == path
-        })
-        .count()
+            if fields.len() == 8
+                && fields[5] == "03"
+                && Path::new(fields[7]).file_name().and_then(|n| n.to_str()) == Some(name)
+            {
+                inodes.insert(fields[6].to_owned());
+            }
+        }
+    }
+    inodes.len()
 }
 
 #[cfg(test)]

@@ -184,7 +184,7 @@ pub fn assert_one_connection(plugin: &PluginClient) {
         panic!("not a unix socket: {}", plugin.address());
     };
     assert_eq!(
-        procs::unix_connections_to(socket),
+        procs::unix_connections_to(plugin.pid(), socket),
         1,
         "one connection to the plugin"
     );

@@ -61,7 +61,7 @@ fn assert_transport(plugin: &PluginClient, mode: BrokerMode) {
                 "only the plugin's socket"
             );
             assert_eq!(
-                procs::unix_connections_to(&socket),
+                procs::unix_connections_to(plugin.pid(), &socket),
                 1,
                 "one connection to the plugin"
             );
