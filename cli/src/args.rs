@@ -190,6 +190,30 @@ pub(crate) struct TargetArgs {
     /// the plugin read its installation and the script's project.
     #[arg(long, value_enum, value_name = "RUNTIME", default_value_t = RuntimeArg::Auto, conflicts_with = "catalog")]
     pub(crate) runtime: RuntimeArg,
+    /// With --cmd: the plugin's network. `none`: nothing of the host's network, but a loopback
+    /// of its own, so a plugin that serves on 127.0.0.1 works (where the host can give it a
+    /// network namespace); `host`: the host's network. With --catalog the manifest and the
+    /// grants decide.
+    #[arg(long, value_enum, value_name = "NETWORK", default_value_t = NetworkArg::None, conflicts_with = "catalog")]
+    pub(crate) network: NetworkArg,
+}
+
+/// `--network`: [`tether_broker::confine::NetworkMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum NetworkArg {
+    /// No network but its own loopback.
+    None,
+    /// The host's network.
+    Host,
+}
+
+impl From<NetworkArg> for tether_broker::confine::NetworkMode {
+    fn from(arg: NetworkArg) -> Self {
+        match arg {
+            NetworkArg::None => Self::None,
+            NetworkArg::Host => Self::Host,
+        }
+    }
 }
 
 /// `--runtime`: [`tether_broker::Runtime`].

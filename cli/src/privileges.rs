@@ -1,6 +1,6 @@
 //! What a catalog plugin effectively gets, as `tether list` and `tether check` show it: its
 //! secrets and config, network (and how `none` is enforced here), sandbox mode and allowances,
-//! environment names, seccomp, runtime and uid — each request the operator's grants refuse marked as such (the plugin then does
+//! environment names, seccomp, runtime, how its world is isolated and uid — each request the operator's grants refuse marked as such (the plugin then does
 //! not start).
 
 use std::path::PathBuf;
@@ -68,8 +68,18 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
             mark("seccomp", m.confinement.seccomp.to_string()),
         ),
         ("runtime", m.runtime.to_string()),
+        ("world", world()),
         ("uid", uid()),
     ]
+}
+
+/// How this host isolates a plugin from its world: namespaces, or (where it cannot make
+/// them) the other layers only, with the reason.
+fn world() -> String {
+    match tether_broker::confine::worlds_available() {
+        Ok(()) => "namespaces (user, mount, pid, ipc, uts, cgroup, network)".to_owned(),
+        Err(reason) => format!("layers only: no namespaces on this host ({reason})"),
+    }
 }
 
 /// The network mode and, for `none`, the mechanism this host enforces it with.
@@ -80,13 +90,23 @@ fn network(m: &Manifest) -> String {
     }
 }
 
-/// The user plugins run as: the host's (catalog plugins have no `run_as`).
+/// The user plugins run as: a root host's run as unprivileged ids of
+/// [`DEFAULT_PLUGIN_IDS`](tether_broker::confine::DEFAULT_PLUGIN_IDS), never as root; another
+/// host's as the host's own.
 fn uid() -> String {
-    use std::os::unix::fs::MetadataExt as _;
-    // /proc/self belongs to the process's (real) user.
-    match std::fs::metadata("/proc/self") {
-        Ok(meta) => format!("{} (the host's)", meta.uid()),
-        Err(_) => "the host's".to_owned(),
+    use tether_broker::confine::{DEFAULT_PLUGIN_IDS, PluginIds};
+    let host = rustix::process::geteuid().as_raw();
+    if host != 0 {
+        return format!("{host} (the host's)");
+    }
+    match DEFAULT_PLUGIN_IDS {
+        PluginIds::Range { first, count } => format!(
+            "one of {}..{} per plugin (not the host's root)",
+            first + 1,
+            u64::from(first) + u64::from(count)
+        ),
+        PluginIds::One(id) => format!("{id} (not the host's root)"),
+        _ => "not the host's root".to_owned(),
     }
 }
 

@@ -94,6 +94,7 @@ pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError
     let builder = PluginClient::builder(program)
         .args(args)
         .runtime(target.runtime.into())
+        .network(target.network.into())
         .handshake(HandshakeConfig::new(key, value).app_versions(target.app_versions.clone()));
     let mut builder = builder;
     for dir in &target.allow_exec {

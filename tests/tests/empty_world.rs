@@ -246,7 +246,6 @@ impl Drop for Daemon {
 }
 
 #[test]
-#[ignore = "open hole: issue 22 #1 (world)"]
 fn hole_1_a_plugin_cannot_connect_to_a_daemon_socket_of_its_hosts_user() {
     let test = "hole_1_a_plugin_cannot_connect_to_a_daemon_socket_of_its_hosts_user";
     let Some(probes) = probes(test) else { return };
@@ -307,7 +306,6 @@ fn stat(path: &Path) -> Stat {
 }
 
 #[tokio::test]
-#[ignore = "open hole: issue 22 #2 (world)"]
 async fn hole_2_a_plugin_cannot_change_the_metadata_of_files_outside_its_grants() {
     let run = root_and_unprivileged(
         "hole_2_a_plugin_cannot_change_the_metadata_of_files_outside_its_grants",
@@ -424,7 +422,6 @@ async fn attack_the_sibling(
 }
 
 #[tokio::test]
-#[ignore = "open hole: issue 22 #3 (world)"]
 async fn hole_3_a_plugin_cannot_find_a_sibling_plugins_socket_nor_call_it() {
     let test = "hole_3_a_plugin_cannot_find_a_sibling_plugins_socket_nor_call_it";
     // Built by the root run, before the unprivileged one needs them.
@@ -616,7 +613,6 @@ impl Drop for HostIpc {
 }
 
 #[tokio::test]
-#[ignore = "open hole: issue 22 #4 (world)"]
 async fn hole_4_a_plugin_cannot_see_read_or_change_the_hosts_sysv_ipc() {
     let run = root_and_unprivileged("hole_4_a_plugin_cannot_see_read_or_change_the_hosts_sysv_ipc");
     let host = run.host;
@@ -700,7 +696,6 @@ async fn a_plugin_cannot_open_the_hosts_posix_shared_memory() {
 // Hole 5: inotify on the host's directories.
 
 #[tokio::test]
-#[ignore = "open hole: issue 22 #5 (world)"]
 async fn hole_5_a_plugin_cannot_watch_the_host_read_secrets_nor_make_other_launches_dirs() {
     let run = root_and_unprivileged(
         "hole_5_a_plugin_cannot_watch_the_host_read_secrets_nor_make_other_launches_dirs",
@@ -955,7 +950,6 @@ impl Drop for Bystander {
 }
 
 #[tokio::test]
-#[ignore = "open hole: issue 22 /proc (world)"]
 async fn a_plugin_sees_only_its_own_processes_and_no_other_command_line() {
     let test = "a_plugin_sees_only_its_own_processes_and_no_other_command_line";
     let Some(probes) = probes(test) else { return };

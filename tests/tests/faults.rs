@@ -184,8 +184,8 @@ async fn noise_lines_before_a_valid_handshake_are_skipped_and_the_plugin_serves(
     let script = r#"echo "starting up..."; printf 'caf\351\n'; echo "a|b|c"; exec "$0""#;
     let plugin = PluginClient::builder("/bin/sh")
         .args(["-c", script, bins::KV_PLUGIN.path()])
-        // Landlock lets the plugin (`/bin/sh`) execute only system programs, not the test's.
-        .sandbox(tether_broker::SandboxMode::Off)
+        // The plugin (`/bin/sh`) may execute system programs and, granted, the test's.
+        .sandbox_allow_exec(Path::new(bins::KV_PLUGIN.path()).parent().unwrap())
         .current_dir(work.path())
         .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
         .start()
@@ -519,7 +519,9 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
         .await
         .unwrap()
         .value;
-    assert_eq!(pid, bomb.pid().to_string().into_bytes());
+    // It answers with its pid (its world's, where it has one: not the host's number).
+    let pid: u32 = String::from_utf8(pid).unwrap().parse().unwrap();
+    assert!(pid > 1, "{pid}");
     drop((bomb, kv));
 
     // Stopping the plugin ends every process of the bomb and removes its group.
@@ -583,7 +585,8 @@ async fn a_grandchild_that_left_the_plugins_process_group_still_ends_with_the_pl
             })
             .await;
         assert!(
-            matches!(moved.as_ref().map_err(UseError::kind), Err(UseErrorKind::Call { status, .. }) if status.code() == tonic::Code::PermissionDenied),
+            // Landlock's refusal; in a world the host's cgroup file is not there, or read-only.
+            matches!(moved.as_ref().map_err(UseError::kind), Err(UseErrorKind::Call { status, .. }) if matches!(status.code(), tonic::Code::PermissionDenied | tonic::Code::NotFound) || status.message().contains("Read-only file system")),
             "{moved:?}"
         );
         assert!(cgroups::procs(group).contains(&plugin.pid()));

@@ -17,6 +17,8 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
+use std::path::Path;
+use std::process::Command;
 use std::time::Instant;
 
 use tether_broker::PluginClient;
@@ -26,8 +28,11 @@ use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
 use tether_examples::kv::GetRequest;
 use tether_examples::kv::kv_client::KvClient;
+use tether_tests::bins;
 use tether_tests::example_host::Contract;
+use tether_tests::output::{stderr, stdout};
 use tether_tests::peers::GoPlugin;
+use tether_tests::peers::repo_root;
 use tether_tests::python::{self, PYTHON, PythonPeer};
 use tether_tests::sdk_interop_tests;
 use tether_tests::sdk_plugin::{self, Host};
@@ -194,5 +199,70 @@ async fn tether_broker_dials_a_callback_the_python_plugin_serves_in_both_broker_
             sdk_plugin::assert_one_connection(&plugin);
         }
         sdk_plugin::assert_graceful_shutdown(plugin, work.path()).await;
+    }
+}
+
+/// go-plugin's own Python example (`tests/python/go-plugin-example/`, copied unchanged) binds
+/// 127.0.0.1:1234 and serves plaintext gRPC; `tether call --cmd "python3 plugin.py"` reaches it
+/// in its own network namespace with the default network (none) and no network flag.
+#[test]
+fn go_plugins_python_example_serves_on_its_own_loopback_under_network_none() {
+    let Some(_python) = python::python_or_skip(
+        "go_plugins_python_example_serves_on_its_own_loopback_under_network_none",
+    ) else {
+        return;
+    };
+    // A copy, as a user would have it, granted as the plugin's working directory (it keeps
+    // `kv_<key>` there).
+    let work = tempfile::tempdir().unwrap();
+    copy_dir(
+        &repo_root().join("tests/python/go-plugin-example"),
+        work.path(),
+    );
+    let kv_proto = repo_root().join("examples/proto/kv.proto");
+    let call = |method: &str, request: &str| {
+        Command::new(bins::TETHER.path())
+            .args([
+                "call",
+                "--cmd",
+                "python3 plugin.py",
+                "--cookie",
+                "BASIC_PLUGIN=hello",
+                "--plaintext",
+                "--proto",
+                kv_proto.to_str().unwrap(),
+                "--work-dir",
+                work.path().to_str().unwrap(),
+                method,
+                request,
+            ])
+            .current_dir(work.path())
+            .output()
+            .unwrap()
+    };
+    let out = call("proto.KV/Put", r#"{"key":"x","value":"eQ=="}"#);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "{}\n");
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("kv_x")).unwrap(),
+        "y\n\nWritten from plugin-python"
+    );
+    // A second plugin on the same port at once would fail on a shared loopback: each has its
+    // own. And the host's port 1234 is not the plugin's.
+    let out = call("proto.KV/Get", r#"{"key":"x"}"#);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("\"value\""), "{}", stdout(&out));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
     }
 }

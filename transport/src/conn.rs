@@ -19,16 +19,55 @@ pub enum Target {
     Unix(PathBuf),
     /// A (loopback) TCP address.
     Tcp(SocketAddr),
+    /// A (loopback) TCP address in another network namespace: the peer's own, reached with
+    /// sockets made there (e.g. by a helper process inside it).
+    TcpVia(SocketAddr, Sockets),
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Unix(path) => write!(f, "unix:{}", path.display()),
-            Self::Tcp(addr) => write!(f, "tcp:{addr}"),
+            Self::Tcp(addr) | Self::TcpVia(addr, _) => write!(f, "tcp:{addr}"),
         }
     }
 }
+
+/// Where [`Target::TcpVia`] gets its sockets: a function making one unconnected TCP socket
+/// (`SOCK_STREAM`) in the right network namespace, IPv6 when asked.
+#[derive(Clone)]
+pub struct Sockets(std::sync::Arc<dyn Fn(bool) -> io::Result<std::os::fd::OwnedFd> + Send + Sync>);
+
+impl Sockets {
+    /// Sockets made by `make` (its argument: whether IPv6).
+    pub fn new(
+        make: impl Fn(bool) -> io::Result<std::os::fd::OwnedFd> + Send + Sync + 'static,
+    ) -> Self {
+        Self(std::sync::Arc::new(make))
+    }
+
+    /// One new socket, IPv6 when `v6`.
+    ///
+    /// # Errors
+    /// The maker's.
+    pub fn make(&self, v6: bool) -> io::Result<std::os::fd::OwnedFd> {
+        (self.0)(v6)
+    }
+}
+
+impl fmt::Debug for Sockets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sockets")
+    }
+}
+
+impl PartialEq for Sockets {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Sockets {}
 
 /// A byte stream gRPC can run over: a unix or TCP stream, possibly wrapped in TLS.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}

@@ -45,6 +45,15 @@ pub async fn connect_raw(target: &Target) -> io::Result<Box<dyn Io>> {
             raw.set_nodelay(true)?;
             Box::new(raw)
         }
+        Target::TcpVia(addr, sockets) => {
+            let socket = std::net::TcpStream::from(sockets.make(addr.is_ipv6())?);
+            socket.set_nonblocking(true)?;
+            let raw = tokio::net::TcpSocket::from_std_stream(socket)
+                .connect(*addr)
+                .await?;
+            raw.set_nodelay(true)?;
+            Box::new(raw)
+        }
     })
 }
 

@@ -158,7 +158,7 @@ pub use service::GrpcService;
 #[doc(hidden)]
 pub use accept::{AcceptOptions, Incoming, Listener, StreamListener, accept};
 #[doc(hidden)]
-pub use conn::{Conn, Io, Target};
+pub use conn::{Conn, Io, Sockets, Target};
 #[doc(hidden)]
 pub use dial::{Alive, connect, connect_raw, connect_streams};
 #[doc(hidden)]

@@ -1,30 +1,37 @@
 //! The host's own capabilities, which decide what it can do for a plugin (load a filter
-//! without `no_new_privs`, make a network namespace).
+//! without `no_new_privs`, make a network namespace), and files made for a plugin's world with
+//! its ids ([`as_file_owner`]).
+
+use std::io;
 
 /// `CAP_SYS_ADMIN` (`linux/capability.h`).
 pub(crate) const CAP_SYS_ADMIN: u32 = 21;
 
-/// Whether the calling process has capability `cap` in its effective set.
-pub(crate) fn has_capability(cap: u32) -> bool {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy, Default)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    // _LINUX_CAPABILITY_VERSION_3: two `Data`, for capabilities 0–31 and 32–63.
+#[repr(C)]
+struct Header {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Data {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: two `Data`, for capabilities 0–31 and 32–63.
+const VERSION_3: u32 = 0x2008_0522;
+
+/// The calling thread's capability sets.
+fn capget() -> io::Result<[Data; 2]> {
     let mut header = Header {
-        version: 0x2008_0522,
+        version: VERSION_3,
         pid: 0,
     };
     let mut data = [Data::default(); 2];
-    // SAFETY: capget fills in `data` (two elements for version 3) for the calling process.
+    // SAFETY: capget fills in `data` (two elements for version 3) for the calling thread.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_capget,
@@ -32,9 +39,75 @@ pub(crate) fn has_capability(cap: u32) -> bool {
             data.as_mut_ptr(),
         )
     };
+    if ret == 0 {
+        Ok(data)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether the calling process has capability `cap` in its effective set.
+pub(crate) fn has_capability(cap: u32) -> bool {
     let (word, bit) = ((cap / 32) as usize, cap % 32);
-    ret == 0
-        && data
-            .get(word)
+    capget().is_ok_and(|data| {
+        data.get(word)
             .is_some_and(|d| d.effective & (1 << bit) != 0)
+    })
+}
+
+/// Runs `make` on a thread of its own whose file-system ids are `(uid, gid)`, with its
+/// capabilities kept: files and directories it makes are owned by those ids. For a root host
+/// writing into a world's tmpfs, whose user namespace does not map the host's uid 0 (a file
+/// owned by an unmapped id cannot be made there: `EOVERFLOW`). Only the new thread changes.
+pub(crate) fn as_file_owner<T: Send>(
+    (uid, gid): (u32, u32),
+    make: impl FnOnce() -> io::Result<T> + Send,
+) -> io::Result<T> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(move || {
+                // The raw calls change only this thread (glibc's wrappers would too: neither
+                // is broadcast to the other threads).
+                // SAFETY: setfsgid/setfsuid take plain ids and change this thread only.
+                unsafe {
+                    libc::syscall(libc::SYS_setfsgid, gid);
+                    libc::syscall(libc::SYS_setfsuid, uid);
+                }
+                // They report no error: ask (-1 changes nothing and returns the current one).
+                // SAFETY: as above.
+                let (fsuid, fsgid) = unsafe {
+                    (
+                        libc::syscall(libc::SYS_setfsuid, u32::MAX),
+                        libc::syscall(libc::SYS_setfsgid, u32::MAX),
+                    )
+                };
+                if fsuid != i64::from(uid) || fsgid != i64::from(gid) {
+                    return Err(io::Error::from_raw_os_error(libc::EPERM));
+                }
+                // Leaving fsuid 0 cleared the file-system capabilities from the effective set:
+                // raise them again from the permitted set.
+                let mut data = capget()?;
+                for d in &mut data {
+                    d.effective = d.permitted;
+                }
+                let mut header = Header {
+                    version: VERSION_3,
+                    pid: 0,
+                };
+                // SAFETY: capset reads `header` and the two `data` elements (version 3).
+                let ret = unsafe {
+                    libc::syscall(
+                        libc::SYS_capset,
+                        std::ptr::from_mut(&mut header),
+                        data.as_ptr(),
+                    )
+                };
+                if ret != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                make()
+            })
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }

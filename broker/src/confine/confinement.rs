@@ -15,6 +15,8 @@ use std::path::PathBuf;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
+use crate::confine::world::NamespacesMode;
+use crate::confine::world::ids::{DEFAULT_PLUGIN_IDS, PluginIds};
 
 /// What a plugin may do: its file-system sandbox, system-call filter, network, user,
 /// environment and resource limits.
@@ -51,9 +53,22 @@ pub struct Confinement {
     /// filter on socket families (see [`NetworkMechanism`](crate::confine::NetworkMechanism)).
     /// The host's choice: not a manifest key.
     pub network_namespace: bool,
+    /// Whether the plugin runs in a world of its own: user, mount, pid, IPC, UTS, cgroup and
+    /// network namespaces around a root that holds only its plan's paths (default
+    /// [`NamespacesMode::Preferred`]: where the host can make one). The host's choice: not a
+    /// manifest key.
+    pub namespaces: NamespacesMode,
+    /// The ids a root host's plugins run as when no [`run_as`](Self::run_as) is set (default
+    /// [`DEFAULT_PLUGIN_IDS`]): never the host's uid 0. The host's choice: not a manifest key.
+    pub plugin_ids: PluginIds,
     /// The uid and gid the plugin runs as instead of the host's (root hosts only; default
     /// `None`). The host's choice: not a manifest key.
     pub run_as: Option<(u32, u32)>,
+    /// Whether [`run_as`](Self::run_as) may be uid or gid 0 (default `false`: refused in
+    /// [`Phase::Prepare`](crate::error::Phase::Prepare)), or a root host's plugin may run as
+    /// the host's uid 0 without a world. An explicit loosening for the operator's policy: the
+    /// plugin would hold the host's root over every file it reaches. Not a manifest key.
+    pub allow_root: bool,
     /// Directories the plugin may also read and execute below (`sandbox_allow_exec`).
     pub sandbox_allow_exec: Vec<PathBuf>,
     /// Directories the plugin may also read below (`sandbox_allow_read`).
@@ -75,7 +90,10 @@ impl Default for Confinement {
             seccomp: SeccompMode::Default,
             network: NetworkMode::None,
             network_namespace: true,
+            namespaces: NamespacesMode::default(),
+            plugin_ids: DEFAULT_PLUGIN_IDS,
             run_as: None,
+            allow_root: false,
             sandbox_allow_exec: Vec::new(),
             sandbox_allow_read: Vec::new(),
             env_allow: Vec::new(),
@@ -111,6 +129,27 @@ impl Confinement {
     #[must_use]
     pub fn network_namespace(mut self, allow: bool) -> Self {
         self.network_namespace = allow;
+        self
+    }
+
+    /// Sets [`namespaces`](Self::namespaces).
+    #[must_use]
+    pub fn namespaces(mut self, mode: NamespacesMode) -> Self {
+        self.namespaces = mode;
+        self
+    }
+
+    /// Sets [`plugin_ids`](Self::plugin_ids).
+    #[must_use]
+    pub fn plugin_ids(mut self, ids: PluginIds) -> Self {
+        self.plugin_ids = ids;
+        self
+    }
+
+    /// Sets [`allow_root`](Self::allow_root).
+    #[must_use]
+    pub fn allow_root(mut self, allow: bool) -> Self {
+        self.allow_root = allow;
         self
     }
 

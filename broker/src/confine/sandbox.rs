@@ -10,7 +10,7 @@
 //! the child only makes raw, async-signal-safe system calls ([`Prepared::pre_exec`]).
 
 use std::io;
-use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd as _, BorrowedFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,62 +20,24 @@ use landlock::{
 };
 use serde::Deserialize;
 
+pub(crate) use crate::confine::apply::ChildConfinement;
 use crate::confine::caps::{CAP_SYS_ADMIN, has_capability};
+use crate::confine::child::Hooks;
 use crate::confine::netns::{self, NewNamespace};
 use crate::confine::network::NetworkMechanism;
+pub(crate) use crate::confine::reachable::Paths;
+pub use crate::confine::reachable::{DEVICE_RW_PATHS, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS};
 use crate::confine::seccomp::{self, Filters, SeccompError, SeccompMode};
+use crate::confine::world::enter::Entry;
 
 /// The newest Landlock ABI whose access rights tether has vetted; rights of newer ABIs are not
 /// requested (the kernel's own ABI may be newer).
 pub const TARGET_LANDLOCK_ABI: u32 = 6;
 
-/// System directories a confined plugin may read and execute from: programs and shared
-/// libraries.
-pub const SYSTEM_EXEC_PATHS: &[&str] = &[
-    "/usr/lib",
-    "/usr/lib64",
-    "/usr/lib32",
-    "/usr/libexec",
-    "/usr/local/lib",
-    "/lib",
-    "/lib64",
-    "/lib32",
-    "/usr/bin",
-    "/bin",
-];
-
-/// System files and directories a confined plugin may read: the dynamic loader's cache, time
-/// zones, name resolution, CA certificates, CPU and memory information. `/proc` is readable,
-/// but the kernel refuses a confined plugin the private files (`environ`, `mem`, `fd/…`) of
-/// processes outside its Landlock domain, such as the host.
-pub const SYSTEM_READ_PATHS: &[&str] = &[
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/localtime",
-    "/etc/nsswitch.conf",
-    "/etc/hosts",
-    "/etc/resolv.conf",
-    "/etc/ssl/certs",
-    "/usr/share/zoneinfo",
-    "/usr/share/ca-certificates",
-    "/proc",
-    "/sys/devices/system/cpu",
-    "/sys/fs/cgroup",
-    "/sys/kernel/mm/transparent_hugepage",
-    "/dev/urandom",
-    "/dev/random",
-    "/dev/zero",
-];
-
-/// Device files a confined plugin may read and write. Not `/dev/tty`: a plugin runs in a
-/// session of its own, without a controlling terminal, so that it cannot read the operator's
-/// terminal or push keystrokes into it.
-pub const DEVICE_RW_PATHS: &[&str] = &["/dev/null", "/dev/full"];
-
-/// Highest capability number tried when dropping the capability bounding set (the kernel
-/// answers `EINVAL` past its last one; Linux 6.x has 41).
-const MAX_CAPABILITY: libc::c_ulong = 63;
+/// The default size of a plugin's own tmpfs ([`Limits::disk_mib`]): its private directory,
+/// `/tmp`, `/dev/shm` and delivered files together. A tmpfs takes memory only for what is
+/// written to it; this bounds how much a plugin can write.
+pub const DEFAULT_DISK_MIB: u64 = 256;
 
 /// How strictly a plugin is confined.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -124,6 +86,16 @@ pub struct Limits {
     /// host without a writable pids controller, `RLIMIT_NPROC` instead — which counts every
     /// process of the plugin's user, is not applied to root, and is only set when given here.
     pub processes: Option<u64>,
+    /// The size in MiB of the plugin's own tmpfs, which holds its private directory (`TMPDIR`,
+    /// `/tmp`), `/dev/shm` and its delivered files (`None`:
+    /// [`DEFAULT_DISK_MIB`](crate::confine::DEFAULT_DISK_MIB)). Writing past it fails with
+    /// `ENOSPC` inside the plugin. Applies where the plugin runs in a world of its own (the
+    /// process runner with namespaces) and to the gVisor runner's `TMPDIR`.
+    pub disk_mib: Option<u64>,
+    /// The largest file the plugin may write, in MiB (`RLIMIT_FSIZE`): a write past it
+    /// raises `SIGXFSZ`, which ends a plugin that does not handle it (one that ignores it gets
+    /// `EFBIG`).
+    pub file_size_mib: Option<u64>,
 }
 
 impl Limits {
@@ -155,8 +127,32 @@ impl Limits {
         self
     }
 
-    fn rlimits(&self) -> [(libc::__rlimit_resource_t, Option<u64>); 5] {
+    /// Sets the size of the plugin's own tmpfs in MiB.
+    #[must_use]
+    pub fn disk_mib(mut self, mib: u64) -> Self {
+        self.disk_mib = Some(mib);
+        self
+    }
+
+    /// Sets the file-size limit in MiB.
+    #[must_use]
+    pub fn file_size_mib(mut self, mib: u64) -> Self {
+        self.file_size_mib = Some(mib);
+        self
+    }
+
+    /// The size of the plugin's own tmpfs in MiB: [`Self::disk_mib`] or the default.
+    #[must_use]
+    pub fn disk_mib_or_default(&self) -> u64 {
+        self.disk_mib.unwrap_or(DEFAULT_DISK_MIB)
+    }
+
+    fn rlimits(&self) -> [(libc::__rlimit_resource_t, Option<u64>); 6] {
         [
+            (
+                libc::RLIMIT_FSIZE,
+                self.file_size_mib.map(|m| m.saturating_mul(1024 * 1024)),
+            ),
             (
                 libc::RLIMIT_AS,
                 self.memory_mib.map(|m| m.saturating_mul(1024 * 1024)),
@@ -170,15 +166,18 @@ impl Limits {
     }
 }
 
-/// Where a confined plugin may go, besides the system paths.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Paths {
-    /// Read + execute: the plugin binary's directory.
-    pub(crate) exec: Vec<PathBuf>,
-    /// Read only: its secrets and config directory.
-    pub(crate) read: Vec<PathBuf>,
-    /// Read + write: its private directory and its state (working) directory.
-    pub(crate) read_write: Vec<PathBuf>,
+/// A world's own directories, which the plugin may use besides [`Paths`]: they are not the
+/// host's paths, so the Landlock rules take them as descriptors.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorldDirs<'a> {
+    /// Its `/proc` (read).
+    pub(crate) proc: BorrowedFd<'a>,
+    /// Its `/tmp`, the private directory (read-write).
+    pub(crate) tmp: BorrowedFd<'a>,
+    /// Its `/dev/shm` (read-write).
+    pub(crate) shm: BorrowedFd<'a>,
+    /// Its delivered files (read).
+    pub(crate) delivered: BorrowedFd<'a>,
 }
 
 /// The Landlock ABI of the running kernel; 0 without Landlock.
@@ -237,10 +236,12 @@ pub(crate) struct Prepared {
     run_as: Option<(u32, u32)>,
     /// Move into a new, empty network namespace (made ahead by the host, or by the child).
     network_namespace: Option<NewNamespace>,
-    rlimits: [(libc::__rlimit_resource_t, Option<u64>); 5],
+    rlimits: [(libc::__rlimit_resource_t, Option<u64>); 6],
     parent: libc::pid_t,
     /// A pids cgroup's `cgroup.procs`, open for writing: the child enters the group.
     cgroup_procs: Option<RawFd>,
+    /// The world the plugin runs in, if any.
+    world: Option<Entry>,
     /// The Landlock ABI enforced (`min(kernel, TARGET_LANDLOCK_ABI)`), `None` when Landlock is
     /// not applied.
     pub(crate) landlock_abi: Option<u32>,
@@ -266,6 +267,26 @@ impl Prepared {
         layers: Layers,
         plugin: &str,
     ) -> Result<Self, SandboxError> {
+        Self::with_kernel_abi(
+            kernel_landlock_abi(),
+            mode,
+            limits,
+            (paths, None),
+            layers,
+            plugin,
+        )
+    }
+
+    /// [`Self::new`] for a plugin in a world, whose own directories `world` are allowed too.
+    pub(crate) fn in_world(
+        mode: SandboxMode,
+        limits: &Limits,
+        paths: &Paths,
+        world: WorldDirs<'_>,
+        layers: Layers,
+        plugin: &str,
+    ) -> Result<Self, SandboxError> {
+        let paths = (paths, Some(world));
         Self::with_kernel_abi(kernel_landlock_abi(), mode, limits, paths, layers, plugin)
     }
 
@@ -274,7 +295,7 @@ impl Prepared {
         kernel: u32,
         mode: SandboxMode,
         limits: &Limits,
-        paths: &Paths,
+        (paths, world): (&Paths, Option<WorldDirs<'_>>),
         layers: Layers,
         plugin: &str,
     ) -> Result<Self, SandboxError> {
@@ -292,7 +313,10 @@ impl Prepared {
         };
         let (ruleset, landlock_abi) = if use_landlock {
             let abi = kernel.min(TARGET_LANDLOCK_ABI);
-            (build_ruleset(paths, layers.network.is_some())?, Some(abi))
+            (
+                build_ruleset(paths, world, layers.network.is_some())?,
+                Some(abi),
+            )
         } else {
             (None, None)
         };
@@ -317,6 +341,7 @@ impl Prepared {
             // SAFETY: getpid has no preconditions.
             parent: unsafe { libc::getpid() },
             cgroup_procs: None,
+            world: None,
             landlock_abi,
         })
     }
@@ -327,142 +352,48 @@ impl Prepared {
         self.cgroup_procs = Some(procs);
     }
 
-    /// The function to run in the child between fork and exec. It makes only raw system calls
-    /// on values captured by copy (no allocation, no locks): it is async-signal-safe.
-    pub(crate) fn pre_exec(&self) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
-        let ruleset = self.ruleset.as_ref().map(|fd| fd.as_raw_fd());
-        let drop_capabilities = self.drop_capabilities;
-        let no_new_privs = self.no_new_privs;
-        let filters = self.filters.clone();
-        let run_as = self.run_as;
-        let network_namespace = self.network_namespace.as_ref().map(NewNamespace::enter_fd);
-        let rlimits = self.rlimits;
-        let parent = self.parent;
-        let cgroup_procs = self.cgroup_procs;
+    /// Makes the child enter the world `entry` (after the cgroup and limits, before the rest
+    /// of the confinement): the plugin runs in it.
+    pub(crate) fn enter_world(&mut self, entry: Entry) {
+        self.world = Some(entry);
+    }
+
+    /// The confinement as one function for `std::process::Command::pre_exec` (a forked child,
+    /// no world): [`Self::child`]'s hooks in order.
+    pub(crate) fn pre_exec(&mut self) -> impl FnMut() -> io::Result<()> + Send + Sync + 'static {
+        use Hooks as _;
+        let mut child = self.child();
         move || {
-            // SAFETY (whole block): raw system calls with valid arguments; nothing allocates.
-            unsafe {
-                // A session of its own, without a controlling terminal: the operator's
-                // terminal cannot be opened as /dev/tty, read, or fed keystrokes (TIOCSTI).
-                // The plugin leads its own process group too (pgid = pid), which the host and
-                // the janitor signal as a whole.
-                if libc::setsid() == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-                // Die with the host. The signal fires when the spawning *thread* exits, so the
-                // janitor's lifeline covers the rest. If the host died before prctl, getppid
-                // has changed: give up.
-                check(libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                ))?;
-                if libc::getppid() != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                // Into the plugin's pids cgroup before anything else can fork.
-                if let Some(fd) = cgroup_procs
-                    && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                for (resource, value) in rlimits {
-                    if let Some(value) = value {
-                        let limit = libc::rlimit {
-                            rlim_cur: value,
-                            rlim_max: value,
-                        };
-                        check(libc::setrlimit(resource, &limit))?;
-                    }
-                }
-                // Every descriptor above stderr closes at exec (the ruleset's is used below,
-                // before exec). CLOSE_RANGE_CLOEXEC = 1 << 2.
-                check_long(libc::syscall(libc::SYS_close_range, 3_u32, u32::MAX, 4_u32))?;
-                // No network: a namespace of its own with only a loopback that is down
-                // (needs CAP_SYS_ADMIN, so before the capabilities and the user go): the one
-                // the host made for this launch, or a new one.
-                match network_namespace {
-                    Some(Some(fd)) => check(libc::setns(fd, libc::CLONE_NEWNET))?,
-                    Some(None) => check(libc::unshare(libc::CLONE_NEWNET))?,
-                    None => {}
-                }
-                if drop_capabilities {
-                    // No capabilities after exec, even for a root host: a root plugin keeps
-                    // uid 0 but loses CAP_SYS_PTRACE, CAP_DAC_OVERRIDE & co., which would
-                    // otherwise let it read other processes' /proc files. Without
-                    // CAP_SETPCAP (a non-root host) there are none to drop.
-                    for cap in 0..=MAX_CAPABILITY {
-                        if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 {
-                            let errno = *libc::__errno_location();
-                            if errno == libc::EINVAL || errno == libc::EPERM {
-                                break;
-                            }
-                            return Err(io::Error::from_raw_os_error(errno));
-                        }
-                    }
-                    // Ambient capabilities may be unsupported (EINVAL): nothing to clear then.
-                    let _ = libc::prctl(
-                        libc::PR_CAP_AMBIENT,
-                        libc::PR_CAP_AMBIENT_CLEAR_ALL,
-                        0,
-                        0,
-                        0,
-                    );
-                }
-                if let Some((uid, gid)) = run_as {
-                    // Another user, with no supplementary groups: after everything that needs
-                    // root above, before no_new_privs and Landlock. The raw calls change this
-                    // (only) thread, the child's only one.
-                    check_long(libc::syscall(
-                        libc::SYS_setgroups,
-                        0_usize,
-                        std::ptr::null::<libc::gid_t>(),
-                    ))?;
-                    check_long(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
-                    check_long(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
-                    // A change of credentials clears the parent-death signal: set it again.
-                    check(libc::prctl(
-                        libc::PR_SET_PDEATHSIG,
-                        libc::SIGKILL as libc::c_ulong,
-                    ))?;
-                    if libc::getppid() != parent {
-                        return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                    }
-                }
-                if no_new_privs {
-                    check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
-                }
-                if let Some(fd) = ruleset {
-                    check_long(libc::syscall(libc::SYS_landlock_restrict_self, fd, 0_u32))?;
-                }
-            }
-            // Last, so that the calls above are not filtered; exec is allowed.
-            if let Some(filters) = &filters {
-                filters.install()?;
-            }
-            Ok(())
+            child.before()?;
+            child.confine()
         }
     }
-}
 
-fn check(ret: libc::c_int) -> io::Result<()> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-fn check_long(ret: libc::c_long) -> io::Result<()> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
+    /// What the child runs between its start and exec ([`Hooks`]): only raw system
+    /// calls on values captured by copy (no allocation, no locks): async-signal-safe.
+    pub(crate) fn child(&mut self) -> ChildConfinement {
+        ChildConfinement {
+            ruleset: self.ruleset.as_ref().map(|fd| fd.as_raw_fd()),
+            drop_capabilities: self.drop_capabilities,
+            no_new_privs: self.no_new_privs,
+            filters: self.filters.clone(),
+            run_as: self.run_as,
+            network_namespace: self.network_namespace.as_ref().map(NewNamespace::enter_fd),
+            rlimits: self.rlimits,
+            parent: self.parent,
+            cgroup_procs: self.cgroup_procs,
+            world: self.world.take(),
+        }
     }
 }
 
 /// The Landlock ruleset allowing `paths` and the system paths; with `no_tcp`, every TCP
 /// `bind` and `connect` is refused too (ABI ≥ 4; older kernels skip it).
-fn build_ruleset(paths: &Paths, no_tcp: bool) -> Result<Option<OwnedFd>, SandboxError> {
+fn build_ruleset(
+    paths: &Paths,
+    world: Option<WorldDirs<'_>>,
+    no_tcp: bool,
+) -> Result<Option<OwnedFd>, SandboxError> {
     let abi = ABI::V6;
     let all = AccessFs::from_all(abi);
     let read: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::ReadDir;
@@ -503,6 +434,16 @@ fn build_ruleset(paths: &Paths, no_tcp: bool) -> Result<Option<OwnedFd>, Sandbox
         };
         ruleset = ruleset.add_rule(PathBeneath::new(fd, access))?;
     }
+    if let Some(world) = world {
+        for (fd, access) in [
+            (world.proc, read),
+            (world.tmp, all),
+            (world.shm, all),
+            (world.delivered, read),
+        ] {
+            ruleset = ruleset.add_rule(PathBeneath::new(fd, access))?;
+        }
+    }
     Ok(ruleset.into())
 }
 
@@ -521,13 +462,26 @@ mod tests {
     fn enforce_refuses_a_kernel_without_landlock_and_best_effort_goes_on_without() {
         let (limits, paths) = (Limits::default(), Paths::default());
         let layers = Layers::default();
-        let err = Prepared::with_kernel_abi(0, SandboxMode::Enforce, &limits, &paths, layers, "p")
-            .unwrap_err();
+        let err = Prepared::with_kernel_abi(
+            0,
+            SandboxMode::Enforce,
+            &limits,
+            (&paths, None),
+            layers,
+            "p",
+        )
+        .unwrap_err();
         assert!(matches!(err, SandboxError::Unsupported), "{err}");
         assert!(err.to_string().contains("best-effort"), "{err}");
-        let prepared =
-            Prepared::with_kernel_abi(0, SandboxMode::BestEffort, &limits, &paths, layers, "p")
-                .unwrap();
+        let prepared = Prepared::with_kernel_abi(
+            0,
+            SandboxMode::BestEffort,
+            &limits,
+            (&paths, None),
+            layers,
+            "p",
+        )
+        .unwrap();
         assert_eq!(prepared.landlock_abi, None);
         assert!(prepared.no_new_privs);
         let off = Layers {
@@ -535,8 +489,8 @@ mod tests {
             run_as: None,
             network: None,
         };
-        let off =
-            Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, &paths, off, "p").unwrap();
+        let off = Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, (&paths, None), off, "p")
+            .unwrap();
         assert_eq!(off.landlock_abi, None);
         assert!(!off.no_new_privs && !off.drop_capabilities);
         assert!(off.filters.is_none());

@@ -16,11 +16,12 @@
 //! | new namespaces | `setns`; `unshare` and `clone` with any `CLONE_NEW*` flag |
 //! | execution domain | `personality` except the values Docker allows (`PER_LINUX`, `PER_LINUX32`, `UNAME26` with either, and the query `0xffffffff`): no `ADDR_NO_RANDOMIZE`, no `READ_IMPLIES_EXEC` |
 //! | the terminal | `ioctl` `TIOCSTI` (push input) and `TIOCLINUX` (console selection paste) |
+//! | set-uid and set-gid files | `chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `open`, `openat`, `creat`, `mknod`, `mknodat` with `S_ISUID` or `S_ISGID` in the mode (a root host's plugin writes its working directory through an idmapped mount, where what it makes is host root's) |
 //! | other ABIs | x32 system calls (`__X32_SYSCALL_BIT`) fail with `EPERM`; a call of another architecture (`int 0x80` on x86-64) kills the plugin |
 //!
 //! and these fail with `ENOSYS`, as on a kernel without them, so that libc and runtimes fall
 //! back: `clone3` (glibc ≥ 2.34 then uses `clone`, whose flags the filter can inspect — `clone3`
-//! passes them in memory it cannot read) and `io_uring_setup`/`_enter`/`_register` (libuv and
+//! passes them in memory it cannot read), `openat2` (likewise its mode; callers use `openat`) and `io_uring_setup`/`_enter`/`_register` (libuv and
 //! others fall back to epoll; io_uring would run socket and file operations without the
 //! system calls the filter sees).
 //!
@@ -32,9 +33,11 @@
 //!   refuses what reaches beyond the plugin and allows the rest: a new kernel call is allowed
 //!   until it is known to be dangerous. The cost: a new dangerous call is allowed until this
 //!   list names it (Landlock, no capabilities and `no_new_privs` still apply).
-//! - **Per-pid argument filters.** Docker relies on a pid namespace, so `prlimit64`,
-//!   `setpriority`, `sched_setaffinity`, `kill` cannot name the host. A tether plugin shares the
-//!   host's pid namespace, so these are refused for any pid but 0. Consequence: a plugin
+//! - **Per-pid argument filters, the fallback's.** Docker relies on a pid namespace, so
+//!   `prlimit64`, `setpriority`, `sched_setaffinity`, `kill` cannot name the host. A plugin in a
+//!   world has one too (`crate::confine::world`) and cannot name a host pid; these rules are
+//!   for the fallback without namespaces, where it shares the host's pid namespace, so they
+//!   are refused for any pid but 0 (they apply in a world too, where they cost nothing). Consequence: a plugin
 //!   that passes its own pid or a thread id (`pthread_setaffinity_np`,
 //!   `pthread_setschedparam` on another thread) instead of 0 gets `EPERM`.
 //! - **The ptrace family is refused** (Docker allows it on kernels ≥ 4.8, inside the pid
@@ -369,6 +372,27 @@ fn refused() -> Result<Rules, SeccompError> {
         libc::SYS_unshare,
         any_flag(0, clone_flags.into_iter().chain([CLONE_NEWTIME]))?,
     ));
+    // Set-uid and set-gid files: a root host's plugin writes its granted working directory
+    // through an idmapped mount, where what it makes is root's on the host
+    // (`crate::confine::world::idmap`); a set-uid file made there would be host root's.
+    let special = [u64::from(libc::S_ISUID), u64::from(libc::S_ISGID)];
+    let mut modes: Vec<(i64, u8)> = vec![
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (libc::SYS_fchmodat2, 2),
+        (libc::SYS_openat, 3),
+        (libc::SYS_mknodat, 2),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    modes.extend([
+        (libc::SYS_chmod, 1),
+        (libc::SYS_open, 2),
+        (libc::SYS_creat, 1),
+        (libc::SYS_mknod, 1),
+    ]);
+    for (nr, arg) in modes {
+        rules.push((nr, any_flag(arg, special)?));
+    }
     let personality = PERSONALITIES
         .into_iter()
         .map(|value| cond(0, SeccompCmpOp::Ne, value))
@@ -398,6 +422,9 @@ fn refused() -> Result<Rules, SeccompError> {
 fn absent() -> Rules {
     [
         libc::SYS_clone3,
+        // Its mode is in a struct the filter cannot read (see the set-uid rules); callers
+        // fall back to openat.
+        libc::SYS_openat2,
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
         libc::SYS_io_uring_register,

@@ -11,16 +11,20 @@ pub(crate) fn may_run_as(host_uid: u32) -> bool {
     host_uid == 0
 }
 
-/// What the host made for a launch becomes `run_as`'s: the private directory `dir`, the
-/// delivered files, and `hosts_working_dir`, the working directory when the host made it (a
-/// supervisor's state directory; the directory only, not what earlier launches left in it).
+/// What the host made for a launch becomes the plugin's user's (`run_as`, or the ids a root
+/// host's plugins run as): the private directory `dir` (unless it is a world's, which is
+/// already open to the plugin), the delivered files, and `hosts_working_dir`, the working
+/// directory when the host made it (a supervisor's state directory; the directory only, not
+/// what earlier launches left in it).
 pub(crate) fn give_launch_dirs(
-    dir: &Path,
+    dir: Option<&Path>,
     delivered: Option<&Path>,
     hosts_working_dir: Option<&Path>,
     run_as: (u32, u32),
 ) -> io::Result<()> {
-    give(dir, run_as, false)?;
+    if let Some(dir) = dir {
+        give(dir, run_as, false)?;
+    }
     if let Some(delivered) = delivered {
         give(delivered, run_as, true)?;
     }

@@ -11,6 +11,7 @@ use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::{Limits, SandboxMode};
 use crate::confine::seccomp::SeccompMode;
+use crate::confine::world::NamespacesMode;
 use crate::launch::client::PluginClient;
 use crate::launch::delivery::Delivery;
 use crate::launch::interpreted::runtime::Runtime;
@@ -211,7 +212,9 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
-    /// Directory in which the per-launch private directory (socket, `TMPDIR`) is created.
+    /// Directory in which the per-launch private directory (socket, `TMPDIR`) is created,
+    /// for a plugin without a world of its own (a plugin in a world has the world's `/tmp`:
+    /// see [`namespaces`](Self::namespaces)).
     ///
     /// Default: the host's temporary directory (`TMPDIR`, else `/tmp`), or `/tmp` when that
     /// path is too long for unix sockets. At most [`MAX_PRIVATE_DIR_BASE_LEN`](crate::launch::MAX_PRIVATE_DIR_BASE_LEN) bytes long (after
@@ -338,6 +341,22 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn network(mut self, mode: NetworkMode) -> Self {
         self.settings.confinement.network = mode;
+        self
+    }
+
+    /// Whether the plugin runs in a world of its own: user, mount, pid, IPC, UTS, cgroup and
+    /// network namespaces, a root holding only its plan's paths (default
+    /// [`NamespacesMode::Preferred`]: where the host can make one). [`NamespacesMode::Required`]
+    /// refuses to start the plugin on a host that cannot; [`NamespacesMode::Off`] runs it in
+    /// the host's world with the other layers only. See [`crate::confine::world`].
+    ///
+    /// ```
+    /// use tether_broker::PluginClient;
+    /// use tether_broker::confine::NamespacesMode;
+    /// let b = PluginClient::builder("/bin/plugin").namespaces(NamespacesMode::Required);
+    /// ```
+    pub fn namespaces(mut self, mode: NamespacesMode) -> Self {
+        self.settings.confinement.namespaces = mode;
         self
     }
 

@@ -12,6 +12,7 @@ use tonic::transport::Channel;
 use crate::confine::network::{NetworkMechanism, NetworkMode};
 use crate::confine::pids::ProcessLimit;
 use crate::confine::seccomp::SeccompMode;
+use crate::confine::world::WorldMechanism;
 use crate::launch::connect::Connected;
 use crate::launch::error::{ShutdownError, ShutdownOutcome};
 use crate::launch::launched::{InForce, Launched};
@@ -52,6 +53,8 @@ pub struct PluginClient {
     landlock_abi: Option<u32>,
     process_limit: ProcessLimit,
     network_mechanism: Option<NetworkMechanism>,
+    world: WorldMechanism,
+    ids: Option<(u32, u32)>,
     seccomp: SeccompMode,
     network: NetworkMode,
     run_as: Option<(u32, u32)>,
@@ -82,6 +85,8 @@ impl PluginClient {
             landlock_abi: in_force.landlock_abi,
             process_limit: in_force.process_limit,
             network_mechanism: in_force.network_mechanism,
+            world: in_force.world,
+            ids: in_force.ids,
             seccomp: settings.confinement.seccomp,
             network: settings.confinement.network,
             run_as: settings.confinement.run_as,
@@ -210,6 +215,20 @@ impl PluginClient {
     #[must_use]
     pub fn network_mechanism(&self) -> Option<NetworkMechanism> {
         self.network_mechanism
+    }
+
+    /// Whether this plugin runs in a world of its own ([`WorldMechanism::Namespaces`]) or with
+    /// the other layers only (see [`crate::confine::world`]).
+    #[must_use]
+    pub fn world_mechanism(&self) -> WorldMechanism {
+        self.world
+    }
+
+    /// The uid and gid this plugin runs as, when they are not the host's (a root host's
+    /// plugins never run as uid 0 unless allowed).
+    #[must_use]
+    pub fn plugin_ids(&self) -> Option<(u32, u32)> {
+        self.ids
     }
 
     /// The last bytes the plugin wrote to stderr (see

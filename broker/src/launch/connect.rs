@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use tether_proto::handshake::Address;
 use tether_proto::tls::{self, Identity};
+use tether_transport::bind::UnixBinder;
 use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Mux, Target};
 use tonic::transport::Channel;
 
+use crate::confine::caps;
 use crate::confine::network::NetworkMode;
 use crate::launch::address;
 use crate::launch::error::{AddressProblem, Failure, Phase, StartErrorKind};
@@ -19,6 +21,7 @@ use crate::launch::handshake::{Accepted, EXIT_SETTLE_TIMEOUT};
 use crate::launch::health::{self, HealthFailure};
 use crate::launch::launched::Launched;
 use crate::launch::output::stdio;
+use crate::launch::private_dir::PrivateDir;
 use crate::launch::settings::Settings;
 
 /// What a successful start learned.
@@ -52,7 +55,9 @@ pub(crate) async fn stage(
         problem,
     };
     let target = address::check_address(&seen, private_dir).map_err(address_error)?;
-    // A loopback TCP address from a plugin without network: it cannot be serving there.
+    let target = launched.in_its_network(target);
+    // A loopback TCP address from a plugin without network and without a network namespace of
+    // its own to serve in: it cannot be serving there.
     if settings.confinement.network == NetworkMode::None && matches!(target, Target::Tcp(_)) {
         return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
     }
@@ -108,7 +113,7 @@ pub(crate) async fn stage(
         app_version: hs.app_version,
         address: match target {
             Target::Unix(path) => Address::Unix(path),
-            Target::Tcp(addr) => Address::Tcp(addr),
+            Target::Tcp(addr) | Target::TcpVia(addr, _) => Address::Tcp(addr),
         },
         peer_fingerprint: peer_cert.as_deref().map(tls::fingerprint),
     })
@@ -162,10 +167,12 @@ async fn open_broker(
         Some(seen_as) => ListenOn::UnixSeenAs {
             dir: dir.clone(),
             announced_dir: seen_as.to_owned(),
+            binder: socket_binder(launched),
         },
         None => ListenOn::Unix(dir.clone()),
     };
     let view = launched.view.clone();
+    let sockets = launched.sockets.clone();
     broker.connect(BrokerSetup {
         tls,
         listen,
@@ -173,7 +180,10 @@ async fn open_broker(
             let address = view.to_host(address);
             let target = address::check_address(&address, &dir).map_err(|e| e.to_string())?;
             address::check_socket_file(&target, &dir).map_err(|e| e.to_string())?;
-            Ok(target)
+            Ok(match (target, &sockets) {
+                (Target::Tcp(addr), Some(sockets)) => Target::TcpVia(addr, sockets.clone()),
+                (target, _) => target,
+            })
         }),
         mux,
     });
@@ -188,6 +198,18 @@ async fn open_broker(
             })?;
     }
     Ok(broker)
+}
+
+/// How brokered sockets are made in the private directory: as the plugin's ids when the host
+/// makes its files so (a root host's plugin in a world: the world's tmpfs takes no file of
+/// uid 0, which its user namespace does not map).
+fn socket_binder(launched: &Launched) -> UnixBinder {
+    match launched.dir.as_ref().and_then(PrivateDir::file_owner) {
+        Some(ids) => UnixBinder::new(move |path| {
+            caps::as_file_owner(ids, || tether_transport::bind::connectable_unix(path))
+        }),
+        None => UnixBinder::default(),
+    }
 }
 
 fn connect_error(address: String, error: ConnectError, timeout: Duration) -> StartErrorKind {
@@ -218,5 +240,14 @@ impl Launched {
     /// The launch's private directory (socket, `TMPDIR`, brokered sockets).
     fn private_dir(&self) -> &Path {
         self.dir.as_ref().map_or(Path::new(""), |dir| dir.path())
+    }
+
+    /// `target` as the host reaches it: a TCP address of a plugin in a network namespace of
+    /// its own is dialled with sockets made there.
+    fn in_its_network(&self, target: Target) -> Target {
+        match (target, &self.sockets) {
+            (Target::Tcp(addr), Some(sockets)) => Target::TcpVia(addr, sockets.clone()),
+            (target, _) => target,
+        }
     }
 }

@@ -14,6 +14,7 @@ use crate::confine::janitor::Registration;
 use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::ProcessLimit;
 use crate::confine::process::ProcessGroup;
+use crate::confine::world::WorldMechanism;
 use crate::launch::delivery::DeliveredDir;
 use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::Diagnose;
@@ -27,6 +28,11 @@ pub(crate) struct Resources {
     pub(crate) dir: PrivateDir,
     pub(crate) delivered: Option<DeliveredDir>,
     pub(crate) identity: Option<Identity>,
+    /// The uid and gid the plugin runs as when they are not the host's.
+    pub(crate) ids: Option<(u32, u32)>,
+    /// The delivered files as the plugin sees them, when that is not where the host made
+    /// them (in a world).
+    pub(crate) delivered_view: Option<std::path::PathBuf>,
 }
 
 /// A spawned plugin and what the later stages need.
@@ -47,6 +53,10 @@ pub(crate) struct InForce {
     pub(crate) process_limit: ProcessLimit,
     /// How `NetworkMode::None` is enforced; `None` with `NetworkMode::Host`.
     pub(crate) network_mechanism: Option<NetworkMechanism>,
+    /// Whether it runs in a world of its own.
+    pub(crate) world: WorldMechanism,
+    /// The uid and gid it runs as, when not the host's.
+    pub(crate) ids: Option<(u32, u32)>,
 }
 
 /// A launched plugin that has to be ended: its process group and its private directory.
@@ -69,4 +79,7 @@ pub(crate) struct Launched {
     pub(crate) view: PluginView,
     /// The runner's reading of a failed start's stderr, if it has one.
     pub(crate) diagnose: Option<Diagnose>,
+    /// Where TCP sockets to the plugin come from when it serves in a network namespace of its
+    /// own (a world); `None`: the host's.
+    pub(crate) sockets: Option<tether_transport::Sockets>,
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use rustls_pki_types::CertificateDer;
 use tether_proto::env::LaunchEnv;
 
-use crate::confine::sandbox::Paths;
+use crate::confine::reachable::Paths;
 use crate::launch::env::{self, PluginEnv};
 use crate::launch::interpreted::runtime::ResolvedRuntime;
 use crate::launch::settings::{HandshakeConfig, Settings};
@@ -35,6 +35,10 @@ pub(crate) struct PlanInputs<'a> {
     /// The host's working directory, when it has one: a relative program path is resolved
     /// against it (never granted to the plugin).
     pub(crate) host_cwd: Option<PathBuf>,
+    /// Whether the plugin runs in a world: then `private_dir` and `delivered` are the
+    /// plugin's view of its world's own tmpfs, which is neither a host path to allow nor one
+    /// for the janitor.
+    pub(crate) in_world: bool,
 }
 
 /// Where the delivered files of one launch are.
@@ -109,12 +113,15 @@ impl LaunchPlan {
         paths
             .read
             .extend(settings.confinement.sandbox_allow_read.iter().cloned());
-        let mut janitor_dirs = vec![inputs.private_dir.to_owned()];
-        if let Some(d) = &inputs.delivered {
-            paths.read.push(d.dir.to_owned());
-            janitor_dirs.push(d.dir.to_owned());
+        let mut janitor_dirs = Vec::new();
+        if !inputs.in_world {
+            janitor_dirs.push(inputs.private_dir.to_owned());
+            if let Some(d) = &inputs.delivered {
+                paths.read.push(d.dir.to_owned());
+                janitor_dirs.push(d.dir.to_owned());
+            }
+            paths.read_write.push(inputs.private_dir.to_owned());
         }
-        paths.read_write.push(inputs.private_dir.to_owned());
         // Its working directory: the configured one (an explicit grant), else the private
         // directory. Never the host's.
         let working_dir = match &settings.current_dir {
@@ -187,6 +194,7 @@ mod tests {
             delivered,
             client_cert: Some(CertificateDer::from(vec![1, 2, 3])),
             host_cwd: Some("/home/operator".into()),
+            in_world: false,
         }
     }
 
@@ -252,6 +260,30 @@ mod tests {
                 PathBuf::from("/dev/shm/tether-delivery-1")
             ]
         );
+    }
+
+    #[test]
+    fn in_a_world_the_private_and_delivered_directories_are_the_plugins_view_and_not_host_paths() {
+        let delivered = Delivered {
+            dir: Path::new("/run/tether/tether-delivery-1"),
+            secrets: Some(Path::new("/run/tether/tether-delivery-1/secrets")),
+            config: None,
+        };
+        let mut world = inputs(Path::new("/tmp"), Some(delivered));
+        world.in_world = true;
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("p")),
+            &HandshakeConfig::new("K", "V"),
+            world,
+        );
+        assert_eq!(plan.env.vars.get(OsStr::new("TMPDIR")).unwrap(), "/tmp");
+        assert_eq!(
+            plan.env.vars.get(OsStr::new("TETHER_SECRETS_DIR")).unwrap(),
+            "/run/tether/tether-delivery-1/secrets"
+        );
+        assert_eq!(plan.working_dir, Path::new("/tmp"));
+        assert!(plan.janitor_dirs.is_empty(), "{:?}", plan.janitor_dirs);
+        assert!(plan.paths.read_write.is_empty() && plan.paths.read.is_empty());
     }
 
     #[test]

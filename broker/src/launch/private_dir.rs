@@ -3,6 +3,7 @@
 
 use std::fs::Permissions;
 use std::io;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
@@ -28,11 +29,23 @@ pub const MAX_PRIVATE_DIR_BASE_LEN: usize = MAX_SOCKET_PATH_LEN
 /// Where private directories go when the host's temporary directory is too long.
 const FALLBACK_PRIVATE_DIR_BASE: &str = "/tmp";
 
-/// A per-launch directory, mode `0700`, that holds the plugin's socket and is its `TMPDIR`.
-/// Removed with everything in it when dropped or [closed](Self::close).
+/// A per-launch directory that holds the plugin's socket and is its `TMPDIR`: a directory of
+/// the host (mode `0700`, removed with everything in it when dropped or [closed](Self::close)),
+/// or the `tmp/` of a world's own tmpfs, which the host reaches through a descriptor
+/// (`/proc/self/fd/N/tmp`) and which ends with the world.
 #[derive(Debug)]
 pub(crate) struct PrivateDir {
-    dir: TempDir,
+    place: Place,
+}
+
+#[derive(Debug)]
+enum Place {
+    Host(TempDir),
+    World {
+        root: OwnedFd,
+        dir: PathBuf,
+        owner: Option<(u32, u32)>,
+    },
 }
 
 impl PrivateDir {
@@ -58,17 +71,55 @@ impl PrivateDir {
             .rand_bytes(PRIVATE_DIR_RANDOM_LEN)
             .permissions(Permissions::from_mode(0o700))
             .tempdir_in(base)?;
-        Ok(Self { dir })
+        Ok(Self {
+            place: Place::Host(dir),
+        })
     }
 
-    /// The directory's absolute path, without symbolic links.
+    /// The directory `name` of the file system `root` (a world's tmpfs, held open here), in
+    /// which the host makes files as `owner` (the plugin's ids) when its own ids are not
+    /// mapped in the world.
+    pub(crate) fn in_world(root: OwnedFd, name: &str, owner: Option<(u32, u32)>) -> Self {
+        let dir = PathBuf::from(format!("/proc/self/fd/{}/{name}", root.as_raw_fd()));
+        Self {
+            place: Place::World { root, dir, owner },
+        }
+    }
+
+    /// The ids the host makes files as in this directory, when not its own.
+    pub(crate) fn file_owner(&self) -> Option<(u32, u32)> {
+        match &self.place {
+            Place::Host(_) => None,
+            Place::World { owner, .. } => *owner,
+        }
+    }
+
+    /// The directory's absolute path as the host reaches it.
     pub(crate) fn path(&self) -> &Path {
-        self.dir.path()
+        match &self.place {
+            Place::Host(dir) => dir.path(),
+            Place::World { dir, .. } => dir,
+        }
     }
 
-    /// Removes the directory and everything in it.
+    /// For a world's directory: `name` beside it on the same file system, as the host
+    /// reaches it.
+    pub(crate) fn sibling(&self, name: &str) -> Option<PathBuf> {
+        match &self.place {
+            Place::Host(_) => None,
+            Place::World { root, .. } => Some(PathBuf::from(format!(
+                "/proc/self/fd/{}/{name}",
+                root.as_raw_fd()
+            ))),
+        }
+    }
+
+    /// Removes the directory and everything in it (a world's goes with its file system).
     pub(crate) fn close(self) -> io::Result<()> {
-        self.dir.close()
+        match self.place {
+            Place::Host(dir) => dir.close(),
+            Place::World { .. } => Ok(()),
+        }
     }
 }
 

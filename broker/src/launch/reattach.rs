@@ -334,5 +334,7 @@ fn listening_inode(target: &Target) -> Option<u64> {
                 (local_port == port && *f.get(3)? == "0A").then(|| f.get(9)?.parse().ok())?
             })
         }
+        // A listener in another network namespace is not in this one's tables.
+        Target::TcpVia(..) => None,
     }
 }

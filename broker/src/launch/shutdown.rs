@@ -281,6 +281,7 @@ mod tests {
         Launched {
             group: ProcessGroup::new(child, "test".into()).unwrap(),
             view: PluginView::same(dir.path()),
+            sockets: None,
             diagnose: None,
             dir: Some(dir),
             plugin: "test".into(),

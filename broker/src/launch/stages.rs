@@ -3,13 +3,17 @@
 //! short function; failures are [`Failure`]s that [`start`] turns into one [`StartError`] with
 //! the plugin's name and what it printed.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tether_proto::tls::Identity;
 
+use crate::confine::caps;
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::user;
+use crate::confine::world::PluginWorld;
+use crate::confine::{WORLD_DELIVERED, WORLD_TMP};
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::connect;
@@ -25,6 +29,7 @@ use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::options::Runner;
 use crate::launch::runner::{self, gvisor, process};
 use crate::launch::settings::{HandshakeConfig, Settings};
+use crate::launch::world;
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
 /// been ended, so the pipe closes almost at once).
@@ -83,7 +88,8 @@ pub(crate) async fn start(
                 seccomp = %settings.confinement.seccomp,
                 network = %settings.confinement.network,
                 network_mechanism = in_force.network_mechanism.map(|m| m.to_string()),
-                run_as = ?settings.confinement.run_as,
+                world = %in_force.world,
+                ids = ?in_force.ids,
                 elapsed = ?started.elapsed(),
                 "plugin started"
             );
@@ -128,20 +134,30 @@ pub(crate) async fn launch(
     name: &Arc<str>,
     connects: bool,
 ) -> Result<(Spawned, Option<ResolvedRuntime>), Failure> {
-    let resources = prepare(settings, connects)?;
+    let mut world = match &settings.runner {
+        Runner::Process => world::take(settings, name)?,
+        Runner::Gvisor(_) => None,
+    };
+    let resources = prepare(settings, connects, world.as_mut(), name)?;
     let mut plan = plan(settings, handshake, &resources);
     let resolved = interpreted::interpreter(settings, &mut plan, name).await?;
     interpreted::allow_program(&mut plan);
     let spawned = match &settings.runner {
-        Runner::Process => process::start(settings, &mut plan, resources, name)?,
+        Runner::Process => process::start(settings, &mut plan, resources, world, name)?,
         Runner::Gvisor(options) => gvisor::start(options, settings, &plan, resources, name)?,
     };
     Ok((spawned, resolved))
 }
 
 /// Stage 1: integrity first (nothing is made for a binary that will be refused), then the
-/// private directory, the delivered files and the TLS identity.
-fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
+/// private directory (the world's own, for a plugin in a world), the delivered files and the
+/// TLS identity.
+fn prepare(
+    settings: &Settings,
+    connects: bool,
+    world: Option<&mut PluginWorld>,
+    name: &str,
+) -> Result<Resources, Failure> {
     let prepare_error = |what, source| StartErrorKind::Prepare { what, source };
     let host_uid = rustix::process::geteuid().as_raw();
     if let Some((uid, gid)) = settings.confinement.run_as
@@ -156,24 +172,50 @@ fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
         ),
         None => None,
     };
-    let dir = PrivateDir::create(settings.private_dir_base.as_deref())
-        .map_err(|e| prepare_error("creating the private directory", e.into()))?;
+    let in_world = world.is_some();
+    let ids = world::plugin_ids(settings, world.as_deref(), name).map_err(StartErrorKind::World)?;
+    let dir = match world.and_then(|w| w.world.take_scratch()) {
+        Some(scratch) => PrivateDir::in_world(scratch, "tmp", ids),
+        None if in_world => {
+            return Err(prepare_error(
+                "creating the private directory",
+                "the world's tmpfs was taken twice".into(),
+            )
+            .into());
+        }
+        None => PrivateDir::create(settings.private_dir_base.as_deref())
+            .map_err(|e| prepare_error("creating the private directory", e.into()))?,
+    };
     let delivered = match settings.delivery.as_deref() {
         Some(delivery) if !delivery.is_empty() => {
-            let base = settings.delivery_dir.clone().unwrap_or_else(delivery_base);
-            Some(
-                DeliveredDir::create(&base, delivery)
-                    .map_err(|e| prepare_error("writing the secrets and config files", e.into()))?,
-            )
+            let base = dir
+                .sibling("delivered")
+                .or_else(|| settings.delivery_dir.clone())
+                .unwrap_or_else(delivery_base);
+            let create = || DeliveredDir::create(&base, delivery);
+            // A world's tmpfs takes only files of ids its user namespace maps: a root host
+            // makes them as the plugin's.
+            let made = match dir.file_owner() {
+                Some(ids) => caps::as_file_owner(ids, create),
+                None => create(),
+            };
+            Some(made.map_err(|e| prepare_error("writing the secrets and config files", e.into()))?)
         }
         _ => None,
     };
-    if let Some(run_as) = settings.confinement.run_as {
+    let delivered_view = match (&delivered, in_world) {
+        (Some(d), true) => d
+            .path()
+            .file_name()
+            .map(|n| Path::new(WORLD_DELIVERED).join(n)),
+        _ => None,
+    };
+    if let Some(ids) = ids {
         user::give_launch_dirs(
-            dir.path(),
+            (!in_world).then(|| dir.path()),
             delivered.as_ref().map(DeliveredDir::path),
             settings.hosts_working_dir(),
-            run_as,
+            ids,
         )
         .map_err(|e| {
             prepare_error(
@@ -201,25 +243,53 @@ fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
         dir,
         delivered,
         identity,
+        ids,
+        delivered_view,
     })
 }
 
 /// Stage 2: the pure plan, then the one lookup it needs (where the binary is).
 fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources) -> LaunchPlan {
-    let delivered = resources.delivered.as_ref().map(|d| Delivered {
-        dir: d.path(),
-        secrets: d.secrets.as_deref(),
-        config: d.config.as_deref(),
+    let in_world = resources.dir.sibling("tmp").is_some();
+    // The delivered files where the plugin finds them: where the host made them, or in a
+    // world, under WORLD_DELIVERED.
+    let seen = |host: &Path| -> PathBuf {
+        match (&resources.delivered_view, resources.delivered.as_ref()) {
+            (Some(view), Some(d)) => host
+                .strip_prefix(d.path())
+                .map_or_else(|_| view.clone(), |rest| view.join(rest)),
+            _ => host.to_owned(),
+        }
+    };
+    let delivered_dirs = resources.delivered.as_ref().map(|d| {
+        (
+            seen(d.path()),
+            d.secrets.as_deref().map(seen),
+            d.config.as_deref().map(seen),
+        )
     });
+    let delivered = delivered_dirs
+        .as_ref()
+        .map(|(dir, secrets, config)| Delivered {
+            dir,
+            secrets: secrets.as_deref(),
+            config: config.as_deref(),
+        });
+    let private_dir = if in_world {
+        Path::new(WORLD_TMP)
+    } else {
+        resources.dir.path()
+    };
     let plan = LaunchPlan::new(
         settings,
         handshake,
         PlanInputs {
             host_env: std::env::vars_os().collect(),
-            private_dir: resources.dir.path(),
+            private_dir,
             delivered,
             client_cert: resources.identity.as_ref().map(|i| i.cert_der().clone()),
             host_cwd: std::env::current_dir().ok(),
+            in_world,
         },
     );
     for variable in &plan.env.ignored {

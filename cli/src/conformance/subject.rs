@@ -107,7 +107,15 @@ impl Subject {
                     HandshakeConfig::new(&self.cookie_key, &self.cookie_value)
                         .app_versions(self.app_versions.clone()),
                 )
-                .sandbox(SandboxMode::Off),
+                // A bare command's files may be anywhere: conformance checks its protocol,
+                // not its confinement (no sandbox, no world, whose root holds only what was
+                // granted, and a root host's user: it writes where the operator runs it).
+                .confinement(
+                    tether_broker::confine::Confinement::default()
+                        .sandbox(SandboxMode::Off)
+                        .namespaces(tether_broker::confine::NamespacesMode::Off)
+                        .allow_root(true),
+                ),
         };
         let builder = builder.timeouts(
             Timeouts::default()

@@ -275,6 +275,22 @@ impl Kv for Probe {
                 eprintln!("crashing on purpose");
                 std::process::exit(3);
             }
+            "orphans" => {
+                // A shell that starts short-lived children and exits at once: they are
+                // orphaned (running or already exited) and must be reaped by someone else.
+                let status = std::process::Command::new("/bin/sh")
+                    .args([
+                        "-c",
+                        "for i in 1 2 3 4 5 6 7 8; do /bin/true & done; exit 0",
+                    ])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .map_err(|e| Status::internal(format!("orphans: {e}")))?;
+                if !status.success() {
+                    return Err(Status::internal(format!("orphans: {status}")));
+                }
+            }
             "child" => {
                 let child = tether_tests::misbehave::spawn_sleeping_grandchild();
                 std::mem::forget(child);

@@ -35,7 +35,11 @@ pub(super) fn listen(
     };
     match listen {
         ListenOn::Unix(dir) | ListenOn::UnixSeenAs { dir, .. } => {
-            let (listener, path) = bind::unix_in(dir).map_err(bind_error)?;
+            let bound = match listen {
+                ListenOn::UnixSeenAs { binder, .. } => bind::unix_in_with(dir, binder),
+                _ => bind::unix_in(dir),
+            };
+            let (listener, path) = bound.map_err(bind_error)?;
             let announced = match (listen, path.file_name()) {
                 (ListenOn::UnixSeenAs { announced_dir, .. }, Some(name)) => {
                     announced_dir.join(name)

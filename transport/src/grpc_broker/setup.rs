@@ -12,6 +12,7 @@ use tether_proto::tls::{self, Identity, TlsError};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ClientConfig;
 
+use crate::bind::UnixBinder;
 use crate::conn::Target;
 use crate::mux::Mux;
 
@@ -65,6 +66,9 @@ pub enum ListenOn {
         dir: PathBuf,
         /// The same directory as the peer sees it.
         announced_dir: PathBuf,
+        /// How the socket files are made in `dir` (as the peer's user, when `dir` takes no
+        /// file of this side's).
+        binder: UnixBinder,
     },
     /// The first free port of this range on 127.0.0.1.
     Tcp {

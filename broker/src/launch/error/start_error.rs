@@ -124,6 +124,9 @@ pub enum StartErrorKind {
         /// The host's effective uid.
         host_uid: u32,
     },
+    /// The plugin cannot get a world of its own (namespaces) and the operator requires one, or
+    /// its user cannot be mapped into one.
+    World(crate::confine::world::WorldError),
     /// The plugin binary failed its integrity check (`sha256`).
     Integrity(Box<crate::confine::integrity::IntegrityError>),
     /// The plugin's confinement cannot be prepared.
@@ -264,6 +267,7 @@ impl StartErrorKind {
         match self {
             Self::Prepare { .. }
             | Self::RunAsNeedsRoot { .. }
+            | Self::World(_)
             | Self::Integrity(_)
             | Self::Sandbox { .. }
             | Self::Runtime(_)
@@ -368,6 +372,7 @@ impl fmt::Display for StartError {
                 f,
                 "plugin `{plugin}` is to run as uid {uid}, gid {gid}, but the host runs as uid {host_uid} and only root can start a process as another user; run the host as root, or drop `run_as` (the plugin then runs as the host's user)"
             ),
+            K::World(source) => write!(f, "plugin `{plugin}` cannot start: {source}"),
             K::Integrity(source) => {
                 write!(f, "plugin `{plugin}` is refused before start: {source}")
             }
@@ -485,6 +490,7 @@ impl std::error::Error for StartError {
         match &self.kind {
             K::Prepare { source, .. } | K::Connect { source, .. } => Some(&**source),
             K::Integrity(source) => Some(&**source),
+            K::World(source) => Some(source),
             K::Sandbox { source, .. } => Some(&**source),
             K::Runtime(source) => Some(&**source),
             K::Spawn { source, .. } | K::Tls { source, .. } => Some(source),

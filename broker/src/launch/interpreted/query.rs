@@ -196,7 +196,7 @@ async fn ask(
         run_as: query.run_as,
         network: Some(NetworkMechanism::Seccomp),
     };
-    let confinement = sandbox::Prepared::new(
+    let mut confinement = sandbox::Prepared::new(
         query.sandbox,
         &Limits::default(),
         &paths,
@@ -218,7 +218,7 @@ async fn ask(
         // No `process_group(0)`: the confinement's `setsid()` makes it a group of its own.
         .kill_on_drop(true);
     // SAFETY: `pre_exec` only makes raw, async-signal-safe system calls on copied values
-    // (see `sandbox::Prepared::pre_exec`).
+    // (see `sandbox::Prepared::child`).
     unsafe {
         cmd.pre_exec(confinement.pre_exec());
     }

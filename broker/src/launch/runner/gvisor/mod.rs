@@ -24,6 +24,7 @@ use crate::confine::janitor::Janitor;
 use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::ProcessLimit;
 use crate::confine::process::{ExitHook, ProcessGroup};
+use crate::confine::world::WorldMechanism;
 use crate::launch::delivery::DeliveredDir;
 use crate::launch::error::{Failure, StartErrorKind};
 use crate::launch::launched::{InForce, Launched, Resources, Spawned};
@@ -78,6 +79,7 @@ pub(crate) fn start(
         dir,
         delivered,
         identity,
+        ..
     } = resources;
     let resolved =
         crate::launch::runner::process::spawn::resolve_program(&settings.program, plan.path_var());
@@ -103,6 +105,8 @@ pub(crate) fn start(
             },
             network_mechanism: (settings.confinement.network == NetworkMode::None)
                 .then_some(NetworkMechanism::Namespace),
+            world: WorldMechanism::Layers,
+            ids: None,
         },
     })
 }
@@ -234,6 +238,7 @@ fn run(
     })));
     let launched = Launched {
         view: PluginView::new(dir.path(), SOCKET_DIR),
+        sockets: None,
         diagnose: Some(diagnose),
         group,
         dir: Some(dir),

@@ -8,27 +8,30 @@ pub(crate) mod vfork;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::confine::confinement::Confinement;
+use crate::confine::WORLD_TMP;
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::janitor::Janitor;
-use crate::confine::network::NetworkMechanism;
+use crate::confine::network::{NetworkMechanism, NetworkMode};
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, Leader, ProcessGroup};
 use crate::confine::sandbox;
+use crate::confine::world::{PluginWorld, WorldMechanism};
 use crate::launch::error::{Failure, StartErrorKind};
 use crate::launch::launched::{InForce, Launched, Resources, Spawned};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::view::PluginView;
 use crate::launch::settings::Settings;
+use crate::launch::world as launch_world;
 
 /// Stages 3–4 of the process runner: confine, then spawn.
 pub(crate) fn start(
     settings: &Settings,
     plan: &mut LaunchPlan,
     resources: Resources,
+    world: Option<PluginWorld>,
     name: &Arc<str>,
 ) -> Result<Spawned, Failure> {
-    let confined = confine(&settings.confinement, plan, name)?;
+    let confined = confine(settings, plan, name, world, &resources)?;
     spawn(settings, plan, resources, confined, name)
 }
 
@@ -38,16 +41,21 @@ struct Confined {
     pids_group: Option<PidsGroup>,
     process_limit: ProcessLimit,
     network_mechanism: Option<NetworkMechanism>,
+    /// The plugin's world, which lives as long as the plugin.
+    world: Option<PluginWorld>,
 }
 
 /// Stage 3: processes are limited by a pids cgroup of the plugin's own when the host can make
 /// one (then `RLIMIT_NPROC`, per user and not applied to root, is left alone), else by
-/// `RLIMIT_NPROC`; then the sandbox is prepared.
+/// `RLIMIT_NPROC`; then the sandbox is prepared, and the way into the plugin's world.
 fn confine(
-    confinement: &Confinement,
+    settings: &Settings,
     plan: &mut LaunchPlan,
     plugin: &str,
+    world: Option<PluginWorld>,
+    resources: &Resources,
 ) -> Result<Confined, Failure> {
+    let confinement = &settings.confinement;
     let mut limits = confinement.limits;
     let pids_group = PidsGroup::create(
         limits.processes.unwrap_or(pids::DEFAULT_MAX_PROCESSES),
@@ -62,29 +70,57 @@ fn confine(
             max: limits.processes,
         },
     };
-    let network_mechanism =
-        NetworkMechanism::for_mode(confinement.network, confinement.network_namespace);
+    // In a world, `none` is the world's own network namespace (a loopback of its own) and the
+    // plugin's user is the world's; otherwise today's mechanisms apply.
+    let network_mechanism = match &world {
+        Some(_) => {
+            (confinement.network == NetworkMode::None).then_some(NetworkMechanism::Namespace)
+        }
+        None => NetworkMechanism::for_mode(confinement.network, confinement.network_namespace),
+    };
     let layers = sandbox::Layers {
         seccomp: confinement.seccomp,
-        run_as: confinement.run_as,
-        network: network_mechanism,
+        run_as: if world.is_some() { None } else { resources.ids },
+        network: if world.is_some() {
+            None
+        } else {
+            network_mechanism
+        },
     };
     let mode = confinement.sandbox;
-    let mut sandbox =
-        sandbox::Prepared::new(mode, &limits, &plan.paths, layers, plugin).map_err(|e| {
-            StartErrorKind::Sandbox {
-                mode,
-                source: Box::new(e),
-            }
-        })?;
+    let sandbox_error = |e| StartErrorKind::Sandbox {
+        mode,
+        source: Box::new(e),
+    };
+    let mut sandbox = match &world {
+        Some(w) => sandbox::Prepared::in_world(
+            mode,
+            &limits,
+            &plan.paths,
+            launch_world::dirs(&w.world),
+            layers,
+            plugin,
+        ),
+        None => sandbox::Prepared::new(mode, &limits, &plan.paths, layers, plugin),
+    }
+    .map_err(sandbox_error)?;
     if let Some(fd) = pids_group.as_ref().and_then(PidsGroup::procs_fd) {
         sandbox.enter_cgroup(fd);
+    }
+    if let Some(w) = &world {
+        let entry =
+            launch_world::entry(settings, plan, w).map_err(|e| StartErrorKind::Prepare {
+                what: "preparing the plugin's world",
+                source: e.into(),
+            })?;
+        sandbox.enter_world(entry);
     }
     Ok(Confined {
         sandbox,
         pids_group,
         process_limit,
         network_mechanism,
+        world,
     })
 }
 
@@ -107,17 +143,20 @@ fn spawn(
         dir,
         delivered,
         identity,
+        ids,
+        ..
     } = resources;
     let Confined {
-        sandbox,
+        mut sandbox,
         pids_group,
         process_limit,
         network_mechanism,
+        world,
     } = confined;
     let exec = verified
         .as_ref()
         .map_or_else(|| plan.program.clone(), VerifiedBinary::exec_path);
-    let child = spawn::spawn(plan, &exec, sandbox.pre_exec()).map_err(spawn_error)?;
+    let child = spawn::spawn(plan, &exec, &mut sandbox.child()).map_err(spawn_error)?;
     drop(verified);
     let landlock_abi = sandbox.landlock_abi;
     // The host's descriptors of the Landlock ruleset and of the plugin's network namespace:
@@ -154,8 +193,26 @@ fn spawn(
         // Secrets live exactly as long as the plugin.
         group.on_exit(ExitHook(Box::new(move || drop(delivered))));
     }
+    let world_mechanism = if world.is_some() {
+        WorldMechanism::Namespaces
+    } else {
+        WorldMechanism::Layers
+    };
+    let view = match &world {
+        Some(_) => PluginView::new(dir.path(), WORLD_TMP),
+        None => PluginView::same(dir.path()),
+    };
+    let sockets = world
+        .as_ref()
+        .filter(|_| settings.confinement.network == NetworkMode::None)
+        .and_then(launch_world::sockets);
+    if let Some(world) = world {
+        // The world, and whatever still runs in it, ends with the plugin.
+        group.on_exit(ExitHook(Box::new(move || drop(world))));
+    }
     let launched = Launched {
-        view: PluginView::same(dir.path()),
+        view,
+        sockets,
         diagnose: None,
         group,
         dir: Some(dir),
@@ -172,6 +229,8 @@ fn spawn(
             landlock_abi,
             process_limit,
             network_mechanism,
+            world: world_mechanism,
+            ids,
         },
     })
 }

@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::confine::child::Hooks;
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::process::vfork;
 
@@ -40,14 +41,14 @@ pub(crate) struct PluginProcess {
 
 /// Spawns the plugin in a session and process group of its own (`pre_exec` calls `setsid`)
 /// with exactly the plan's environment, in its working directory, stdin from `/dev/null` and
-/// stdout and stderr piped, running `pre_exec` (the confinement) between the process's start
+/// stdout and stderr piped, running `hooks` (the confinement) between the process's start
 /// and exec — without copying the host ([`vfork`](super::vfork)). `exec` is the file to execute
 /// (the verified binary's `/proc/self/fd/N`, or the plan's program, looked up in the plugin's
 /// `PATH` when it is a bare name); `argv[0]` and the arguments are the plan's.
 pub(crate) fn spawn(
     plan: &LaunchPlan,
     exec: &Path,
-    mut pre_exec: impl FnMut() -> io::Result<()> + Send + Sync + 'static,
+    hooks: &mut dyn Hooks,
 ) -> io::Result<PluginProcess> {
     let program = resolve_program(exec, plan.path_var());
     let mut argv = vec![plan.argv0.as_os_str()];
@@ -63,9 +64,9 @@ pub(crate) fn spawn(
             .collect(),
         cwd: &plan.working_dir,
     };
-    // `pre_exec` only makes raw, async-signal-safe system calls on copied values (see
-    // `sandbox::Prepared::pre_exec`), as the child of `vfork::spawn` must.
-    let child = vfork::spawn(&exec, &mut pre_exec)?;
+    // The hooks only make raw, async-signal-safe system calls on copied values (see
+    // `sandbox::Prepared::child`), as the child of `vfork::spawn` must.
+    let child = vfork::spawn(&exec, hooks)?;
     let pipes = PluginPipe::from_owned_fd(child.stdout)
         .and_then(|stdout| Ok((stdout, PluginPipe::from_owned_fd(child.stderr)?)));
     match pipes {

@@ -10,6 +10,12 @@
 //! other host threads keep running and may hold them), applies the confinement and `exec`s.
 //! Measured: launch 0.93× with the same confinement (bench/BENCHMARKS.md, Decisions).
 //!
+//! A plugin that runs in a world ([`Hooks::enters_world`]) is started one step further: the
+//! child enters the world's namespaces — the pid namespace applies to its children only — and
+//! starts the plugin with `clone(CLONE_VM | CLONE_VFORK | CLONE_PARENT)`, so that the plugin is
+//! the host's own child (the host waits for it as for any other) and not the pid namespace's
+//! init; then it exits. The plugin runs the confinement and `exec`s.
+//!
 //! Signals: the parent blocks all of them around the `clone`, so none of the host's handlers
 //! can run in the child on the host's memory; the child resets every handler the host
 //! installed to the default before it unblocks them (the plugin starts with an empty signal
@@ -21,9 +27,7 @@ use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
-/// The child's stack until `exec`: the confinement's system calls need little, and a guard
-/// page below it turns an overflow into a fault instead of a write into the host's memory.
-pub(crate) const CHILD_STACK_SIZE: usize = 128 * 1024;
+use crate::confine::child::{BlockedSignals, Hooks, Stack, c_string, reset_signal_handlers};
 
 /// What to execute: every string as the kernel takes it.
 pub(crate) struct Exec<'a> {
@@ -46,9 +50,6 @@ pub(crate) struct Child {
     pub(crate) stderr: OwnedFd,
 }
 
-/// One past the highest signal number on Linux (`_NSIG`).
-const SIGNALS_END: libc::c_int = 65;
-
 /// Everything the child reads, prepared by the parent.
 struct Context<'a> {
     program: CString,
@@ -56,18 +57,13 @@ struct Context<'a> {
     envp: Vec<*const libc::c_char>,
     cwd: CString,
     stdio: [RawFd; 3],
-    pre_exec: &'a mut (dyn FnMut() -> io::Result<()> + Send + Sync),
+    hooks: &'a mut dyn Hooks,
+    /// The stack of the plugin started inside a world.
+    nested_stack: *mut c_void,
+    /// Set by the child inside a world: the plugin's process id (the host's view).
+    plugin_pid: libc::pid_t,
     /// Set by the child when it gives up: the errno of what failed.
     error: i32,
-}
-
-fn c_string(bytes: &[u8]) -> io::Result<CString> {
-    CString::new(bytes).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "an argument, variable or path contains a NUL byte",
-        )
-    })
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -80,63 +76,10 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// A stack mapping with a guard page at its low end, unmapped on drop.
-struct Stack {
-    base: *mut c_void,
-    len: usize,
-}
-
-impl Stack {
-    fn new() -> io::Result<Self> {
-        // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        let len = CHILD_STACK_SIZE + page;
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let stack = Self { base, len };
-        // SAFETY: the first page of the mapping just made.
-        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(stack)
-    }
-
-    /// The initial stack pointer (stacks grow down), 16-byte aligned.
-    fn top(&self) -> *mut c_void {
-        // SAFETY: one past the end of the mapping, which is page-aligned.
-        unsafe { self.base.cast::<u8>().add(self.len).cast() }
-    }
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`; the child has exec'd or exited (CLONE_VFORK).
-        unsafe { libc::munmap(self.base, self.len) };
-    }
-}
-
-/// Starts `exec` with stdin from `/dev/null` and stdout and stderr piped, running `pre_exec`
-/// in the child just before `exec`. Returns once the child has exec'd; an error of `pre_exec`
-/// or of `exec` itself is returned as the errno it failed with (the child is reaped).
-///
-/// `pre_exec` runs on the host's memory in the child: it must only make raw, async-signal-safe
-/// system calls (no allocation, no locks, no panics).
-pub(crate) fn spawn(
-    exec: &Exec<'_>,
-    pre_exec: &mut (dyn FnMut() -> io::Result<()> + Send + Sync),
-) -> io::Result<Child> {
+/// Starts `exec` with stdin from `/dev/null` and stdout and stderr piped, running `hooks` in
+/// the child before `exec`. Returns once the program has exec'd; an error of a hook or of
+/// `exec` itself is returned as the errno it failed with (the children are reaped).
+pub(crate) fn spawn(exec: &Exec<'_>, hooks: &mut dyn Hooks) -> io::Result<Child> {
     let argv = exec
         .argv
         .iter()
@@ -163,6 +106,11 @@ pub(crate) fn spawn(
     let null = unsafe { OwnedFd::from_raw_fd(null) };
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
+    let nested = if hooks.enters_world() {
+        Some(Stack::new()?)
+    } else {
+        None
+    };
     let mut context = Context {
         program: c_string(exec.program.as_os_str().as_bytes())?,
         argv: pointers(&argv),
@@ -173,7 +121,9 @@ pub(crate) fn spawn(
             stdout_write.as_raw_fd(),
             stderr_write.as_raw_fd(),
         ],
-        pre_exec,
+        hooks,
+        nested_stack: nested.as_ref().map_or(std::ptr::null_mut(), Stack::top),
+        plugin_pid: 0,
         error: 0,
     };
     let stack = Stack::new()?;
@@ -195,15 +145,27 @@ pub(crate) fn spawn(
     if pid == -1 {
         return Err(io::Error::last_os_error());
     }
+    let program = if nested.is_some() {
+        // The child has exited once the plugin exec'd (or gave up): reap it.
+        // SAFETY: pid is our child.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
+        context.plugin_pid
+    } else {
+        pid
+    };
     if context.error != 0 {
-        // The child exited without exec: reap it.
-        let mut status = 0;
-        // SAFETY: pid is our child; status is a valid out-pointer.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+        if program > 0 {
+            // The program exited without exec: reap it.
+            // SAFETY: program is our child.
+            unsafe { libc::waitpid(program, std::ptr::null_mut(), libc::__WALL) };
+        }
         return Err(io::Error::from_raw_os_error(context.error));
     }
+    if program <= 0 {
+        return Err(io::Error::other("the plugin was not started in its world"));
+    }
     Ok(Child {
-        pid: pid.unsigned_abs(),
+        pid: program.unsigned_abs(),
         stdout: stdout_read,
         stderr: stderr_read,
     })
@@ -221,63 +183,17 @@ pub(crate) fn kill_and_reap(pid: u32) {
     }
 }
 
-/// All signals blocked on this thread while it lives; the previous mask restored on drop.
-struct BlockedSignals(libc::sigset_t);
-
-impl BlockedSignals {
-    fn new() -> io::Result<Self> {
-        // SAFETY: sigset_t is plain data; sigfillset and pthread_sigmask initialise the sets.
-        unsafe {
-            let mut all = std::mem::zeroed::<libc::sigset_t>();
-            let mut old = std::mem::zeroed::<libc::sigset_t>();
-            libc::sigfillset(&mut all);
-            let e = libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-            if e != 0 {
-                return Err(io::Error::from_raw_os_error(e));
-            }
-            Ok(Self(old))
-        }
-    }
-}
-
-impl Drop for BlockedSignals {
-    fn drop(&mut self) {
-        // SAFETY: restores the mask saved in `new`.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
-    }
-}
-
 /// The child, until `exec`. Only raw system calls; gives up with `_exit(127)` after writing the
 /// failing errno into the context.
 extern "C" fn child(arg: *mut c_void) -> libc::c_int {
     // SAFETY: `arg` is the parent's `Context`, alive and not used by the suspended parent.
     let context = unsafe { &mut *arg.cast::<Context<'_>>() };
-    let fail = |context: &mut Context<'_>, errno: i32| -> ! {
-        context.error = if errno == 0 { libc::EINVAL } else { errno };
-        // SAFETY: ends this process without running the host's exit handlers.
-        unsafe { libc::_exit(127) }
-    };
-    let errno = || {
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EINVAL)
-    };
+    let fail = give_up;
+    let errno = crate::confine::child::errno;
     // SAFETY (whole block): raw system calls with valid arguments; nothing allocates.
     unsafe {
-        // The host's handlers must not run here (they would on the host's memory): every
-        // caught signal back to its default, and SIGPIPE too (Rust ignores it in the host).
-        for signal in 1..SIGNALS_END {
-            let mut old = std::mem::zeroed::<libc::sigaction>();
-            if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
-                continue;
-            }
-            let ignored = old.sa_sigaction == libc::SIG_IGN;
-            if old.sa_sigaction != libc::SIG_DFL && (!ignored || signal == libc::SIGPIPE) {
-                let mut default = std::mem::zeroed::<libc::sigaction>();
-                default.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(signal, &default, std::ptr::null_mut());
-            }
-        }
+        // The host's handlers must not run here (they would on the host's memory).
+        reset_signal_handlers();
         let mut empty = std::mem::zeroed::<libc::sigset_t>();
         libc::sigemptyset(&mut empty);
         libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -293,12 +209,55 @@ extern "C" fn child(arg: *mut c_void) -> libc::c_int {
                 fail(context, errno());
             }
         }
-        if libc::chdir(context.cwd.as_ptr()) == -1 {
+    }
+    if let Err(e) = context.hooks.before() {
+        fail(context, e.raw_os_error().unwrap_or(libc::EINVAL));
+    }
+    if context.hooks.enters_world() {
+        if let Err(e) = context.hooks.enter() {
+            fail(context, e.raw_os_error().unwrap_or(libc::EINVAL));
+        }
+        // SAFETY: a NUL-terminated path owned by the parent's context.
+        if unsafe { libc::chdir(context.cwd.as_ptr()) } == -1 {
             fail(context, errno());
         }
+        // SAFETY: `plugin` gets a stack of its own and the same context, which outlives it:
+        // with CLONE_VFORK this process is suspended until it has exec'd or exited; with
+        // CLONE_PARENT its parent is the host.
+        let pid = unsafe {
+            libc::clone(
+                plugin,
+                context.nested_stack,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT | libc::SIGCHLD,
+                arg,
+            )
+        };
+        if pid == -1 {
+            fail(context, errno());
+        }
+        context.plugin_pid = pid;
+        // SAFETY: ends this process without running the host's exit handlers.
+        unsafe { libc::_exit(0) }
     }
-    if let Err(e) = (context.pre_exec)() {
-        fail(context, e.raw_os_error().unwrap_or(libc::EINVAL));
+    // SAFETY: a NUL-terminated path owned by the parent's context.
+    if unsafe { libc::chdir(context.cwd.as_ptr()) } == -1 {
+        fail(context, errno());
+    }
+    confine_and_exec(context)
+}
+
+/// The plugin started inside its world, until `exec`.
+extern "C" fn plugin(arg: *mut c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `Context`, alive and not used by the suspended processes.
+    let context = unsafe { &mut *arg.cast::<Context<'_>>() };
+    confine_and_exec(context)
+}
+
+/// The confinement hook, then `exec`; on failure the errno goes into the context and the
+/// process ends with `_exit(127)`.
+fn confine_and_exec(context: &mut Context<'_>) -> ! {
+    if let Err(e) = context.hooks.confine() {
+        give_up(context, e.raw_os_error().unwrap_or(libc::EINVAL));
     }
     // SAFETY: NUL-terminated program and NULL-terminated arrays of NUL-terminated strings,
     // all owned by the parent's context.
@@ -309,7 +268,13 @@ extern "C" fn child(arg: *mut c_void) -> libc::c_int {
             context.envp.as_ptr(),
         );
     }
-    fail(context, errno())
+    give_up(context, crate::confine::child::errno())
+}
+
+fn give_up(context: &mut Context<'_>, errno: i32) -> ! {
+    context.error = if errno == 0 { libc::EINVAL } else { errno };
+    // SAFETY: ends this process without running the host's exit handlers.
+    unsafe { libc::_exit(127) }
 }
 
 #[cfg(test)]
