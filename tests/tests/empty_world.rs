@@ -17,13 +17,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use base64::Engine as _;
+use tether_broker::confine::DEFAULT_DISK_MIB;
 use tether_broker::error::UseErrorKind;
 use tether_broker::{Catalog, DirValueSource, Grants, Lease, Supervisor, Timeouts};
 use tether_tests::escape::HOST_ATTACKS;
 use tether_tests::host_user::{Host, root_and_unprivileged};
 use tether_tests::lease::get as lease_get;
 use tether_tests::peers::{self, GoPlugin};
-use tether_tests::shared_world::{FILL_LIMIT, HOSTILE_XATTR};
+use tether_tests::shared_world::HOSTILE_XATTR;
 use tether_tests::world::{PluginSpec, TEST_GRACE, World};
 use tether_tests::{bins, gvisor};
 
@@ -782,7 +783,6 @@ fn assert_capped(filled: &[(String, String, u64)], cap_mib: u64) {
 }
 
 #[test]
-#[ignore = "open hole: issue 22 #6 (world)"]
 fn hole_6_a_plugin_with_every_limit_set_cannot_fill_the_disk_past_its_disk_cap() {
     let test = "hole_6_a_plugin_with_every_limit_set_cannot_fill_the_disk_past_its_disk_cap";
     let Some(probes) = probes(test) else { return };
@@ -802,7 +802,6 @@ fn hole_6_a_plugin_with_every_limit_set_cannot_fill_the_disk_past_its_disk_cap()
 }
 
 #[test]
-#[ignore = "open hole: issue 22 #6 (world)"]
 fn hole_6_without_disk_mib_a_plugin_is_stopped_by_the_default_disk_cap() {
     let test = "hole_6_without_disk_mib_a_plugin_is_stopped_by_the_default_disk_cap";
     let Some(probes) = probes(test) else { return };
@@ -816,20 +815,11 @@ fn hole_6_without_disk_mib_a_plugin_is_stopped_by_the_default_disk_cap() {
     for (name, _) in &probes {
         let filled = fill_all(&site, name);
         eprintln!("{host:?}: {filled:?}");
-        // world: with the default's named constant, assert_capped(&filled, DEFAULT_DISK_MIB).
-        let wrong: Vec<_> = filled
-            .iter()
-            .filter(|(_, errno, bytes)| errno != "ENOSPC" || *bytes >= FILL_LIMIT)
-            .collect();
-        assert!(
-            wrong.is_empty(),
-            "{host:?}, {name}: not stopped by a default cap: {wrong:#?}"
-        );
+        assert_capped(&filled, DEFAULT_DISK_MIB);
     }
 }
 
 #[test]
-#[ignore = "open hole: issue 22 #6 (world)"]
 fn hole_6_under_the_gvisor_runner_a_plugin_cannot_fill_the_disk_past_its_disk_cap() {
     let test = "hole_6_under_the_gvisor_runner_a_plugin_cannot_fill_the_disk_past_its_disk_cap";
     // The gVisor runner is for a root host only (runsc runs as root): no unprivileged run.
@@ -853,15 +843,7 @@ fn hole_6_under_the_gvisor_runner_a_plugin_cannot_fill_the_disk_past_its_disk_ca
         );
     }
     site.grants("");
-    let default = fill_all(&site, "default");
-    let wrong: Vec<_> = default
-        .iter()
-        .filter(|(_, errno, bytes)| errno != "ENOSPC" || *bytes >= FILL_LIMIT)
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "gVisor: not stopped by a default cap: {wrong:#?}"
-    );
+    assert_capped(&fill_all(&site, "default"), DEFAULT_DISK_MIB);
     assert_capped(&fill_all(&site, "capped"), DISK_MIB);
 }
 

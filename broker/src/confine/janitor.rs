@@ -84,7 +84,8 @@ const SHELL: &str = "/bin/sh";
 /// [`CGROUP_KILL_ROUNDS`]). Registrations live in the variables `p_ID` (process group), `c_ID`
 /// (encoded cgroup or `-`) and `d_ID` (encoded directories); `ids` lists the live ones as
 /// ` ID ID … `. Pathname expansion is off, so encoded directories are only split at spaces.
-/// Only shell built-ins read and signal (`read`, `kill`); `rm` and `rmdir` are the only
+/// Only shell built-ins read and signal (`read`, `kill`); `rm`, `rmdir`, `cat` (the mount
+/// table, once) and `umount` (a capped directory's tmpfs, detached first) are the only
 /// programs run.
 const SCRIPT: &str = r#"set -f
 batch=$1
@@ -117,6 +118,9 @@ cgkill() {
     n=$((n + 1))
   done
 }
+unmount() {
+  case $mounts in *" $d "*) umount -l -- "$d" 2>/dev/null;; esac
+}
 container() {
   [ -n "$1" ] || return 0
   set -- $1
@@ -130,16 +134,17 @@ while read -r op id pgid cg dirs; do
     u) unset "p_$id" "c_$id" "d_$id" "g_$id"
        case $ids in *" $id "*) ids="${ids%% $id *} ${ids#* $id }";; esac;;
     g) eval "g_$id=\"\$pgid \$cg \$dirs\"";;
-    k) gone "$pgid"; cgkill "$cg"; eval "container \"\$g_$id\""; for e in $dirs; do decode "$e"; rm -rf -- "$d"; done;;
+    k) gone "$pgid"; cgkill "$cg"; eval "container \"\$g_$id\""; mounts=$(cat /proc/self/mounts); for e in $dirs; do decode "$e"; unmount; rm -rf -- "$d"; done;;
   esac
 done
 for id in $ids; do eval "gone \"\$p_$id\""; done
 for id in $ids; do eval "cgkill \"\$c_$id\""; done
 for id in $ids; do eval "container \"\$g_$id\""; done
+mounts=$(cat /proc/self/mounts)
 set --
 for id in $ids; do
   eval "x=\$d_$id"
-  for e in $x; do decode "$e"; set -- "$@" "$d"; done
+  for e in $x; do decode "$e"; unmount; set -- "$@" "$d"; done
   if [ $# -ge "$batch" ]; then rm -rf -- "$@"; set --; fi
 done
 [ $# -gt 0 ] && rm -rf -- "$@"

@@ -41,6 +41,12 @@ pub(crate) struct PrivateDir {
 #[derive(Debug)]
 enum Place {
     Host(TempDir),
+    /// A host directory with a size-capped tmpfs of its own on it (a gVisor plugin's, whose
+    /// `TMPDIR` it is); the tmpfs is detached before the directory is removed.
+    HostTmpfs {
+        mount: Unmount,
+        dir: TempDir,
+    },
     World {
         root: OwnedFd,
         dir: PathBuf,
@@ -86,10 +92,41 @@ impl PrivateDir {
         }
     }
 
+    /// The directory with a tmpfs of `mib` MiB mounted on it (mode `0700`, `nosuid`, `nodev`):
+    /// writing past it fails with `ENOSPC`. Needs the host's `CAP_SYS_ADMIN` (the gVisor
+    /// runner's hosts are root); a world's is capped already.
+    pub(crate) fn capped(self, mib: u64) -> io::Result<Self> {
+        use std::os::unix::ffi::OsStrExt as _;
+        let Place::Host(dir) = self.place else {
+            return Ok(self);
+        };
+        let target = std::ffi::CString::new(dir.path().as_os_str().as_bytes())?;
+        let data = std::ffi::CString::new(format!("size={mib}m,mode=0700"))?;
+        // SAFETY: NUL-terminated strings that outlive the call.
+        let ret = unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                data.as_ptr().cast(),
+            )
+        };
+        if ret == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            place: Place::HostTmpfs {
+                mount: Unmount(target),
+                dir,
+            },
+        })
+    }
+
     /// The ids the host makes files as in this directory, when not its own.
     pub(crate) fn file_owner(&self) -> Option<(u32, u32)> {
         match &self.place {
-            Place::Host(_) => None,
+            Place::Host(_) | Place::HostTmpfs { .. } => None,
             Place::World { owner, .. } => *owner,
         }
     }
@@ -97,7 +134,7 @@ impl PrivateDir {
     /// The directory's absolute path as the host reaches it.
     pub(crate) fn path(&self) -> &Path {
         match &self.place {
-            Place::Host(dir) => dir.path(),
+            Place::Host(dir) | Place::HostTmpfs { dir, .. } => dir.path(),
             Place::World { dir, .. } => dir,
         }
     }
@@ -106,7 +143,7 @@ impl PrivateDir {
     /// reaches it.
     pub(crate) fn sibling(&self, name: &str) -> Option<PathBuf> {
         match &self.place {
-            Place::Host(_) => None,
+            Place::Host(_) | Place::HostTmpfs { .. } => None,
             Place::World { root, .. } => Some(PathBuf::from(format!(
                 "/proc/self/fd/{}/{name}",
                 root.as_raw_fd()
@@ -118,8 +155,24 @@ impl PrivateDir {
     pub(crate) fn close(self) -> io::Result<()> {
         match self.place {
             Place::Host(dir) => dir.close(),
+            Place::HostTmpfs { mount, dir } => {
+                drop(mount);
+                dir.close()
+            }
             Place::World { .. } => Ok(()),
         }
+    }
+}
+
+/// A tmpfs mounted on a private directory: detached when dropped, before the directory is
+/// removed (declared first in [`Place::HostTmpfs`]).
+#[derive(Debug)]
+struct Unmount(std::ffi::CString);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        // SAFETY: a NUL-terminated path. Failure leaves the mount (nothing else to do in drop).
+        unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
     }
 }
 
@@ -154,6 +207,26 @@ mod tests {
         assert_eq!(path, path.canonicalize().unwrap());
         std::fs::write(path.join("plugin123"), b"x").unwrap();
         dir.close().unwrap();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_capped_private_directory_stops_writes_at_its_size_and_leaves_no_mount() {
+        if !rustix::process::geteuid().is_root() {
+            return; // Mounting a tmpfs on the host needs root, as the gVisor runner does.
+        }
+        let dir = PrivateDir::create(None).unwrap().capped(1).unwrap();
+        let path = dir.path().to_owned();
+        let err = std::fs::write(path.join("fill"), vec![0_u8; 2 << 20]).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+        let mounted = || {
+            std::fs::read_to_string("/proc/self/mounts")
+                .unwrap()
+                .contains(path.to_str().unwrap())
+        };
+        assert!(mounted());
+        dir.close().unwrap();
+        assert!(!mounted());
         assert!(!path.exists());
     }
 

@@ -83,10 +83,18 @@ pub(crate) struct NotUtf8(pub(crate) OsString);
 
 /// Plans the bundle of one launch.
 pub(crate) fn plan(inputs: &BundleInputs<'_>) -> Result<BundlePlan, NotUtf8> {
+    // The plugin's disk inside the sandbox: `/tmp` and `/dev/shm` are each a tmpfs of
+    // `disk_mib` (its TMPDIR, the socket directory, is the host's capped tmpfs: `gvisor`).
+    let size = format!("size={}m", inputs.limits.disk_mib_or_default());
     let mut mounts = vec![
-        special("/proc", "proc", vec!["nosuid", "noexec", "nodev"]),
-        special("/dev", "tmpfs", vec!["nosuid", "strictatime", "mode=755"]),
-        special("/tmp", "tmpfs", vec!["nosuid", "nodev", "mode=1777"]),
+        special("/proc", "proc", &["nosuid", "noexec", "nodev"]),
+        special("/dev", "tmpfs", &["nosuid", "strictatime", "mode=755"]),
+        special(
+            "/dev/shm",
+            "tmpfs",
+            &["nosuid", "nodev", "mode=1777", &size],
+        ),
+        special("/tmp", "tmpfs", &["nosuid", "nodev", "mode=1777", &size]),
     ];
     let mut points = vec![
         MountPoint::Dir("proc".into()),
@@ -103,12 +111,14 @@ pub(crate) fn plan(inputs: &BundleInputs<'_>) -> Result<BundlePlan, NotUtf8> {
             destination: text(destination.as_os_str())?,
             kind: "bind",
             source: text(source.as_os_str())?,
-            options: vec![
+            options: [
                 "rbind",
                 if writable { "rw" } else { "ro" },
                 "nosuid",
                 "nodev",
-            ],
+            ]
+            .map(str::to_owned)
+            .to_vec(),
         });
         let relative = destination
             .strip_prefix("/")
@@ -221,12 +231,12 @@ pub(crate) fn plan(inputs: &BundleInputs<'_>) -> Result<BundlePlan, NotUtf8> {
     })
 }
 
-fn special(destination: &str, kind: &'static str, options: Vec<&'static str>) -> Mount {
+fn special(destination: &str, kind: &'static str, options: &[&str]) -> Mount {
     Mount {
         destination: destination.to_owned(),
         kind,
         source: kind.to_owned(),
-        options,
+        options: options.iter().map(|o| (*o).to_owned()).collect(),
     }
 }
 
@@ -361,6 +371,29 @@ mod tests {
     }
 
     #[test]
+    fn tmp_and_dev_shm_are_tmpfs_mounts_of_the_plugins_disk_cap() {
+        let mut w = world();
+        let sizes = |plan: &BundlePlan| -> Vec<String> {
+            ["/tmp", "/dev/shm"]
+                .iter()
+                .map(|d| {
+                    let m = mount(plan, d).unwrap();
+                    assert_eq!(m.kind, "tmpfs");
+                    m.options
+                        .iter()
+                        .find(|o| o.starts_with("size="))
+                        .unwrap()
+                        .clone()
+                })
+                .collect()
+        };
+        let default = format!("size={}m", crate::confine::DEFAULT_DISK_MIB);
+        assert_eq!(sizes(&planned(&w, None)), [default.clone(), default]);
+        w.limits = Limits::default().disk_mib(16);
+        assert_eq!(sizes(&planned(&w, None)), ["size=16m", "size=16m"]);
+    }
+
+    #[test]
     fn only_the_socket_and_state_directories_are_writable_besides_tmp() {
         let w = world();
         let plan = planned(&w, Some(Path::new("/dev/shm/tether-delivery-1")));
@@ -368,7 +401,7 @@ mod tests {
             .spec
             .mounts
             .iter()
-            .filter(|m| m.kind == "bind" && m.options.contains(&"rw"))
+            .filter(|m| m.kind == "bind" && m.options.iter().any(|o| o == "rw"))
             .map(|m| m.destination.as_str())
             .collect();
         assert_eq!(writable, [SOCKET_DIR, STATE_DIR]);

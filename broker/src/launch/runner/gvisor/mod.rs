@@ -89,6 +89,20 @@ pub(crate) fn start(
             program: settings.program.clone(),
             source,
         })?;
+    // Its TMPDIR is the socket directory, which runsc binds from the host: a tmpfs of its
+    // disk cap, so that the plugin's writes there end with ENOSPC, not on the host's disk.
+    let disk_mib = settings.confinement.limits.disk_mib_or_default();
+    let dir = dir.capped(disk_mib).map_err(|e| StartErrorKind::Runner {
+        runner: RUNNER,
+        problem: format!("cannot cap the plugin's socket directory at {disk_mib} MiB: {e}"),
+    })?;
+    // The tmpfs's root is the host's: give it to `run_as`, as the directory under it was.
+    if let Some(ids) = settings.confinement.run_as {
+        crate::confine::user::give(dir.path(), ids, false).map_err(|e| StartErrorKind::Runner {
+            runner: RUNNER,
+            problem: format!("cannot give the plugin's socket directory to {ids:?}: {e}"),
+        })?;
+    }
     let started = run(options, settings, plan, &program, dir, delivered, name)?;
     // The digest was checked on the file now mounted; kept open until runsc has started.
     drop(verified);

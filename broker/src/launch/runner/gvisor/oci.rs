@@ -72,7 +72,7 @@ pub(crate) struct Mount {
     #[serde(rename = "type")]
     pub(crate) kind: &'static str,
     pub(crate) source: String,
-    pub(crate) options: Vec<&'static str>,
+    pub(crate) options: Vec<String>,
 }
 
 /// Linux-specific settings: the namespaces and, when limited, the resources.
