@@ -86,6 +86,7 @@ pub(crate) struct Launcher {
     pub(crate) sandbox: tether_broker::SandboxMode,
     pub(crate) seccomp: tether_broker::confine::SeccompMode,
     pub(crate) network: tether_broker::confine::NetworkMode,
+    pub(crate) namespaces: tether_broker::confine::NamespacesMode,
 }
 
 impl Launcher {
@@ -100,6 +101,7 @@ impl Launcher {
             .builder(&self.program, &self.args)?
             .sandbox(self.sandbox)
             .seccomp(self.seccomp)
-            .network(self.network))
+            .network(self.network)
+            .namespaces(self.namespaces))
     }
 }

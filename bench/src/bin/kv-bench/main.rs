@@ -56,6 +56,10 @@ struct Cli {
     /// The plugin's network: `none` (tether's default) or `host`.
     #[arg(long, value_enum, default_value_t = Network::None, global = true)]
     network: Network,
+    /// Whether the plugin runs in a world of its own: `preferred` (tether's default) or `off`
+    /// (the other layers only), e.g. to measure what namespaces cost at launch.
+    #[arg(long, value_enum, default_value_t = Namespaces::Preferred, global = true)]
+    namespaces: Namespaces,
     #[command(subcommand)]
     command: Command,
 }
@@ -92,6 +96,24 @@ impl From<Network> for tether_broker::confine::NetworkMode {
         match n {
             Network::None => Self::None,
             Network::Host => Self::Host,
+        }
+    }
+}
+
+/// `--namespaces`: tether's [`NamespacesMode`](tether_broker::confine::NamespacesMode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Namespaces {
+    /// A world of its own where the host can make one.
+    Preferred,
+    /// The other layers only.
+    Off,
+}
+
+impl From<Namespaces> for tether_broker::confine::NamespacesMode {
+    fn from(n: Namespaces) -> Self {
+        match n {
+            Namespaces::Preferred => Self::Preferred,
+            Namespaces::Off => Self::Off,
         }
     }
 }
@@ -176,6 +198,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         sandbox: cli.sandbox.into(),
         seccomp: cli.seccomp.into(),
         network: cli.network.into(),
+        namespaces: cli.namespaces.into(),
     };
     match cli.command {
         Command::Summary {
