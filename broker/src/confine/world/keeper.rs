@@ -10,7 +10,7 @@
 
 use std::io;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 /// The keeper program for this target; empty when `build.rs` could not build one.
@@ -82,76 +82,110 @@ pub(crate) fn control_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// The host's end of a keeper's control socket. Dropping it ends the keeper, and with it the
-/// world.
+/// The host's end of a keeper's control socket. Closing it ([`Self::close`], or dropping the
+/// last handle) ends the keeper, and with it the world.
+///
+/// Handles outlive their world (a dialler kept in a broker the host application still holds),
+/// so the descriptor is behind a lock and closed when the world ends, whoever still holds a
+/// handle: a dead world holds none of the host's descriptors. The lock also keeps each request
+/// and its answer together when several threads dial at once.
 #[derive(Debug)]
-pub(crate) struct Control(OwnedFd);
+pub(crate) struct Control(Mutex<Option<OwnedFd>>);
 
 impl Control {
     pub(crate) fn new(fd: OwnedFd) -> Self {
-        Self(fd)
+        Self(Mutex::new(Some(fd)))
+    }
+
+    /// Closes the host's end: the keeper ends; later requests fail.
+    pub(crate) fn close(&self) {
+        drop(self.lock().take());
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<OwnedFd>> {
+        // A descriptor or none: a thread that panicked holding it left it consistent.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the open descriptor, holding the lock.
+    fn with<T>(&self, f: impl FnOnce(BorrowedFd<'_>) -> io::Result<T>) -> io::Result<T> {
+        match self.lock().as_ref() {
+            Some(fd) => f(fd.as_fd()),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the plugin's world has ended",
+            )),
+        }
     }
 
     /// The world's scratch tmpfs, which its maker sends (status `S`) before it becomes the
     /// keeper; waits at most `timeout`.
     pub(crate) fn receive_scratch(&self, timeout: Duration) -> io::Result<OwnedFd> {
-        self.wait(timeout)?;
-        receive_fd(self.0.as_fd(), b'S')
+        self.with(|fd| {
+            wait(fd, timeout)?;
+            receive_fd(fd, b'S')
+        })
     }
 
     /// Waits at most `timeout` for the keeper's `R`: `Ok(true)` when it runs, `Ok(false)` when
     /// its end closed first (the world's maker gave up before exec).
     pub(crate) fn ready(&self, timeout: Duration) -> io::Result<bool> {
-        self.wait(timeout)?;
-        let mut byte = [0_u8; 1];
-        // SAFETY: a one-byte buffer.
-        let n = unsafe { libc::recv(self.0.as_raw_fd(), byte.as_mut_ptr().cast(), 1, 0) };
-        match n {
-            1 if byte[0] == b'R' => Ok(true),
-            1 => Err(io::Error::other(
-                "the world's keeper said something unexpected",
-            )),
-            0 => Ok(false),
-            _ => Err(io::Error::last_os_error()),
-        }
-    }
-
-    /// Waits at most `timeout` until something can be read.
-    fn wait(&self, timeout: Duration) -> io::Result<()> {
-        let mut poll = libc::pollfd {
-            fd: self.0.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let millis = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-        // SAFETY: one valid pollfd.
-        match unsafe { libc::poll(&mut poll, 1, millis) } {
-            -1 => Err(io::Error::last_os_error()),
-            0 => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the world's keeper did not answer in time",
-            )),
-            _ => Ok(()),
-        }
+        self.with(|fd| {
+            wait(fd, timeout)?;
+            let mut byte = [0_u8; 1];
+            // SAFETY: a one-byte buffer.
+            let n = unsafe { libc::recv(fd.as_raw_fd(), byte.as_mut_ptr().cast(), 1, 0) };
+            match n {
+                1 if byte[0] == b'R' => Ok(true),
+                1 => Err(io::Error::other(
+                    "the world's keeper said something unexpected",
+                )),
+                0 => Ok(false),
+                _ => Err(io::Error::last_os_error()),
+            }
+        })
     }
 
     /// A TCP socket (`SOCK_STREAM`, close-on-exec) made in the world's network namespace, of the
     /// IPv6 family when `v6`.
     pub(crate) fn tcp_socket(&self, v6: bool) -> io::Result<OwnedFd> {
-        let request = [if v6 { b'6' } else { b'4' }];
-        // SAFETY: a one-byte buffer; MSG_NOSIGNAL: a keeper gone is an error, not a signal.
-        let sent = unsafe {
-            libc::send(
-                self.0.as_raw_fd(),
-                request.as_ptr().cast(),
-                1,
-                libc::MSG_NOSIGNAL,
-            )
-        };
-        if sent != 1 {
-            return Err(io::Error::last_os_error());
-        }
-        receive_fd(self.0.as_fd(), 0)
+        self.with(|fd| {
+            let request = [if v6 { b'6' } else { b'4' }];
+            // SAFETY: a one-byte buffer; MSG_NOSIGNAL: a keeper gone is an error, not a signal.
+            let sent = unsafe {
+                libc::send(
+                    fd.as_raw_fd(),
+                    request.as_ptr().cast(),
+                    1,
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            if sent != 1 {
+                return Err(io::Error::last_os_error());
+            }
+            receive_fd(fd, 0)
+        })
+    }
+}
+
+/// Waits at most `timeout` until something can be read on `fd`.
+fn wait(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<()> {
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd.
+    match unsafe { libc::poll(&mut poll, 1, millis) } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the world's keeper did not answer in time",
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -282,7 +316,11 @@ mod tests {
         };
         assert_eq!(field("CapEff:"), "0000000000000000");
         assert_eq!(field("CapPrm:"), "0000000000000000");
-        drop(control);
+        // Closed while a handle lives on (as a dialler kept by the host would): the keeper
+        // ends, and the handle makes no more sockets.
+        control.close();
         assert!(child.wait().unwrap().success());
+        let err = control.tcp_socket(false).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotConnected, "{err}");
     }
 }

@@ -69,8 +69,8 @@ impl World {
         self.scratch.take()
     }
 
-    /// The keeper's control socket (TCP sockets in the world's network namespace). The keeper
-    /// ends when the world is dropped, whoever still holds this.
+    /// The keeper's control socket (TCP sockets in the world's network namespace). It is
+    /// closed and the keeper ends when the world is dropped, whoever still holds this.
     pub(crate) fn control(&self) -> Option<Arc<Control>> {
         self.control.clone()
     }
@@ -78,9 +78,12 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        // The keeper ends when its control socket closes; SIGKILL makes sure, and the reaper
-        // waits for it off this thread (its exit waits for the world's last process).
-        drop(self.control.take());
+        // The keeper ends when its control socket closes (closed here even while a dialler
+        // still holds a handle); SIGKILL makes sure, and the reaper waits for it off this
+        // thread (its exit waits for the world's last process).
+        if let Some(control) = self.control.take() {
+            control.close();
+        }
         reaper::reap(self.keeper);
     }
 }
