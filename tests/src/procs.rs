@@ -147,6 +147,26 @@ pub fn unix_connections_to(pid: u32, socket: &Path) -> usize {
     inodes.len()
 }
 
+/// `PF_EXITING` in a `/proc/PID/stat` flags field (`include/linux/sched.h`): set first thing
+/// in `do_exit`.
+const PF_EXITING: u64 = 0x4;
+
+/// Whether the process of a `/proc/PID/stat` line is live: neither a zombie nor dead, nor
+/// already exiting (an exiting process still runs for a while, with its working directory,
+/// but `/proc/PID/cgroup` already lists it in the root group of every v1 hierarchy).
+#[must_use]
+pub fn stat_is_live(stat: &str) -> bool {
+    // The command name (field 2) is in parentheses and may hold anything: fields after it.
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+        return false;
+    };
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let state = fields.first().copied().unwrap_or("?");
+    // Field 9, flags: the 7th after the name.
+    let flags = fields.get(6).and_then(|f| f.parse::<u64>().ok());
+    !matches!(state, "Z" | "X" | "x") && flags.is_some_and(|f| f & PF_EXITING == 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +185,16 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(in_dir(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_process_is_live_until_it_starts_exiting() {
+        let line = |state: &str, flags: u64| {
+            format!("42 (a) b) c) {state} 1 42 42 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0")
+        };
+        assert!(stat_is_live(&line("S", 0x0040_0000)));
+        assert!(!stat_is_live(&line("R", 0x0040_0004)));
+        assert!(!stat_is_live(&line("Z", 0x0040_0000)));
+        assert!(!stat_is_live("garbage"));
     }
 }

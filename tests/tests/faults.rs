@@ -481,11 +481,11 @@ async fn a_fork_bomb_is_stopped_at_the_plugins_process_limit_and_every_process_o
             let Ok(groups) = std::fs::read_to_string(format!("/proc/{}/cgroup", p.pid)) else {
                 continue;
             };
-            let still_live =
-                std::fs::read_to_string(format!("/proc/{}/status", p.pid)).is_ok_and(|s| {
-                    s.lines()
-                        .any(|l| l.starts_with("State:") && !l.contains('Z'))
-                }) && std::fs::read_link(format!("/proc/{}/cwd", p.pid)).is_ok();
+            // An exiting process (PF_EXITING, set first thing in do_exit) is listed in the
+            // root group of every v1 hierarchy while it still runs and has a working
+            // directory (proc_cgroup_show), so its own flag says whether it is live.
+            let still_live = std::fs::read_to_string(format!("/proc/{}/stat", p.pid))
+                .is_ok_and(|stat| procs::stat_is_live(&stat));
             assert!(
                 groups.contains(name) || !still_live,
                 "{p:?} escaped the group: {groups}"
