@@ -124,18 +124,25 @@ impl LaunchPlan {
         }
         // Its working directory: the configured one (an explicit grant), else the private
         // directory. Never the host's.
-        let working_dir = match &settings.current_dir {
-            Some(dir) => {
+        // Absolute, as the program: a plugin in a world starts from its own root, where a
+        // path relative to the host's directory reaches nothing.
+        let working_dir = match (&settings.current_dir, &inputs.host_cwd) {
+            (Some(dir), Some(cwd)) if dir.is_relative() => {
+                let dir = against(cwd, dir);
+                paths.read_write.push(dir.clone());
+                dir
+            }
+            (Some(dir), _) => {
                 paths.read_write.push(dir.clone());
                 dir.clone()
             }
-            None => inputs.private_dir.to_owned(),
+            (None, _) => inputs.private_dir.to_owned(),
         };
         let program = match &inputs.host_cwd {
             Some(cwd)
                 if settings.program.is_relative() && settings.program.components().count() > 1 =>
             {
-                cwd.join(&settings.program)
+                against(cwd, &settings.program)
             }
             _ => settings.program.clone(),
         };
@@ -169,6 +176,26 @@ impl LaunchPlan {
     /// Lets the plugin read and execute the directory of its resolved binary.
     pub(crate) fn allow_program(&mut self, binary_dir: PathBuf) {
         self.paths.exec.insert(0, binary_dir);
+    }
+}
+
+/// `program` (relative) made absolute against the host's working directory `cwd`, its leading
+/// `.` and `..` taken away against `cwd`: exact, as the working directory has no symbolic
+/// link in it (`getcwd`), and needed where the plugin does not start in `cwd` (its world has
+/// no `cwd/..` to walk through).
+fn against(cwd: &Path, program: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut dir = cwd.to_path_buf();
+    let mut rest = program.components();
+    loop {
+        let before = rest.clone();
+        match rest.next() {
+            Some(Component::CurDir) => {}
+            Some(Component::ParentDir) => {
+                dir.pop();
+            }
+            _ => return dir.join(before.as_path()),
+        }
     }
 }
 
@@ -299,6 +326,19 @@ mod tests {
                 .read_write
                 .contains(&PathBuf::from("/var/lib/tether/state/kv"))
         );
+        // A relative one is the host's directory's, made absolute.
+        let relative = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("p").current_dir("../site/state/kv")),
+            &HandshakeConfig::new("K", "V"),
+            inputs(Path::new("/tmp/tether-x"), None),
+        );
+        assert_eq!(relative.working_dir, Path::new("/home/site/state/kv"));
+        assert!(
+            relative
+                .paths
+                .read_write
+                .contains(&PathBuf::from("/home/site/state/kv"))
+        );
         assert!(
             !plan
                 .paths
@@ -343,6 +383,13 @@ mod tests {
             plan.program,
             Path::new("/home/operator/target/debug/kv-plugin")
         );
+        // Leading `.` and `..` are taken away against the host's directory.
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("./../p/./target/kv-plugin")),
+            &HandshakeConfig::new("K", "V"),
+            inputs(Path::new("/tmp/tether-x"), None),
+        );
+        assert_eq!(plan.program, Path::new("/home/p/target/kv-plugin"));
         for program in ["kv-plugin", "/opt/p/kv-plugin"] {
             let plan = LaunchPlan::new(
                 &settings(PluginClientBuilder::new(program)),
