@@ -19,6 +19,10 @@ use crate::confine::world::maker;
 use crate::confine::world::plan::{self, Tree};
 use crate::confine::world::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 
+/// The mode of the directories a launch makes only to hold its paths (`/work`, `/tmp/site`
+/// on the way to `/tmp/site/catalog/bin`): walked through, never listed.
+pub(crate) const SKELETON_DIR_MODE: libc::mode_t = 0o111;
+
 /// What the launch child needs to enter a world, prepared by the host. The descriptors are the
 /// host's (the child has a copy of its table); the world they belong to must outlive the spawn.
 #[derive(Debug)]
@@ -45,6 +49,10 @@ pub(crate) struct Entry {
     trees: Vec<RawFd>,
     links: Vec<(CString, CString)>,
     dirs: Vec<CString>,
+    /// Which of `dirs` are the world's own, not the host's once the binds are mounted.
+    skeleton: Vec<bool>,
+    /// Which of `dirs` the child made (it writes them: the vector is made before).
+    made: Vec<bool>,
     /// `size` and `nr_inodes` for the scratch tmpfs, when the launch's differ from the world's.
     resize: Option<(CString, CString)>,
 }
@@ -92,6 +100,12 @@ impl Entry {
                 }
             }
         }
+        // Only a directory no bind covers is the world's own: below a bind (or a bind's own
+        // mount point) the path reaches the host's directory once mounted.
+        let skeleton: Vec<bool> = dirs
+            .iter()
+            .map(|d| !tree.binds.iter().any(|b| d.starts_with(&b.path)))
+            .collect();
         let dirs = dirs
             .iter()
             .map(|d| c_string(d.as_os_str().as_bytes()))
@@ -127,6 +141,8 @@ impl Entry {
             trees: vec![-1; binds.len()],
             binds,
             links,
+            made: vec![false; dirs.len()],
+            skeleton,
             dirs,
             resize,
         })
@@ -151,8 +167,8 @@ impl Entry {
         let (uid, gid) = self.plugin;
         sys::become_user(uid, gid, self.setgroups)?;
         sys::enter(self.mnt, libc::CLONE_NEWNS)?;
-        for dir in &self.dirs {
-            sys::make_dir(libc::AT_FDCWD, dir, 0o755)?;
+        for (dir, made) in self.dirs.iter().zip(self.made.iter_mut()) {
+            *made = sys::make_dir(libc::AT_FDCWD, dir, 0o755)?;
         }
         for ((path, dir, _), tree) in self.binds.iter().zip(self.trees.iter()) {
             if *tree < 0 {
@@ -168,6 +184,13 @@ impl Entry {
         }
         for (target, link) in &self.links {
             sys::make_link(target, libc::AT_FDCWD, link)?;
+        }
+        // The directories made only to hold this launch's paths can be walked through, not
+        // listed: the plugin sees no name of the host's on the way to what it was given.
+        for ((dir, made), skeleton) in self.dirs.iter().zip(&self.made).zip(&self.skeleton) {
+            if *made && *skeleton {
+                sys::change_mode(dir, SKELETON_DIR_MODE)?;
+            }
         }
         sys::set_attrs_on(
             c"/",

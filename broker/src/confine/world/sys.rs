@@ -195,15 +195,23 @@ fn configure(context: RawFd, options: &[(&CStr, &CStr)], command: libc::c_uint) 
 }
 
 /// Makes the directory `path` (relative to `dir`) with `mode`; one that exists is fine.
-pub(crate) fn make_dir(dir: RawFd, path: &CStr, mode: libc::mode_t) -> io::Result<()> {
+/// `Ok(true)` when this call made it.
+pub(crate) fn make_dir(dir: RawFd, path: &CStr, mode: libc::mode_t) -> io::Result<bool> {
     // SAFETY: a NUL-terminated path.
     if unsafe { libc::mkdirat(dir, path.as_ptr(), mode) } == -1 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EEXIST) {
             return Err(e);
         }
+        return Ok(false);
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Sets the mode of `path`.
+pub(crate) fn change_mode(path: &CStr, mode: libc::mode_t) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path.
+    check(unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), mode, 0) })
 }
 
 /// Makes an empty file at `path` (relative to `dir`) for a file to be mounted on; one that
