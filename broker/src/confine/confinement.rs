@@ -55,8 +55,10 @@ pub struct Confinement {
     pub network_namespace: bool,
     /// Whether the plugin runs in a world of its own: user, mount, pid, IPC, UTS, cgroup and
     /// network namespaces around a root that holds only its plan's paths (default
-    /// [`NamespacesMode::Preferred`]: where the host can make one). The host's choice: not a
-    /// manifest key.
+    /// [`NamespacesMode::Preferred`]: where the host can make one; not with
+    /// [`SandboxMode::Off`], which turns the file-system confinement off, world included,
+    /// unless [`NamespacesMode::Required`]). Manifest key `namespaces`: `"off"` needs the
+    /// operator's grant.
     pub namespaces: NamespacesMode,
     /// The ids a root host's plugins run as when no [`run_as`](Self::run_as) is set (default
     /// [`DEFAULT_PLUGIN_IDS`]): never the host's uid 0. The host's choice: not a manifest key.

@@ -6,7 +6,9 @@ use std::io;
 
 use crate::confine::NetworkMode;
 use crate::confine::SeccompMode;
+use crate::confine::sandbox::SandboxMode;
 use crate::confine::sandbox::WorldDirs;
+use crate::confine::world::NamespacesMode;
 use crate::confine::world::enter::Entry;
 use crate::confine::world::ids::WorldIds;
 use crate::confine::world::make::World;
@@ -19,9 +21,19 @@ use crate::launch::settings::Settings;
 use tether_transport::Sockets;
 
 /// The world of this launch, or `None` when it runs with the other layers only.
+///
+/// `sandbox = "off"` turns the file-system confinement off, and a world's mount namespace is
+/// that confinement: such a plugin gets no world unless the operator requires namespaces.
 pub(crate) fn take(settings: &Settings, name: &str) -> Result<Option<PluginWorld>, Failure> {
-    worlds::for_launch(
+    let mode = match (
+        settings.confinement.sandbox,
         settings.confinement.namespaces,
+    ) {
+        (SandboxMode::Off, NamespacesMode::Preferred) => NamespacesMode::Off,
+        (_, mode) => mode,
+    };
+    worlds::for_launch(
+        mode,
         name,
         settings.confinement.run_as,
         settings.confinement.allow_root,
