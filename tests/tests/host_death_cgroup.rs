@@ -33,12 +33,15 @@ fn pidfd(pid: u32) -> OwnedFd {
     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).unwrap()
 }
 
-/// Issue 11, hole 4: `supervisor-host --put setsid:` starts plugin `a`, whose grandchild calls
-/// `setsid()` (a session and process group of its own, out of reach of any group kill). Returns
-/// the world, the host, the plugin's cgroup and the grandchild's pid.
-fn host_with_a_setsid_grandchild() -> (World, std::process::Child, std::path::PathBuf, u32) {
+/// Issue 11, hole 4: `supervisor-host --put setsid:` starts plugin `a` (its manifest with
+/// `extra`), whose grandchild calls `setsid()` (a session and process group of its own, out of
+/// reach of any group kill). Returns the world, the host, the plugin's cgroup and the
+/// grandchild's pid.
+fn host_with_a_setsid_grandchild(
+    extra: &str,
+) -> (World, std::process::Child, std::path::PathBuf, u32) {
     let world = World::new();
-    world.add_plugin(&PluginSpec::new("a", PROBE));
+    world.add_plugin(&PluginSpec::new("a", PROBE).extra(extra));
     let dirs = [
         world.catalog(),
         world.state(),
@@ -107,7 +110,7 @@ fn after_the_host_is_killed_a_grandchild_that_called_setsid_ends_with_the_plugin
         eprintln!("skipped: no writable pids controller here, so no plugin cgroup to kill");
         return;
     }
-    let (_world, mut host, cgroup, grandchild) = host_with_a_setsid_grandchild();
+    let (_world, mut host, cgroup, grandchild) = host_with_a_setsid_grandchild("");
     let fd = pidfd(grandchild);
     host.kill().unwrap(); // SIGKILL
     host.wait().unwrap();
@@ -148,7 +151,10 @@ async fn a_stale_cgroup_of_a_dead_host_with_a_live_process_is_killed_at_the_next
         eprintln!("skipped: no writable pids controller here");
         return;
     }
-    let (world, mut host, cgroup, grandchild) = host_with_a_setsid_grandchild();
+    // Without a world: in one, the keeper ends every process of it when the host dies, so no
+    // stale group keeps a live process (the test above).
+    let (world, mut host, cgroup, grandchild) =
+        host_with_a_setsid_grandchild("namespaces = \"off\"");
     let fd = pidfd(grandchild);
     // The janitor dies with its host (both SIGKILLed): nothing cleans up but the next launch.
     let janitors: Vec<u32> = std::fs::read_dir("/proc")
@@ -176,7 +182,12 @@ async fn a_stale_cgroup_of_a_dead_host_with_a_live_process_is_killed_at_the_next
     );
     assert!(cgroup.exists());
 
-    let supervisor = world.supervisor(Grants::new()).build();
+    let grants = Grants::new().confinement(
+        "a",
+        tether_broker::Confinement::default()
+            .namespaces(tether_broker::confine::NamespacesMode::Off),
+    );
+    let supervisor = world.supervisor(grants).build();
     drop(supervisor.acquire("a").await.unwrap());
     supervisor.shutdown().await;
     let gone = exits_within(&fd, PROCESSES_GONE_AFTER_HOST_DEATH);

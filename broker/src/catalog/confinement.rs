@@ -1,5 +1,5 @@
 //! The confinement keys a manifest and the grants file share (`sandbox`, `network`,
-//! `seccomp`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read`): one struct deserializes
+//! `seccomp`, `namespaces`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read`): one struct deserializes
 //! them from both files and one function turns them into a [`Confinement`]. In a manifest they
 //! are what the plugin asks for; in a grants file's `[plugins.NAME]` what it may ask for.
 //!
@@ -17,6 +17,7 @@ use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::SandboxMode;
 use crate::confine::seccomp::SeccompMode;
+use crate::confine::world::NamespacesMode;
 
 /// The shared keys as written, each name and path with its place so that errors point at it.
 /// Deserialized from the same table as the file's own keys (a second pass over it): toml's
@@ -29,6 +30,8 @@ pub(crate) struct RawConfinement {
     network: NetworkMode,
     #[serde(default)]
     seccomp: SeccompMode,
+    #[serde(default)]
+    namespaces: NamespacesMode,
     #[serde(default)]
     env_allow: Vec<Spanned<String>>,
     #[serde(default)]
@@ -71,7 +74,8 @@ impl RawConfinement {
         let mut confinement = Confinement::default()
             .sandbox(self.sandbox)
             .network(self.network)
-            .seccomp(self.seccomp);
+            .seccomp(self.seccomp)
+            .namespaces(self.namespaces);
         for name in &self.env_allow {
             let value = name.get_ref();
             if value.is_empty() || value.contains(['=', '\0']) {

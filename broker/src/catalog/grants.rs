@@ -3,8 +3,8 @@
 //!
 //! A manifest is written by the plugin's author; the grants file by the operator. Everything a
 //! manifest asks for beyond the defaults — a secret, a config file, `sandbox = "off"`,
-//! `network = "host"`, `seccomp = "off"`, an `env_allow` name, a `sandbox_allow_*` path —
-//! takes effect only when granted here, and a plugin asking for more does not start
+//! `network = "host"`, `seccomp = "off"`, `namespaces = "off"`, an `env_allow` name, a
+//! `sandbox_allow_*` path — takes effect only when granted here, and a plugin asking for more does not start
 //! ([`NotGranted`] names the grants line to add).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,6 +24,7 @@ use crate::confine::network::NetworkMode;
 use crate::confine::paths::normalized;
 use crate::confine::sandbox::SandboxMode;
 use crate::confine::seccomp::SeccompMode;
+use crate::confine::world::NamespacesMode;
 
 /// Which plugin may receive which secrets and config files, and which loosenings of its
 /// confinement it may ask for. Nothing is granted by default.
@@ -50,6 +51,7 @@ use crate::confine::seccomp::SeccompMode;
 /// sandbox_allow_read = ["/srv/kv-data"] # may read below these (and their subdirectories)
 /// # sandbox = "best-effort" | "off"      # may run with less file-system confinement
 /// # seccomp = "off"                      # may run without the system-call filter
+/// # namespaces = "off"                   # may run without a world of its own
 /// # sandbox_allow_exec = ["/opt/tools"]  # may read and execute below these
 /// ```
 /// A granted path covers the manifest's path when it is the same directory or a parent of it,
@@ -240,7 +242,8 @@ impl Grants {
     }
 
     /// Every request of `manifest` that is not granted, in manifest-key order: secrets,
-    /// config, sandbox, network, seccomp, env_allow, sandbox_allow_exec, sandbox_allow_read.
+    /// config, sandbox, network, seccomp, namespaces, env_allow, sandbox_allow_exec,
+    /// sandbox_allow_read.
     /// Paths are compared after resolving symbolic links, so this reads the file system.
     #[must_use]
     pub fn refusals(&self, manifest: &Manifest) -> Vec<NotGranted> {
@@ -358,7 +361,7 @@ impl Grants {
 }
 
 /// What `asked` loosens beyond the default confinement that `allowed` does not cover, in
-/// manifest-key order: sandbox, network, seccomp, env_allow, sandbox_allow_exec,
+/// manifest-key order: sandbox, network, seccomp, namespaces, env_allow, sandbox_allow_exec,
 /// sandbox_allow_read. `sandbox = "off"` covers `best-effort`; a directory covers itself and
 /// what is below it; an exec directory covers reading too. The host-only parts (`run_as`, the
 /// network mechanism, `env_allow_defaults`) are not compared, as no manifest sets them; nor are
@@ -378,6 +381,10 @@ fn ungranted(asked: &Confinement, allowed: &Confinement) -> Vec<Request> {
     }
     if asked.seccomp != SeccompMode::Default && allowed.seccomp != asked.seccomp {
         refused.push(Request::Seccomp(asked.seccomp));
+    }
+    // `required` and `preferred` ask for nothing; `off` gives up the world.
+    if asked.namespaces == NamespacesMode::Off && allowed.namespaces != NamespacesMode::Off {
+        refused.push(Request::Namespaces(asked.namespaces));
     }
     for name in asked
         .env_allow
@@ -460,6 +467,7 @@ mod tests {
             ("sandbox = \"best-effort\"", "sandbox = \"best-effort\""),
             ("network = \"host\"", "network = \"host\""),
             ("seccomp = \"off\"", "seccomp = \"off\""),
+            ("namespaces = \"off\"", "namespaces = \"off\""),
             ("env_allow = [\"HOME\"]", "env_allow = [\"HOME\"]"),
             (
                 "sandbox_allow_read = [\"/srv/data\"]",
@@ -489,7 +497,7 @@ mod tests {
     #[test]
     fn the_confinement_keys_mean_the_same_in_a_manifest_and_in_the_grants_file() {
         let lines = "sandbox = \"best-effort\"\nnetwork = \"host\"\nseccomp = \"off\"\n\
-                     env_allow = [\"HOME\"]\nsandbox_allow_exec = [\"/opt/py\"]\n\
+                     namespaces = \"off\"\nenv_allow = [\"HOME\"]\nsandbox_allow_exec = [\"/opt/py\"]\n\
                      sandbox_allow_read = [\"/srv/data\"]";
         let asked = manifest_with(lines).confinement;
         let text = format!("[plugins.a]\n{lines}\n");
@@ -500,7 +508,7 @@ mod tests {
             Grants::new().confinement("a", asked.clone()).plugins
         );
         assert!(ungranted(&asked, &asked).is_empty());
-        assert_eq!(ungranted(&asked, &Confinement::default()).len(), 6);
+        assert_eq!(ungranted(&asked, &Confinement::default()).len(), 7);
     }
 
     #[test]

@@ -87,7 +87,8 @@ pub struct Manifest {
     /// Names of the config files the plugin asks for.
     pub config: Vec<String>,
     /// What the plugin asks to be allowed: the keys `sandbox`, `network`, `seccomp`,
-    /// `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read` and the table `[limits]`. All
+    /// `namespaces`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read` and the table
+    /// `[limits]`. All
     /// but `[limits]` need the operator's grant when they loosen the default (see
     /// [`Grants`](crate::Grants)). `sandbox_allow_*` paths are resolved when the manifest is
     /// parsed; see [`Manifest::parse`]. The host-only parts (`run_as`, the network mechanism)
@@ -231,8 +232,9 @@ impl Manifest {
     ///
     /// # What needs the operator's grant
     /// A manifest is written by the plugin's author. `sandbox = "best-effort" | "off"`,
-    /// `sandbox_allow_exec`, `sandbox_allow_read`, `env_allow`, `network = "host"` and
-    /// `seccomp = "off"` take effect only when the grants file allows them for this plugin
+    /// `sandbox_allow_exec`, `sandbox_allow_read`, `env_allow`, `network = "host"`,
+    /// `seccomp = "off"` and `namespaces = "off"` take effect only when the grants file allows
+    /// them for this plugin
     /// (see [`Grants`](crate::Grants)), like `secrets` and `config`; otherwise the plugin does
     /// not start.
     pub fn parse(text: &str, file: &Path) -> Result<Self, CatalogFileErrors> {

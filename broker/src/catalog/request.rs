@@ -10,6 +10,7 @@ use crate::catalog::text::toml_string;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::SandboxMode;
 use crate::confine::seccomp::SeccompMode;
+use crate::confine::world::NamespacesMode;
 
 /// Something a manifest asks for that only the operator's policy can grant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,9 @@ pub enum Request {
     Network(NetworkMode),
     /// No system-call filter (`seccomp = "off"`).
     Seccomp(SeccompMode),
+    /// No world of its own (`namespaces = "off"`): the host's mount table, processes, IPC and
+    /// user shared, only the other layers confining it.
+    Namespaces(NamespacesMode),
     /// A host environment variable (`env_allow = ["NAME"]`).
     EnvAllow(String),
     /// Reading and executing below a directory (`sandbox_allow_exec`), as resolved from the
@@ -44,6 +48,7 @@ impl Request {
             Self::Sandbox(_) => "sandbox",
             Self::Network(_) => "network",
             Self::Seccomp(_) => "seccomp",
+            Self::Namespaces(_) => "namespaces",
             Self::EnvAllow(_) => "env_allow",
             Self::SandboxAllowExec(_) => "sandbox_allow_exec",
             Self::SandboxAllowRead(_) => "sandbox_allow_read",
@@ -65,6 +70,7 @@ impl Request {
             Self::Sandbox(mode) => format!("{key} = \"{mode}\""),
             Self::Network(mode) => format!("{key} = \"{mode}\""),
             Self::Seccomp(mode) => format!("{key} = \"{mode}\""),
+            Self::Namespaces(mode) => format!("{key} = \"{mode}\""),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! A host that runs a catalog through a `tether_broker::Supervisor`, for the host-death tests.
 //!
 //! `supervisor-host [--put KEY] CATALOG STATE SECRETS DELIVERY RUN NAME...` grants every plugin
-//! what its manifest requests (secrets from the directory SECRETS), starts the named plugins,
+//! what its manifest requests (its secrets, from the directory SECRETS, and its confinement), starts the named plugins,
 //! asks each to start a grandchild with `Put KEY` (default `child:`; the Rust probe plugin
 //! does, e.g. `setsid:` for one that leaves the plugin's session; the Go one answers
 //! `InvalidArgument`), prints `cgroup NAME DIR` (with a pids cgroup) and `pid NAME PID` per
@@ -31,6 +31,7 @@ async fn main() {
         for s in &m.secrets {
             grants = grants.secret(&m.name, s);
         }
+        grants = grants.confinement(&m.name, m.confinement.clone());
     }
     let (delivery, run) = (PathBuf::from(delivery), PathBuf::from(run));
     let supervisor = Supervisor::builder(catalog, state)
