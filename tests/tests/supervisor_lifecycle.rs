@@ -302,7 +302,17 @@ fn host_sigkill_leaves_nothing(binary: &std::path::Path, processes_per_plugin: u
         0
     };
     assert_eq!(cgroups.len(), expected_cgroups, "{cgroups:?}");
-    assert_eq!(World::leftovers(&world.delivery()).len(), 2);
+    // The delivered secrets are on the host only without worlds; in a world they are in its
+    // own tmpfs, which no host path reaches and which ends with it.
+    let delivered_on_the_host = if tether_broker::confine::worlds_available().is_ok() {
+        0
+    } else {
+        2
+    };
+    assert_eq!(
+        World::leftovers(&world.delivery()).len(),
+        delivered_on_the_host
+    );
     assert_eq!(plugin_processes(&world), 2 * processes_per_plugin);
     let fds: Vec<OwnedFd> = pids.iter().map(|&p| pidfd(p)).collect();
 
