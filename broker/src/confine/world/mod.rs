@@ -2,11 +2,11 @@
 //!
 //! Instead of denying a plugin parts of the host's world one by one, tether gives each
 //! process-runner plugin a world of its own: a user namespace (its ids map to unprivileged ids
-//! of the host, [`ids`]), a mount namespace whose root is an empty tmpfs holding only what its
-//! launch plan lists ([`plan`]), a pid namespace whose pid 1 is the keeper ([`keeper`]), and
+//! of the host, `ids.rs`), a mount namespace whose root is an empty tmpfs holding only what its
+//! launch plan lists (`plan.rs`), a pid namespace whose pid 1 is the keeper (`keeper.rs`), and
 //! IPC, UTS, cgroup and network namespaces. Landlock and the system-call filter stay, as the
-//! second wall. Worlds are made ahead of their launch ([`reserve`], [`make`]) and entered by the
-//! launch child ([`enter`]).
+//! second wall. Worlds are made ahead of their launch (`reserve.rs`, `make.rs`) and entered by the
+//! launch child (`enter.rs`).
 //!
 //! Where worlds cannot be made (a container runtime that forbids user namespaces, a kernel
 //! without the mount API, an architecture without a keeper), plugins run with the other layers
