@@ -4,6 +4,7 @@
 //!   drivers), found in the target directory.
 //! - [`example_host`]: drive the example hosts (KV, counter) as a user would.
 //! - [`procs`]: find processes a test left behind.
+//! - [`leftovers`]: what a killed host or plugin left behind, and the events to kill it at.
 //! - [`cgroups`]: whether plugins must get pids cgroups here, and reading one.
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
 //! - [`gvisor`]: check for `runsc` (the gVisor runner's tests), list a state root's containers.
@@ -28,6 +29,7 @@ pub mod gvisor;
 pub mod host_user;
 pub mod hostile_text;
 pub mod lease;
+pub mod leftovers;
 pub mod misbehave;
 pub mod output;
 pub mod peers;

@@ -35,21 +35,30 @@ pub fn in_dir(dir: &Path) -> Vec<Process> {
         else {
             continue;
         };
-        let proc_dir = entry.path();
-        if fs::read_link(proc_dir.join("cwd")).ok() != Some(want.clone()) || is_zombie(&proc_dir) {
+        if fs::read_link(entry.path().join("cwd")).ok() != Some(want.clone()) {
             continue;
         }
-        let cmdline = fs::read(proc_dir.join("cmdline"))
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_owned()
-            })
-            .unwrap_or_default();
-        found.push(Process { pid, cmdline });
+        found.extend(live(pid));
     }
     found
+}
+
+/// Process `pid` if it is live (not a zombie).
+#[must_use]
+pub fn live(pid: u32) -> Option<Process> {
+    let proc_dir = Path::new("/proc").join(pid.to_string());
+    if is_zombie(&proc_dir) {
+        return None;
+    }
+    let cmdline = fs::read(proc_dir.join("cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .replace('\0', " ")
+                .trim()
+                .to_owned()
+        })
+        .unwrap_or_default();
+    Some(Process { pid, cmdline })
 }
 
 fn is_zombie(proc_dir: &Path) -> bool {

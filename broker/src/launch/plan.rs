@@ -143,6 +143,11 @@ impl LaunchPlan {
         }
     }
 
+    /// [`janitor_dirs`](Self::janitor_dirs) as the janitor takes them.
+    pub(crate) fn janitor_paths(&self) -> Vec<&Path> {
+        self.janitor_dirs.iter().map(PathBuf::as_path).collect()
+    }
+
     /// Runs the plugin on the real interpreter of `runtime` (its `argv[0]` too, so that a
     /// virtualenv finds its `pyvenv.cfg`), and lets it read and execute the interpreter's
     /// prefixes and read its import directories and the script's project.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tether_proto::tls::Identity;
 
 use crate::confine::integrity::VerifiedBinary;
+use crate::confine::janitor::Janitor;
 use crate::confine::user;
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
@@ -140,7 +141,8 @@ pub(crate) async fn launch(
 }
 
 /// Stage 1: integrity first (nothing is made for a binary that will be refused), then the
-/// private directory, the delivered files and the TLS identity.
+/// private directory and the delivery directory, registered with the janitor before the
+/// delivered files are written, and the TLS identity.
 fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
     let prepare_error = |what, source| StartErrorKind::Prepare { what, source };
     let host_uid = rustix::process::geteuid().as_raw();
@@ -156,18 +158,51 @@ fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
         ),
         None => None,
     };
+    let delivery = settings.delivery.as_deref().filter(|d| !d.is_empty());
+    // Nothing secret is written that the janitor could not remove: without it, a launch that
+    // delivers fails.
+    let janitor_failed = |e: std::io::Error| -> Result<(), Failure> {
+        if delivery.is_some() {
+            return Err(prepare_error(
+                "registering the secrets directory with the janitor",
+                e.into(),
+            )
+            .into());
+        }
+        tracing::warn!(plugin = settings.display_name(), error = %e, "cannot register the launch's directories with the janitor: if the host is killed, they stay behind");
+        Ok(())
+    };
+    // The janitor runs (started by a host's first launch) and holds this launch's registration
+    // before anything is made, so that telling it of the directories is one message.
+    let mut janitor = match Janitor::shared().register_dirs(&[]) {
+        Ok(registration) => Some(registration),
+        Err(e) => janitor_failed(e).map(|()| None)?,
+    };
     let dir = PrivateDir::create(settings.private_dir_base.as_deref())
         .map_err(|e| prepare_error("creating the private directory", e.into()))?;
-    let delivered = match settings.delivery.as_deref() {
-        Some(delivery) if !delivery.is_empty() => {
+    let mut delivered = match delivery {
+        Some(_) => {
             let base = settings.delivery_dir.clone().unwrap_or_else(delivery_base);
-            Some(
-                DeliveredDir::create(&base, delivery)
-                    .map_err(|e| prepare_error("writing the secrets and config files", e.into()))?,
-            )
+            Some(DeliveredDir::create(&base).map_err(|e| {
+                prepare_error("creating the secrets and config directory", e.into())
+            })?)
         }
-        _ => None,
+        None => None,
     };
+    // The janitor knows both directories before a byte is written into them: a host killed
+    // from here on (while an interpreter is asked where it lives, say) leaves neither behind.
+    let mut dirs = vec![dir.path()];
+    dirs.extend(delivered.as_ref().map(DeliveredDir::path));
+    if let Some(registration) = &mut janitor
+        && let Err(e) = registration.update(None, None, &dirs, None)
+    {
+        janitor_failed(e)?;
+    }
+    if let (Some(delivered), Some(delivery)) = (&mut delivered, delivery) {
+        delivered
+            .write(delivery)
+            .map_err(|e| prepare_error("writing the secrets and config files", e.into()))?;
+    }
     if let Some(run_as) = settings.confinement.run_as {
         user::give_launch_dirs(
             dir.path(),
@@ -201,6 +236,7 @@ fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
         dir,
         delivered,
         identity,
+        janitor,
     })
 }
 

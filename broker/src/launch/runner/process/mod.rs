@@ -5,18 +5,17 @@
 pub(crate) mod spawn;
 pub(crate) mod vfork;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::confine::confinement::Confinement;
 use crate::confine::integrity::VerifiedBinary;
-use crate::confine::janitor::Janitor;
+use crate::confine::janitor::Registration;
 use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, Leader, ProcessGroup};
 use crate::confine::sandbox;
 use crate::launch::error::{Failure, StartErrorKind};
-use crate::launch::launched::{InForce, Launched, Resources, Spawned};
+use crate::launch::launched::{InForce, Launched, Resources, Spawned, cover};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::view::PluginView;
 use crate::launch::settings::Settings;
@@ -25,10 +24,10 @@ use crate::launch::settings::Settings;
 pub(crate) fn start(
     settings: &Settings,
     plan: &mut LaunchPlan,
-    resources: Resources,
+    mut resources: Resources,
     name: &Arc<str>,
 ) -> Result<Spawned, Failure> {
-    let confined = confine(&settings.confinement, plan, name)?;
+    let confined = confine(&settings.confinement, plan, &mut resources.janitor, name)?;
     spawn(settings, plan, resources, confined, name)
 }
 
@@ -42,10 +41,11 @@ struct Confined {
 
 /// Stage 3: processes are limited by a pids cgroup of the plugin's own when the host can make
 /// one (then `RLIMIT_NPROC`, per user and not applied to root, is left alone), else by
-/// `RLIMIT_NPROC`; then the sandbox is prepared.
+/// `RLIMIT_NPROC`; the janitor is told of the cgroup at once; then the sandbox is prepared.
 fn confine(
     confinement: &Confinement,
     plan: &mut LaunchPlan,
+    janitor: &mut Option<Registration>,
     plugin: &str,
 ) -> Result<Confined, Failure> {
     let mut limits = confinement.limits;
@@ -53,6 +53,16 @@ fn confine(
         limits.processes.unwrap_or(pids::DEFAULT_MAX_PROCESSES),
         plugin,
     );
+    if let Some(group) = &pids_group {
+        cover(
+            janitor,
+            plugin,
+            None,
+            Some(group.dir()),
+            &plan.janitor_paths(),
+            None,
+        );
+    }
     let process_limit = match &pids_group {
         Some(group) => {
             limits.processes = None;
@@ -88,8 +98,8 @@ fn confine(
     })
 }
 
-/// Stage 4: the process, in its own group, registered with the janitor; its pids cgroup and
-/// delivered files live exactly as long as it does.
+/// Stage 4: the process, in its own group, which the janitor is told of at once; its pids
+/// cgroup and delivered files live exactly as long as it does.
 fn spawn(
     settings: &Settings,
     plan: &LaunchPlan,
@@ -107,6 +117,7 @@ fn spawn(
         dir,
         delivered,
         identity,
+        mut janitor,
     } = resources;
     let Confined {
         sandbox,
@@ -138,18 +149,14 @@ fn spawn(
         pids_group.spawned();
         group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
     }
-    let janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
-    let janitor = match Janitor::shared().register(
-        group.pid(),
+    cover(
+        &mut janitor,
+        plugin,
+        Some(group.pid()),
         cgroup_dir.as_deref(),
-        &janitor_dirs,
-    ) {
-        Ok(registration) => Some(registration),
-        Err(e) => {
-            tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
-            None
-        }
-    };
+        &plan.janitor_paths(),
+        None,
+    );
     if let Some(delivered) = delivered {
         // Secrets live exactly as long as the plugin.
         group.on_exit(ExitHook(Box::new(move || drop(delivered))));
