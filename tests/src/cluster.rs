@@ -16,6 +16,10 @@ use crate::peers::{REQUIRE_PEERS_ENV, peers_required};
 /// The variable naming the test cluster's kubeconfig.
 pub const KUBECONFIG_ENV: &str = "TETHER_KUBECONFIG";
 
+/// The variable naming a `kubectl` of the cluster's version (`tests/k8s/cluster.sh` prints it):
+/// the tests apply the repository's YAML with it, as a user would.
+pub const KUBECTL_ENV: &str = "TETHER_KUBECTL";
+
 /// A connection to the test cluster and a namespace of the test's own.
 #[derive(Clone)]
 pub struct Cluster {
@@ -86,6 +90,49 @@ pub async fn cluster_or_skip(test: &str) -> Option<Cluster> {
 }
 
 impl Cluster {
+    /// Runs `kubectl` against this cluster in this namespace; its stdout.
+    ///
+    /// # Panics
+    /// When `TETHER_KUBECTL` is unset or the command fails.
+    #[must_use]
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let kubectl = std::env::var_os(KUBECTL_ENV).unwrap_or_else(|| {
+            panic!("{KUBECTL_ENV} is not set (eval \"$(bash tests/k8s/cluster.sh env)\")")
+        });
+        let out = std::process::Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--namespace", &self.namespace])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", kubectl.display()));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A client of the API server authenticated as service account `account` of this
+    /// namespace (a token from the TokenRequest API): what a host running as it may do.
+    ///
+    /// # Panics
+    /// When the token or the client cannot be made.
+    pub async fn client_as(&self, account: &str) -> kube::Client {
+        let token = self.kubectl(&["create", "token", account, "--duration=1h"]);
+        let file = Kubeconfig::read_from(&self.kubeconfig).expect("the test cluster's kubeconfig");
+        let mut config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+            .await
+            .expect("a client configuration from the test cluster's kubeconfig");
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.trim().to_owned().into()),
+            ..kube::config::AuthInfo::default()
+        };
+        config.default_namespace = self.namespace.clone();
+        kube::Client::try_from(config).expect("a client of the test cluster")
+    }
+
     /// Deletes the test's namespace (the namespace controller deletes what is left in it).
     pub async fn cleanup(self) {
         let _ = Api::<Namespace>::all(self.client)

@@ -9,6 +9,7 @@
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
 //! - [`gvisor`]: check for `runsc` (the gVisor runner's tests), list a state root's containers.
 //! - [`kubelet`]: a stand-in kubelet that runs the Pod runner's Pods as local processes.
+//! - [`pods`]: the Pod runner's test world (cluster, namespace, stand-in kubelet, images).
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
 //! - [`typescript`]: check for Node and build the TypeScript interop peer (`sdk-typescript/`).
 //! - [`sdk_plugin`]: what every other language's SDK plugins must do, checked the same way.
@@ -35,6 +36,7 @@ pub mod lease;
 pub mod misbehave;
 pub mod output;
 pub mod peers;
+pub mod pods;
 pub mod procs;
 pub mod python;
 pub mod sdk_plugin;

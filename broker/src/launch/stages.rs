@@ -135,6 +135,10 @@ pub(crate) async fn launch(
     let spawned = match &settings.runner {
         Runner::Process => process::start(settings, &mut plan, resources, name)?,
         Runner::Gvisor(options) => gvisor::start(options, settings, &plan, resources, name)?,
+        #[cfg(feature = "kubernetes")]
+        Runner::Kubernetes(options) => {
+            runner::kubernetes::start(options, handshake, &plan, resources, settings, name).await?
+        }
     };
     Ok((spawned, resolved))
 }
@@ -159,6 +163,9 @@ fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
     let dir = PrivateDir::create(settings.private_dir_base.as_deref())
         .map_err(|e| prepare_error("creating the private directory", e.into()))?;
     let delivered = match settings.delivery.as_deref() {
+        // A Pod gets its values in a Secret of its own, never through this host's disk.
+        #[cfg(feature = "kubernetes")]
+        _ if matches!(settings.runner, Runner::Kubernetes(_)) => None,
         Some(delivery) if !delivery.is_empty() => {
             let base = settings.delivery_dir.clone().unwrap_or_else(delivery_base);
             Some(
