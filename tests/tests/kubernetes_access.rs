@@ -1,23 +1,31 @@
 //! What a host may do on the API server, with the Roles shipped in
-//! `examples/kubernetes/rbac.yaml` applied as a user would (`kubectl apply`): the Kubernetes
-//! secret source reads only the key asked for; a host without `get` on the Secret gets an
-//! error naming the verb.
+//! `examples/kubernetes/rbac.yaml` applied as a user would (`kubectl apply`): a host running as
+//! `tether-agent` starts plugin Pods and reads only its plugins' granted keys through the
+//! Kubernetes secret source, with the process runner and the Pod runner alike; a host without
+//! `get` on the Secret, or without the port-forward, gets an error naming what it lacks.
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use secrecy::ExposeSecret as _;
 use serde_json::json;
 use tether_broker::catalog::{KubernetesSecretSource, SecretSource};
-use tether_broker::launch::ClusterAccess;
+use tether_broker::error::{Phase, StartErrorKind};
+use tether_broker::launch::{ClusterAccess, Runner};
+use tether_broker::{Catalog, Grants, HandshakeConfig, PluginClient, supervisor};
+use tether_examples::kv::GetRequest;
+use tether_examples::kv::kv_client::KvClient;
 use tether_tests::peers::repo_root;
 use tether_tests::pods::PodWorld;
+use tether_tests::world::{PluginSpec, World};
 
 const RUNTIME: &str = env!("CARGO_BIN_EXE_pod-container");
+const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
 
 /// The Secret `tether-secret-source` may read (its `resourceNames`).
 const SECRET: &str = "tether-plugin-secrets";
@@ -39,6 +47,61 @@ async fn rbac_world(test: &str) -> Option<PodWorld> {
         .await
         .unwrap();
     Some(world)
+}
+
+async fn get(plugin: &PluginClient, key: &str) -> Result<Vec<u8>, tonic::Status> {
+    KvClient::new(plugin.channel())
+        .get(GetRequest { key: key.into() })
+        .await
+        .map(|r| r.into_inner().value)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_with_the_shipped_roles_runs_plugins_in_pods_and_each_gets_only_its_granted_key() {
+    let Some(world) = rbac_world("rbac host").await else {
+        return;
+    };
+    let agent = Arc::new(world.cluster.client_as("tether-agent").await);
+    let source = KubernetesSecretSource::new(
+        ClusterAccess::Client(Arc::clone(&agent)),
+        &world.cluster.namespace,
+        SECRET,
+    )
+    .unwrap();
+
+    let files = World::new();
+    files.add_plugin(&PluginSpec::new("probe", PROBE).secrets(&["db-password"]));
+    let catalog = Catalog::load_dir(&files.catalog()).unwrap();
+    let manifest = catalog.get("probe").unwrap();
+    let grants = Grants::new().secret("probe", "db-password");
+    // The image holds the probe where the catalog's manifest says the command is.
+    let command = manifest.command.display().to_string();
+    let image = world
+        .images
+        .add("probe", &[(command.as_str(), Path::new(PROBE))], &[]);
+    let options = world
+        .options(&image)
+        .access(ClusterAccess::Client(Arc::clone(&agent)))
+        .service_account("tether-plugin");
+    for runner in [Runner::Process, Runner::Kubernetes(options)] {
+        let in_pod = matches!(runner, Runner::Kubernetes(_));
+        let builder = supervisor::launch(manifest, &grants, &source, &source)
+            .unwrap()
+            .runner(runner);
+        let plugin = builder.start().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            get(&plugin, "secret:db-password").await.unwrap(),
+            b"hunter2",
+            "in a Pod: {in_pod}"
+        );
+        assert!(
+            get(&plugin, "secret:other-plugins-key").await.is_err(),
+            "in a Pod: {in_pod}"
+        );
+        plugin.shutdown().await.unwrap();
+    }
+    world.assert_nothing_left().await;
+    world.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,5 +164,53 @@ async fn a_host_without_get_on_the_secret_gets_an_error_naming_the_verb() {
         message.contains("rbac.yaml"),
         "says where the Role is: {message}"
     );
+    world.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_without_the_port_forward_role_fails_the_start_with_an_error_naming_it_and_leaves_nothing()
+ {
+    let Some(world) = rbac_world("rbac without port-forward").await else {
+        return;
+    };
+    // The Pod runner's Role, not the port-forward's: the Pod runs, the host cannot reach it.
+    let _ = world
+        .cluster
+        .kubectl(&["create", "serviceaccount", "no-forward"]);
+    let _ = world.cluster.kubectl(&[
+        "create",
+        "rolebinding",
+        "no-forward",
+        "--role=tether-pod-runner",
+        "--serviceaccount",
+        &format!("{}:no-forward", world.cluster.namespace),
+    ]);
+    let client = Arc::new(world.cluster.client_as("no-forward").await);
+    let image = world.binary_image("probe", Path::new(PROBE));
+    let options = world.options(&image).access(ClusterAccess::Client(client));
+    let start = PluginClient::builder("/plugin/probe")
+        .name("unreachable")
+        .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .runner(Runner::Kubernetes(options))
+        .start();
+    // A guard, not a synchronisation: the refusal comes back at once; a hang is the bug.
+    let error = match tokio::time::timeout(Duration::from_secs(60), start).await {
+        Err(_) => panic!("a start whose port-forward the API server refuses hangs"),
+        Ok(Ok(_)) => panic!("the plugin started without a port-forward"),
+        Ok(Err(error)) => error,
+    };
+    assert_eq!(error.plugin(), "unreachable");
+    assert_eq!(error.phase(), Phase::Spawn, "{error}");
+    let StartErrorKind::Runner { runner, problem } = error.kind() else {
+        panic!("not the runner's error: {error}")
+    };
+    assert_eq!(*runner, "kubernetes");
+    assert!(
+        problem.contains("pods/portforward")
+            && problem.contains("`create`")
+            && problem.contains("rbac.yaml"),
+        "{problem}"
+    );
+    world.await_nothing_left().await;
     world.finish().await;
 }

@@ -8,26 +8,40 @@
 //! the API too: one Secret per plugin, and a Role granting `get` on exactly those Secrets
 //! (`resourceNames`, see `examples/kubernetes/rbac.yaml`).
 //!
-//! [`SecretSource::fetch`] is synchronous (the catalog calls it while planning a launch), so the
-//! source owns a small thread with its own runtime and client: it works from async and
-//! blocking callers alike. A client the host passes in (`ClusterAccess::Client`) keeps running
-//! on the host's runtime, which must then be multi-threaded (the fetch hands its worker's
-//! tasks on while it waits); on a current-thread runtime use `Infer` or `Kubeconfig`.
+//! [`SecretSource::fetch`] is synchronous (the catalog calls it while planning a launch). With
+//! [`ClusterAccess::Infer`] or [`ClusterAccess::Kubeconfig`] the source owns a small thread with
+//! its own runtime and client, so it works from async and blocking callers alike. A client the
+//! host passes in ([`ClusterAccess::Client`]) is used on the runtime the source was made on —
+//! its connections' tasks live there, so they must never be started on a runtime that stops
+//! being driven —, which must then be multi-threaded when `fetch` is called from inside it.
 
 use std::fmt;
 use std::io;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::thread;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use secrecy::SecretSlice;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use zeroize::Zeroize as _;
 
 use crate::catalog::secrets::{MAX_VALUE_LEN, SecretSource};
 use crate::launch::ClusterAccess;
 
-type Reply = mpsc::Sender<io::Result<Option<SecretSlice<u8>>>>;
+type Answer = io::Result<Option<SecretSlice<u8>>>;
+type Reply = mpsc::Sender<Answer>;
+
+/// Where a fetch runs.
+enum Backend {
+    /// The source's own thread, runtime and client.
+    Own(mpsc::Sender<(String, Reply)>),
+    /// The host's client, on the host's runtime (where its connections' tasks run).
+    Host {
+        client: Arc<kube::Client>,
+        runtime: Handle,
+    },
+}
 
 /// Values from the keys of one Kubernetes Secret, read through the API server per launch.
 ///
@@ -41,7 +55,7 @@ type Reply = mpsc::Sender<io::Result<Option<SecretSlice<u8>>>>;
 pub struct KubernetesSecretSource {
     namespace: String,
     secret: String,
-    requests: mpsc::Sender<(String, Reply)>,
+    backend: Backend,
 }
 
 impl fmt::Debug for KubernetesSecretSource {
@@ -58,45 +72,78 @@ impl KubernetesSecretSource {
     /// (in cluster: the host Pod's service account, which needs `get` on that Secret).
     ///
     /// # Errors
-    /// When the source's thread cannot start.
+    /// When the source's thread cannot start, or `access` is a [`ClusterAccess::Client`] and
+    /// this is not called on a Tokio runtime (the one the client's requests will run on).
     pub fn new(
         access: ClusterAccess,
         namespace: impl Into<String>,
         secret: impl Into<String>,
     ) -> io::Result<Self> {
         let (namespace, secret) = (namespace.into(), secret.into());
-        let (requests, incoming) = mpsc::channel::<(String, Reply)>();
-        let (ns, name) = (namespace.clone(), secret.clone());
-        thread::Builder::new()
-            .name(format!("tether-secrets-{name}"))
-            .spawn(move || serve(&access, &ns, &name, &incoming))?;
+        let backend = match access {
+            ClusterAccess::Client(client) => Backend::Host {
+                client,
+                runtime: Handle::try_current().map_err(|_| {
+                    io::Error::other(
+                        "a Kubernetes secret source with the host's client (ClusterAccess::Client) is made on the Tokio runtime that client runs on: call KubernetesSecretSource::new from it",
+                    )
+                })?,
+            },
+            access => {
+                let (requests, incoming) = mpsc::channel::<(String, Reply)>();
+                let (ns, name) = (namespace.clone(), secret.clone());
+                thread::Builder::new()
+                    .name(format!("tether-secrets-{name}"))
+                    .spawn(move || serve(&access, &ns, &name, &incoming))?;
+                Backend::Own(requests)
+            }
+        };
         Ok(Self {
             namespace,
             secret,
-            requests,
+            backend,
         })
     }
 }
 
 impl SecretSource for KubernetesSecretSource {
-    fn fetch(&self, name: &str) -> io::Result<Option<SecretSlice<u8>>> {
-        let ask = || {
-            let (reply, answer) = mpsc::channel();
-            self.requests
+    fn fetch(&self, name: &str) -> Answer {
+        let ended = || io::Error::other("the Kubernetes secret source's thread has ended");
+        let (reply, answer) = mpsc::channel();
+        match &self.backend {
+            Backend::Own(requests) => requests
                 .send((name.to_owned(), reply))
-                .map_err(|_| io::Error::other("the Kubernetes secret source's thread has ended"))?;
-            answer
-                .recv()
-                .map_err(|_| io::Error::other("the Kubernetes secret source's thread has ended"))?
-        };
-        // A client the host made (`ClusterAccess::Client`) runs its connection's task on the
-        // host's runtime: a worker of it blocked here must hand its tasks to another worker,
-        // or the answer never comes.
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(ask)
+                .map_err(|_| ended())?,
+            Backend::Host { client, runtime } => {
+                // A current-thread runtime waiting here could never run the request.
+                if Handle::try_current().is_ok_and(|current| {
+                    current.id() == runtime.id()
+                        && current.runtime_flavor() == RuntimeFlavor::CurrentThread
+                }) {
+                    return Err(io::Error::other(format!(
+                        "{}: a fetch with the host's client from its own current-thread runtime would wait for itself; use a multi-threaded runtime, or ClusterAccess::Infer or Kubeconfig",
+                        self.describe()
+                    )));
+                }
+                let (client, namespace, secret, name) = (
+                    Arc::clone(client),
+                    self.namespace.clone(),
+                    self.secret.clone(),
+                    name.to_owned(),
+                );
+                runtime.spawn(async move {
+                    let _ = reply.send(fetch(&client, &namespace, &secret, &name).await);
+                });
             }
-            _ => ask(),
+        }
+        let wait = || answer.recv().map_err(|_| ended())?;
+        // A worker of a multi-threaded runtime blocked here hands its tasks to another worker
+        // (the request may be one of them).
+        match Handle::try_current() {
+            Ok(current) if current.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
         }
     }
 

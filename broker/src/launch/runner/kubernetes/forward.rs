@@ -2,13 +2,21 @@
 //! (`pods/portforward`): a listener on the host's loopback whose every connection is relayed
 //! over a port-forward stream to the Pod's port. The multiplexed broker makes one connection per
 //! plugin. TLS runs end to end through it, pinned to the plugin's certificate.
+//!
+//! The API server decides whether the host may forward only when a forward is opened, and a
+//! plugin takes its first connection as its host's: so before the Pod exists, [`probe`] asks
+//! for a forward to it. Authorization comes before the Pod is looked up: "not found" is the
+//! yes, and a refusal fails the start before anything is made, instead of surfacing later as
+//! a connection the relay could only close.
 
-use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use tokio::net::TcpListener;
+
+use super::cluster::RBAC_HINT;
 
 /// A running forward; it stops when dropped.
 #[derive(Debug)]
@@ -24,9 +32,16 @@ impl Drop for Forward {
 }
 
 /// Forwards a loopback port of the host to `port` of the Pod `name`.
-pub(crate) async fn start(pods: Api<Pod>, name: String, port: u16) -> io::Result<Forward> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-    let local = listener.local_addr()?;
+///
+/// # Errors
+/// When the host cannot listen on its loopback, in words.
+pub(crate) async fn start(pods: Api<Pod>, name: String, port: u16) -> Result<Forward, String> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .map_err(|e| format!("cannot listen for the port-forward on this host's loopback: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen for the port-forward on this host's loopback: {e}"))?;
     let task = tokio::spawn(async move {
         loop {
             let Ok((mut inbound, _)) = listener.accept().await else {
@@ -38,7 +53,7 @@ pub(crate) async fn start(pods: Api<Pod>, name: String, port: u16) -> io::Result
                 let mut forwarder = match pods.portforward(&name, &[port]).await {
                     Ok(forwarder) => forwarder,
                     Err(e) => {
-                        tracing::warn!(pod = %name, port, error = %e, "the port-forward to the plugin's Pod failed (`create` pods/portforward)");
+                        tracing::warn!(pod = %name, port, error = %e, "the port-forward to the plugin's Pod failed");
                         return;
                     }
                 };
@@ -52,4 +67,51 @@ pub(crate) async fn start(pods: Api<Pod>, name: String, port: u16) -> io::Result
         }
     });
     Ok(Forward { local, task })
+}
+
+/// Whether the API server lets this host forward to `port` of the Pod `name`, which does not
+/// exist yet (nothing reaches a plugin), answered within `within`.
+///
+/// # Errors
+/// The refusal, or the API server's silence, in words.
+pub(crate) async fn probe(
+    pods: &Api<Pod>,
+    name: &str,
+    port: u16,
+    within: Duration,
+) -> Result<(), String> {
+    use kube::client::UpgradeConnectionError::ProtocolSwitch;
+    match tokio::time::timeout(within, pods.portforward(name, &[port])).await {
+        Err(_) => Err(format!(
+            "the API server did not answer a port-forward request (`pods/portforward`) within {within:?}"
+        )),
+        Ok(Err(kube::Error::UpgradeConnection(ProtocolSwitch(status))))
+            if status.as_u16() == 404 =>
+        {
+            Ok(())
+        }
+        Ok(Err(e)) => Err(refused(&e)),
+        // A Pod of that name already exists (not one of this launch's): not forwarded to.
+        Ok(Ok(forwarder)) => {
+            forwarder.abort();
+            Ok(())
+        }
+    }
+}
+
+/// The API server's refusal of a port-forward, in words.
+fn refused(error: &kube::Error) -> String {
+    use kube::client::UpgradeConnectionError;
+    match error {
+        kube::Error::UpgradeConnection(UpgradeConnectionError::ProtocolSwitch(status))
+            if status.as_u16() == 403 =>
+        {
+            format!(
+                "the API server refused the port-forward to the Pod ({status}): a host outside the cluster needs the verbs `get` and `create` on `pods/portforward` (the Role tether-pod-runner-port-forward; a host in the cluster connects to the Pod's IP instead) — {RBAC_HINT}"
+            )
+        }
+        other => format!(
+            "the API server did not open a port-forward to the Pod (`pods/portforward`): {other}"
+        ),
+    }
 }

@@ -34,7 +34,7 @@ use tokio::sync::watch;
 
 use crate::confine::pids::ProcessLimit;
 use crate::confine::process::{ExitHook, Leader, ProcessGroup};
-use crate::error::{Failure, StartErrorKind};
+use crate::launch::error::{Failure, StartErrorKind};
 use crate::launch::launched::{InForce, Launched, Resources, Spawned};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::view::PluginView;
@@ -106,6 +106,12 @@ pub(crate) async fn start(
     })
     .map_err(runner_error)?;
     let announced = planned.announced;
+    if !pod_ip {
+        let pods = kube::Api::namespaced(client.clone(), &namespace);
+        forward::probe(&pods, &pod_name, options.port, settings.timeouts.connect)
+            .await
+            .map_err(|problem| runner_error(format!("Pod {namespace}/{pod_name}: {problem}")))?;
+    }
     let objects = life::create(&client, &namespace, planned)
         .await
         .map_err(runner_error)?;
@@ -131,11 +137,9 @@ pub(crate) async fn start(
                 forward = Some(started);
                 local
             }
-            Err(e) => {
+            Err(problem) => {
                 objects.delete(std::time::Duration::ZERO).await;
-                return Err(at(format!(
-                    "cannot listen for the port-forward on this host's loopback: {e}"
-                )));
+                return Err(at(problem));
             }
         }
     };
