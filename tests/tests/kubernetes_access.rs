@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use secrecy::ExposeSecret as _;
 use serde_json::json;
-use tether_broker::catalog::{KubernetesSecretSource, SecretSource};
+use tether_broker::catalog::{KubernetesValueSource, ValueSource};
 use tether_broker::error::{Phase, StartErrorKind};
 use tether_broker::launch::{ClusterAccess, Runner};
 use tether_broker::{Catalog, Grants, HandshakeConfig, PluginClient, supervisor};
@@ -62,7 +62,7 @@ async fn a_host_with_the_shipped_roles_runs_plugins_in_pods_and_each_gets_only_i
         return;
     };
     let agent = Arc::new(world.cluster.client_as("tether-agent").await);
-    let source = KubernetesSecretSource::new(
+    let source = KubernetesValueSource::new(
         ClusterAccess::Client(Arc::clone(&agent)),
         &world.cluster.namespace,
         SECRET,
@@ -110,7 +110,7 @@ async fn the_secret_source_returns_only_the_key_asked_for_and_nothing_for_an_unk
         return;
     };
     let agent = Arc::new(world.cluster.client_as("tether-agent").await);
-    let source = KubernetesSecretSource::new(
+    let source = KubernetesValueSource::new(
         ClusterAccess::Client(agent),
         &world.cluster.namespace,
         SECRET,
@@ -147,7 +147,7 @@ async fn a_host_without_get_on_the_secret_gets_an_error_naming_the_verb() {
         &format!("{}:runner-only", world.cluster.namespace),
     ]);
     let client = Arc::new(world.cluster.client_as("runner-only").await);
-    let source = KubernetesSecretSource::new(
+    let source = KubernetesValueSource::new(
         ClusterAccess::Client(client),
         &world.cluster.namespace,
         SECRET,

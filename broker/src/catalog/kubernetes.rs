@@ -1,4 +1,4 @@
-//! A [`SecretSource`] reading a Kubernetes Secret through the API server: the value named `db`
+//! A [`ValueSource`] reading a Kubernetes Secret through the API server: the value named `db`
 //! is the Secret's key `db`. A host (an agent Pod) no longer mounts every plugin's Secret
 //! volume: it reads, per launch, only the keys the grants file grants its plugins — the catalog
 //! asks a source only for granted names — and whichever runner starts the plugin (process,
@@ -8,7 +8,7 @@
 //! the API too: one Secret per plugin, and a Role granting `get` on exactly those Secrets
 //! (`resourceNames`, see `examples/kubernetes/rbac.yaml`).
 //!
-//! [`SecretSource::fetch`] is synchronous (the catalog calls it while planning a launch). With
+//! [`ValueSource::fetch`] is synchronous (the catalog calls it while planning a launch). With
 //! [`ClusterAccess::Infer`] or [`ClusterAccess::Kubeconfig`] the source owns a small thread with
 //! its own runtime and client, so it works from async and blocking callers alike. A client the
 //! host passes in ([`ClusterAccess::Client`]) is used on the runtime the source was made on —
@@ -26,7 +26,7 @@ use secrecy::SecretSlice;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use zeroize::Zeroize as _;
 
-use crate::catalog::secrets::{MAX_VALUE_LEN, SecretSource};
+use crate::catalog::sources::{MAX_VALUE_LEN, ValueSource};
 use crate::launch::ClusterAccess;
 
 type Answer = io::Result<Option<SecretSlice<u8>>>;
@@ -46,28 +46,28 @@ enum Backend {
 /// Values from the keys of one Kubernetes Secret, read through the API server per launch.
 ///
 /// ```no_run
-/// use tether_broker::catalog::{KubernetesSecretSource, SecretSource};
+/// use tether_broker::catalog::{KubernetesValueSource, ValueSource};
 /// use tether_broker::launch::ClusterAccess;
-/// let source = KubernetesSecretSource::new(ClusterAccess::Infer, "agents", "kv-plugin")?;
+/// let source = KubernetesValueSource::new(ClusterAccess::Infer, "agents", "kv-plugin")?;
 /// let password = source.fetch("db-password")?; // only this key leaves the source
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub struct KubernetesSecretSource {
+pub struct KubernetesValueSource {
     namespace: String,
     secret: String,
     backend: Backend,
 }
 
-impl fmt::Debug for KubernetesSecretSource {
+impl fmt::Debug for KubernetesValueSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KubernetesSecretSource")
+        f.debug_struct("KubernetesValueSource")
             .field("namespace", &self.namespace)
             .field("secret", &self.secret)
             .finish_non_exhaustive()
     }
 }
 
-impl KubernetesSecretSource {
+impl KubernetesValueSource {
     /// Values are the keys of Secret `secret` in `namespace`, read with `access`'s credentials
     /// (in cluster: the host Pod's service account, which needs `get` on that Secret).
     ///
@@ -85,7 +85,7 @@ impl KubernetesSecretSource {
                 client,
                 runtime: Handle::try_current().map_err(|_| {
                     io::Error::other(
-                        "a Kubernetes secret source with the host's client (ClusterAccess::Client) is made on the Tokio runtime that client runs on: call KubernetesSecretSource::new from it",
+                        "a Kubernetes secret source with the host's client (ClusterAccess::Client) is made on the Tokio runtime that client runs on: call KubernetesValueSource::new from it",
                     )
                 })?,
             },
@@ -106,7 +106,7 @@ impl KubernetesSecretSource {
     }
 }
 
-impl SecretSource for KubernetesSecretSource {
+impl ValueSource for KubernetesValueSource {
     fn fetch(&self, name: &str) -> Answer {
         let ended = || io::Error::other("the Kubernetes secret source's thread has ended");
         let (reply, answer) = mpsc::channel();

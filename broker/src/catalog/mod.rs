@@ -14,7 +14,7 @@ pub(crate) mod text;
 
 pub use grants::Grants;
 #[cfg(feature = "kubernetes")]
-pub use kubernetes::KubernetesSecretSource;
+pub use kubernetes::KubernetesValueSource;
 pub use manifest::{
     CatalogFileError, CatalogFileErrors, DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF,
     DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN,

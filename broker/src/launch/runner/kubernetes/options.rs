@@ -84,7 +84,7 @@ pub enum ClusterAccess {
     Kubeconfig(PathBuf),
     /// A client the host already has. Its requests run on the host's runtime (its
     /// connections' tasks are spawned where a request is first polled): make it, and a
-    /// `KubernetesSecretSource` that uses it, on the runtime the host keeps running.
+    /// `KubernetesValueSource` that uses it, on the runtime the host keeps running.
     Client(Arc<kube::Client>),
 }
 
