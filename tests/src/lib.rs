@@ -6,8 +6,11 @@
 //! - [`procs`]: find processes a test left behind.
 //! - [`leftovers`]: what a killed host or plugin left behind, and the events to kill it at.
 //! - [`cgroups`]: whether plugins must get pids cgroups here, and reading one.
+//! - [`cluster`]: the Kubernetes test cluster (`tests/k8s/cluster.sh`) and a namespace per test.
 //! - [`peers`]: locate (and build, once) the Go go-plugin interop peers.
 //! - [`gvisor`]: check for `runsc` (the gVisor runner's tests), list a state root's containers.
+//! - [`kubelet`]: a stand-in kubelet that runs the Pod runner's Pods as local processes.
+//! - [`pods`]: the Pod runner's test world (cluster, namespace, stand-in kubelet, images).
 //! - [`python`]: check for the Python interop peer (the SDK in `sdk-python/`).
 //! - [`typescript`]: check for Node and build the TypeScript interop peer (`sdk-typescript/`).
 //! - [`sdk_plugin`]: what every other language's SDK plugins must do, checked the same way.
@@ -22,17 +25,20 @@
 
 pub mod bins;
 pub mod cgroups;
+pub mod cluster;
 pub mod escape;
 pub mod example_host;
 pub mod guides;
 pub mod gvisor;
 pub mod host_user;
 pub mod hostile_text;
+pub mod kubelet;
 pub mod lease;
 pub mod leftovers;
 pub mod misbehave;
 pub mod output;
 pub mod peers;
+pub mod pods;
 pub mod procs;
 pub mod python;
 pub mod sdk_plugin;

@@ -51,12 +51,20 @@ pub(crate) async fn stage(
         address: announced.clone(),
         problem,
     };
-    let target = address::check_address(&seen, private_dir).map_err(address_error)?;
-    // A loopback TCP address from a plugin without network: it cannot be serving there.
-    if settings.confinement.network == NetworkMode::None && matches!(target, Target::Tcp(_)) {
-        return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
-    }
-    address::check_socket_file(&target, private_dir).map_err(address_error)?;
+    let target = match launched.view.remote_target(&hs.address) {
+        // A plugin elsewhere (a Pod): its runner's one address, translated.
+        Some(remote) => Target::Tcp(remote.map_err(address_error)?),
+        None => {
+            let target = address::check_address(&seen, private_dir).map_err(address_error)?;
+            // A loopback TCP address from a plugin without network: it cannot be serving there.
+            if settings.confinement.network == NetworkMode::None && matches!(target, Target::Tcp(_))
+            {
+                return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
+            }
+            address::check_socket_file(&target, private_dir).map_err(address_error)?;
+            target
+        }
+    };
     let address = target.to_string();
     let tls_error = |e| StartErrorKind::Tls {
         address: address.clone(),
@@ -69,7 +77,20 @@ pub(crate) async fn stage(
         )),
         None => None,
     };
-    let multiplexed = settings.multiplex && hs.multiplex == Some(true);
+    // Only one port of a plugin elsewhere (a Pod) is reachable: its callbacks must share the
+    // one connection, so it must take the multiplexed broker, as Vault requires of its plugins.
+    let remote = launched.view.is_remote();
+    let multiplexed = (settings.multiplex || remote) && hs.multiplex == Some(true);
+    if remote && !multiplexed {
+        return Err(StartErrorKind::Runner {
+            runner: settings.runner.name(),
+            problem: format!(
+                "the plugin did not accept go-plugin's multiplexed broker (its handshake said {}; the Pod offered PLUGIN_MULTIPLEX_GRPC=true): only one port of its Pod is reachable, so its callbacks could not connect. Build it with go-plugin >= 1.7 or a tether SDK",
+                hs.multiplex.map_or("nothing about it".to_owned(), |m| format!("multiplexing {m}"))
+            ),
+        }
+        .into());
+    }
     let (channel, mux) =
         match open_channel(settings, launched, &target, tls_config, multiplexed).await {
             Ok(opened) => opened,

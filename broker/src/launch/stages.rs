@@ -136,6 +136,10 @@ pub(crate) async fn launch(
     let spawned = match &settings.runner {
         Runner::Process => process::start(settings, &mut plan, resources, name)?,
         Runner::Gvisor(options) => gvisor::start(options, settings, &plan, resources, name)?,
+        #[cfg(feature = "kubernetes")]
+        Runner::Kubernetes(options) => {
+            runner::kubernetes::start(options, handshake, &plan, resources, settings, name).await?
+        }
     };
     Ok((spawned, resolved))
 }
@@ -159,6 +163,9 @@ fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
         None => None,
     };
     let delivery = settings.delivery.as_deref().filter(|d| !d.is_empty());
+    // A Pod gets its values in a Secret of its own, never through this host's disk.
+    #[cfg(feature = "kubernetes")]
+    let delivery = delivery.filter(|_| !matches!(settings.runner, Runner::Kubernetes(_)));
     // Nothing secret is written that the janitor could not remove: without it, a launch that
     // delivers fails.
     let janitor_failed = |e: std::io::Error| -> Result<(), Failure> {

@@ -84,6 +84,15 @@ pub enum AddressProblem {
         "it is a TCP address, but the plugin has no network (`network = \"none\"`, the default); a plugin that serves over TCP needs `network = \"host\"` (builder: `.network(NetworkMode::Host)`), or let it serve on a unix socket in PLUGIN_UNIX_SOCKET_DIR"
     )]
     TcpWithoutNetwork,
+    /// A plugin on another machine (a Pod) announced another address than the one its runner
+    /// assigned (`tether-pod-shim --listen`): the host connects to nothing else.
+    #[error(
+        "it is not the address the runner assigned the plugin ({assigned}); the host connects only to that one, translated to where it reaches the plugin"
+    )]
+    NotAssigned {
+        /// The address the plugin was told to announce.
+        assigned: std::net::SocketAddr,
+    },
 }
 
 /// A path the plugin announced, [escaped](tether_proto::text) for a terminal.
