@@ -22,6 +22,7 @@ pub(crate) mod settings;
 pub(crate) mod shutdown;
 pub(crate) mod stages;
 pub(crate) mod timeouts;
+pub(crate) mod traced;
 
 pub use builder::{NoHandshake, PluginClientBuilder};
 pub use client::PluginClient;

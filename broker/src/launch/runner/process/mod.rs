@@ -20,6 +20,7 @@ use crate::launch::launched::{InForce, Launched, Resources, Spawned};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::view::PluginView;
 use crate::launch::settings::Settings;
+use crate::telemetry::spans::stage_span;
 
 /// Stages 3–4 of the process runner: confine, then spawn.
 pub(crate) fn start(
@@ -28,8 +29,8 @@ pub(crate) fn start(
     resources: Resources,
     name: &Arc<str>,
 ) -> Result<Spawned, Failure> {
-    let confined = confine(&settings.confinement, plan, name)?;
-    spawn(settings, plan, resources, confined, name)
+    let confined = stage_span("confine").in_scope(|| confine(&settings.confinement, plan, name))?;
+    stage_span("spawn").in_scope(|| spawn(settings, plan, resources, confined, name))
 }
 
 /// The confinement prepared in the parent, applied in the child.
