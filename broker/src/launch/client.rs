@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tether_proto::handshake::Address;
-use tether_transport::telemetry::TracedChannel;
+use tether_transport::telemetry::{ServedCalls, TracedChannel};
 use tether_transport::{BrokerMode, GrpcBroker, Mux};
 
 use crate::confine::network::{NetworkMechanism, NetworkMode};
@@ -71,7 +71,14 @@ impl PluginClient {
         settings: &Settings,
     ) -> Self {
         Self {
-            channel: TracedChannel::new(connected.channel, Some(Arc::clone(&launched.plugin))),
+            channel: TracedChannel::for_calls(
+                connected.channel,
+                &ServedCalls {
+                    plugin: Some(Arc::clone(&launched.plugin)),
+                    metrics: settings.telemetry.call_metrics.clone(),
+                    trace_context: settings.telemetry.trace_context,
+                },
+            ),
             launched,
             broker: connected.broker,
             mux: connected.mux,

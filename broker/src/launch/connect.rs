@@ -158,7 +158,8 @@ async fn open_broker(
         format!("plugin `{}`", launched.plugin),
         settings.broker.clone().telemetry(ServedCalls {
             plugin: Some(Arc::clone(&launched.plugin)),
-            metrics: None,
+            metrics: settings.telemetry.call_metrics.clone(),
+            trace_context: settings.telemetry.trace_context,
         }),
     );
     let dir = launched.private_dir().to_owned();

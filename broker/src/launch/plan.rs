@@ -36,7 +36,8 @@ pub(crate) struct PlanInputs<'a> {
     /// against it (never granted to the plugin).
     pub(crate) host_cwd: Option<PathBuf>,
     /// The launching span's W3C trace context (`TRACEPARENT`, `TRACESTATE`), when one is
-    /// recorded: the plugin's start-up continues the host's trace.
+    /// recorded: the plugin's start-up continues the host's trace (unless the launch's
+    /// [`Telemetry::trace_context`](crate::launch::Telemetry::trace_context) is off).
     pub(crate) trace: Vec<(&'static str, String)>,
 }
 
@@ -98,7 +99,9 @@ impl LaunchPlan {
         // are none instead of waiting for an announcement that will not come.
         launch_env.host_services = Some(settings.host_services.is_some());
         let mut protocol_vars = launch_env.to_vars();
-        protocol_vars.extend(inputs.trace.into_iter().map(|(k, v)| (k.into(), v.into())));
+        if settings.telemetry.trace_context {
+            protocol_vars.extend(inputs.trace.into_iter().map(|(k, v)| (k.into(), v.into())));
+        }
         let env = env::build_env(
             inputs.host_env,
             env::allowed_names(&settings.confinement),
@@ -215,6 +218,22 @@ mod tests {
             parent
         );
         assert!(!plan.env.vars.contains_key(OsStr::new("TRACESTATE")));
+    }
+
+    #[test]
+    fn a_launch_told_to_send_no_trace_context_gives_the_plugin_no_traceparent() {
+        let dir = Path::new("/run/p");
+        let mut inputs = inputs(dir, None);
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        inputs.trace = vec![("TRACEPARENT", parent.to_owned())];
+        let builder = PluginClientBuilder::new("/opt/p/plugin")
+            .telemetry(crate::launch::Telemetry::default().trace_context(false));
+        let plan = LaunchPlan::new(
+            &settings(builder),
+            &HandshakeConfig::new("COOKIE", "v"),
+            inputs,
+        );
+        assert!(!plan.env.vars.contains_key(OsStr::new("TRACEPARENT")));
     }
 
     #[test]

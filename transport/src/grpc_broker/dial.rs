@@ -1,7 +1,5 @@
 //! Dialling a service the peer serves under a broker id, in either mode.
 
-use std::sync::Arc;
-
 use super::broker::GrpcBroker;
 use super::table::HOST_SERVICES_ID;
 use super::{default_mode, multiplexed};
@@ -27,11 +25,10 @@ impl GrpcBroker {
             Some(mux) => multiplexed::dial(self, setup, mux, id).await,
             None => default_mode::dial(self, setup, id).await,
         }?;
-        let traced = TracedChannel::new(channel, self.inner.config.telemetry.plugin.clone());
-        Ok(match &self.inner.config.telemetry.metrics {
-            Some(metrics) => traced.with_metrics(Arc::clone(metrics)),
-            None => traced,
-        })
+        Ok(TracedChannel::for_calls(
+            channel,
+            &self.inner.config.telemetry,
+        ))
     }
 
     /// Plugin side: a channel to the services the host serves to all its plugins (a tether

@@ -30,6 +30,8 @@ pub struct TracedChannel {
     /// The plugin this channel reaches (host side), recorded as `tether.plugin.name`.
     plugin: Option<Arc<str>>,
     metrics: Option<Arc<dyn CallMetrics>>,
+    /// Whether the caller's trace context goes out in each call's metadata.
+    send_context: bool,
 }
 
 impl fmt::Debug for TracedChannel {
@@ -37,6 +39,7 @@ impl fmt::Debug for TracedChannel {
         f.debug_struct("TracedChannel")
             .field("plugin", &self.plugin)
             .field("metrics", &self.metrics.is_some())
+            .field("send_context", &self.send_context)
             .finish_non_exhaustive()
     }
 }
@@ -49,7 +52,29 @@ impl TracedChannel {
             inner,
             plugin,
             metrics: None,
+            send_context: true,
         }
+    }
+
+    /// Traces the calls made on `inner` as `calls` says: its plugin, its metrics, whether the
+    /// trace context goes out.
+    #[must_use]
+    pub fn for_calls(inner: Channel, calls: &super::ServedCalls) -> Self {
+        Self {
+            inner,
+            plugin: calls.plugin.clone(),
+            metrics: calls.metrics.clone(),
+            send_context: calls.trace_context,
+        }
+    }
+
+    /// Whether each call carries its span's `traceparent`/`tracestate` to the peer (default
+    /// true). Off, the calls are still spans and measured here, and the peer's spans start
+    /// traces of their own.
+    #[must_use]
+    pub fn trace_context(mut self, send: bool) -> Self {
+        self.send_context = send;
+        self
     }
 
     /// Tells `metrics` about every call.
@@ -107,7 +132,9 @@ impl Service<Request<Body>> for TracedChannel {
             rpc.response.status_code = Empty,
             tether.plugin.name = self.plugin.as_deref(),
         );
-        context::inject(&context::of_span(&span), request.headers_mut());
+        if self.send_context {
+            context::inject(&context::of_span(&span), request.headers_mut());
+        }
         let call = Call::begin(span, path, Side::Client, self.metrics.clone());
         TracedResponse {
             inner: self.inner.call(request),

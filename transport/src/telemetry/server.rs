@@ -21,12 +21,26 @@ use super::context;
 
 /// Who serves: the plugin the calls come from (host side, recorded as `tether.plugin.name`)
 /// and what to tell about each call.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ServedCalls {
     /// The plugin calling (host side); `None` in a plugin.
     pub plugin: Option<Arc<str>>,
-    /// Told about every call answered.
+    /// Told about every call answered, and every call made on a channel dialled through the
+    /// broker.
     pub metrics: Option<Arc<dyn CallMetrics>>,
+    /// Whether a channel dialled through the broker sends its caller's trace context (default
+    /// true; see [`TracedChannel::trace_context`](super::TracedChannel::trace_context)).
+    pub trace_context: bool,
+}
+
+impl Default for ServedCalls {
+    fn default() -> Self {
+        Self {
+            plugin: None,
+            metrics: None,
+            trace_context: true,
+        }
+    }
 }
 
 /// `routes`, with every call they answer traced: a server span per call (named after the
