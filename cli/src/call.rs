@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use prost_reflect::{DynamicMessage, MessageDescriptor, MethodDescriptor, SerializeOptions};
 use tether_broker::PluginClient;
+use tether_broker::telemetry::TracedChannel;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::Channel;
 
 use crate::args::CallArgs;
 use crate::descriptors;
@@ -34,7 +34,7 @@ pub(crate) async fn run(args: CallArgs) -> Result<(), CliError> {
         let (pool, origin) = match from_files {
             Some(pool) => (pool, "the --proto files"),
             None => (
-                descriptors::from_reflection(plugin.channel(), service).await?,
+                descriptors::from_reflection(plugin.channel().into_inner(), service).await?,
                 "the plugin's server reflection",
             ),
         };
@@ -174,7 +174,7 @@ pub(crate) fn to_json(message: &DynamicMessage) -> Result<String, CliError> {
 /// Calls a unary or server-streaming method; hands each response to `each` as it arrives
 /// (none is kept), and stops the call at the first error `each` returns.
 async fn invoke(
-    channel: Channel,
+    channel: TracedChannel,
     method: &MethodDescriptor,
     request: DynamicMessage,
     mut each: impl FnMut(&DynamicMessage) -> Result<(), CliError>,

@@ -17,6 +17,7 @@
 //! - [`guides`]: the guides' code blocks (`docs/*.md`), scratch projects and checked shell runs.
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
+//! - [`otel`]: the real telemetry receivers (an OpenTelemetry Collector, `promcheck`).
 //! - [`escape`]: escape attempts the probe plugin makes from inside its confinement.
 //! - [`shared_world`]: escape attempts through what a plugin shares with its host (issue 22).
 //! - [`host_user`]: run a test as root and again as an unprivileged user.
@@ -36,6 +37,7 @@ pub mod kubelet;
 pub mod lease;
 pub mod leftovers;
 pub mod misbehave;
+pub mod otel;
 pub mod output;
 pub mod peers;
 pub mod pods;

@@ -17,6 +17,7 @@ use crate::launch::interpreted::runtime::Runtime;
 use crate::launch::output::limits::OutputLimits;
 use crate::launch::runner::options::Runner;
 use crate::launch::settings::{HandshakeConfig, Settings};
+use crate::launch::telemetry::Telemetry;
 use crate::launch::timeouts::Timeouts;
 
 /// Type state of a [`PluginClientBuilder`] that has no [`HandshakeConfig`] yet; call
@@ -61,6 +62,7 @@ impl PluginClientBuilder<NoHandshake> {
                 confinement: Confinement::default(),
                 timeouts: Timeouts::default(),
                 output_limits: OutputLimits::default(),
+                telemetry: Telemetry::default(),
                 working_dir_is_hosts: false,
                 runtime: Runtime::Auto,
                 sha256: None,
@@ -264,6 +266,19 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn output_limits(mut self, limits: OutputLimits) -> Self {
         self.settings.output_limits = limits;
+        self
+    }
+
+    /// Whether the plugin gets the host's trace context and who is told about its calls
+    /// (default [`Telemetry::default`]: trace context sent, nothing measured).
+    ///
+    /// ```
+    /// use tether_broker::launch::Telemetry;
+    /// let b = tether_broker::PluginClient::builder("/bin/plugin")
+    ///     .telemetry(Telemetry::default().trace_context(false));
+    /// ```
+    pub fn telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.settings.telemetry = telemetry;
         self
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tether_proto::handshake::Address;
 use tether_proto::tls::{self, Identity};
+use tether_transport::telemetry::ServedCalls;
 use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Mux, Target};
 use tonic::transport::Channel;
 
@@ -176,7 +177,11 @@ async fn open_broker(
 ) -> Result<GrpcBroker, Failure> {
     let broker = GrpcBroker::new(
         format!("plugin `{}`", launched.plugin),
-        settings.broker.clone(),
+        settings.broker.clone().telemetry(ServedCalls {
+            plugin: Some(Arc::clone(&launched.plugin)),
+            metrics: settings.telemetry.call_metrics.clone(),
+            trace_context: settings.telemetry.trace_context,
+        }),
     );
     let dir = launched.private_dir().to_owned();
     let listen = match launched.view.translated_dir() {

@@ -21,7 +21,9 @@ pub(crate) mod runner;
 pub(crate) mod settings;
 pub(crate) mod shutdown;
 pub(crate) mod stages;
+pub(crate) mod telemetry;
 pub(crate) mod timeouts;
+pub(crate) mod traced;
 
 pub use builder::{NoHandshake, PluginClientBuilder};
 pub use client::PluginClient;
@@ -55,6 +57,7 @@ pub use runner::kubernetes::sweep;
 pub use runner::options::{DEFAULT_RUNSC, GvisorOptions, RUNSC_INSTALL_HINT, Runner};
 pub use settings::HandshakeConfig;
 pub use shutdown::KILL_REAP_TIMEOUT;
+pub use telemetry::{DEFAULT_TRACE_CONTEXT, Telemetry};
 pub use tether_proto::handshake::Address;
 pub use timeouts::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, DEFAULT_INTERPRETER_QUERY_TIMEOUT,

@@ -1,17 +1,17 @@
 //! The start-up sequence behind [`PluginClientBuilder::start`](crate::PluginClientBuilder::start),
 //! as stages: prepare → plan → confine → spawn → handshake → connect → health. Each stage is a
-//! short function; failures are [`Failure`]s that [`start`] turns into one [`StartError`] with
+//! short function; failures are [`Failure`]s that [`start_stages`] turns into one [`StartError`] with
 //! the plugin's name and what it printed.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tether_proto::tls::Identity;
+use tracing::Instrument as _;
 
 use crate::confine::integrity::VerifiedBinary;
 use crate::confine::janitor::Janitor;
 use crate::confine::user;
-use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::connect;
 use crate::launch::delivery::{DeliveredDir, delivery_base};
@@ -26,13 +26,14 @@ use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::options::Runner;
 use crate::launch::runner::{self, gvisor, process};
 use crate::launch::settings::{HandshakeConfig, Settings};
+use crate::telemetry::{context, spans::stage_span};
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
 /// been ended, so the pipe closes almost at once).
 const STDERR_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// The start-up sequence.
-pub(crate) async fn start(
+/// The start-up sequence, inside the launch's span ([`traced`](crate::launch::traced)).
+pub(crate) async fn start_stages(
     settings: Settings,
     handshake: HandshakeConfig,
 ) -> Result<PluginClient, StartError> {
@@ -65,8 +66,12 @@ pub(crate) async fn start(
     );
     let mut stray = StrayOutput::new(limits.max_stray_lines, limits.max_stray_bytes);
     let result = async {
-        let hs = handshake::stage(&settings, &handshake, &launched, stdout, &mut stray).await?;
-        connect::stage(&settings, &launched, identity.as_ref(), hs).await
+        let hs = handshake::stage(&settings, &handshake, &launched, stdout, &mut stray)
+            .instrument(stage_span("handshake"))
+            .await?;
+        connect::stage(&settings, &launched, identity.as_ref(), hs)
+            .instrument(stage_span("connect"))
+            .await
     }
     .await;
     match result {
@@ -129,16 +134,19 @@ pub(crate) async fn launch(
     name: &Arc<str>,
     connects: bool,
 ) -> Result<(Spawned, Option<ResolvedRuntime>), Failure> {
-    let resources = prepare(settings, connects)?;
+    let resources = stage_span("prepare").in_scope(|| prepare(settings, connects))?;
     let mut plan = plan(settings, handshake, &resources);
     let resolved = interpreted::interpreter(settings, &mut plan, name).await?;
     interpreted::allow_program(&mut plan);
     let spawned = match &settings.runner {
         Runner::Process => process::start(settings, &mut plan, resources, name)?,
-        Runner::Gvisor(options) => gvisor::start(options, settings, &plan, resources, name)?,
+        Runner::Gvisor(options) => stage_span("spawn")
+            .in_scope(|| gvisor::start(options, settings, &plan, resources, name))?,
         #[cfg(feature = "kubernetes")]
         Runner::Kubernetes(options) => {
-            runner::kubernetes::start(options, handshake, &plan, resources, settings, name).await?
+            runner::kubernetes::start(options, handshake, &plan, resources, settings, name)
+                .instrument(stage_span("spawn"))
+                .await?
         }
     };
     Ok((spawned, resolved))
@@ -249,6 +257,9 @@ fn prepare(settings: &Settings, connects: bool) -> Result<Resources, Failure> {
 
 /// Stage 2: the pure plan, then the one lookup it needs (where the binary is).
 fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources) -> LaunchPlan {
+    // The plugin's start-up continues the launch's span (the current one), not this stage's.
+    let trace = context::to_env(&context::of_span(&tracing::Span::current()));
+    let _stage = stage_span("plan").entered();
     let delivered = resources.delivered.as_ref().map(|d| Delivered {
         dir: d.path(),
         secrets: d.secrets.as_deref(),
@@ -263,6 +274,7 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
             delivered,
             client_cert: resources.identity.as_ref().map(|i| i.cert_der().clone()),
             host_cwd: std::env::current_dir().ok(),
+            trace,
         },
     );
     for variable in &plan.env.ignored {
@@ -273,19 +285,4 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         );
     }
     plan
-}
-
-impl PluginClientBuilder<HandshakeConfig> {
-    /// Spawns the plugin, reads its handshake, connects (AutoMTLS unless
-    /// [`plaintext`](Self::plaintext)) and checks its health.
-    ///
-    /// On failure the plugin's process group is ended and its private directory removed before
-    /// this returns.
-    ///
-    /// # Errors
-    /// A [`StartError`] naming the plugin and the [phase](StartError::phase) that failed, with
-    /// what the plugin printed.
-    pub async fn start(self) -> Result<PluginClient, StartError> {
-        start(self.settings, self.handshake).await
-    }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tether_transport::internal::lock;
 
-use tonic::transport::Channel;
+use tether_transport::telemetry::TracedChannel;
 
 use crate::supervisor::error::{UseError, UseErrorKind};
 use crate::supervisor::{Ended, Running};
@@ -40,7 +40,7 @@ pub const DEFAULT_RECYCLE_AFTER_DEADLINES: u32 = 3;
 #[derive(Debug)]
 pub struct Lease {
     pub(super) plugin: String,
-    pub(super) channel: Channel,
+    pub(super) channel: TracedChannel,
     pub(super) pid: u32,
     pub(super) running: Arc<Running>,
 }
@@ -59,7 +59,7 @@ impl Lease {
     /// The gRPC channel to the plugin. Prefer [`call`](Self::call), which turns a crash during
     /// the call into [`UseErrorKind::Crashed`].
     #[must_use]
-    pub fn channel(&self) -> Channel {
+    pub fn channel(&self) -> TracedChannel {
         self.channel.clone()
     }
 
@@ -90,7 +90,7 @@ impl Lease {
     /// own error status.
     pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, UseError>
     where
-        F: FnOnce(Channel) -> Fut,
+        F: FnOnce(TracedChannel) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let mut ended = self.running.ended.subscribe();

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use tether_transport::internal::lock;
 
+use tether_transport::telemetry::TracedChannel;
 use tokio::sync::{Mutex, Notify, watch};
-use tonic::transport::Channel;
 
 use crate::catalog::manifest::Manifest;
 use crate::launch::client::PluginClient;
@@ -110,7 +110,7 @@ pub(super) enum Ended {
 #[derive(Debug)]
 pub(super) struct Running {
     pub(super) client: StdMutex<Option<PluginClient>>,
-    pub(super) channel: Channel,
+    pub(super) channel: TracedChannel,
     pub(super) pid: u32,
     pub(super) process_limit: crate::confine::ProcessLimit,
     pub(super) leases: watch::Sender<usize>,

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::accept::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 use crate::repeated::DEFAULT_REPEATED_WARNING_INTERVAL;
+use crate::telemetry::ServedCalls;
 
 /// How long [`GrpcBroker::dial`](super::GrpcBroker::dial) waits for the peer's `ConnInfo` for
 /// an id (go-plugin: 5 s), or in the multiplexed mode for the acknowledgement of its knock
@@ -39,6 +40,7 @@ pub struct GrpcBrokerConfig {
     pub(super) stop_grace: Duration,
     pub(super) tls_handshake_timeout: Duration,
     pub(super) repeated_warning_interval: Duration,
+    pub(super) telemetry: ServedCalls,
 }
 
 impl Default for GrpcBrokerConfig {
@@ -59,6 +61,7 @@ impl GrpcBrokerConfig {
             stop_grace: DEFAULT_STOP_GRACE,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             repeated_warning_interval: DEFAULT_REPEATED_WARNING_INTERVAL,
+            telemetry: ServedCalls::default(),
         }
     }
 
@@ -101,6 +104,13 @@ impl GrpcBrokerConfig {
     /// See [`DEFAULT_REPEATED_WARNING_INTERVAL`].
     pub fn repeated_warning_interval(mut self, interval: Duration) -> Self {
         self.repeated_warning_interval = interval;
+        self
+    }
+
+    /// What the broker's calls are traced and measured with, both ways: the plugin they
+    /// belong to (host side, the `tether.plugin.name` of their spans) and the per-call metrics.
+    pub fn telemetry(mut self, telemetry: ServedCalls) -> Self {
+        self.telemetry = telemetry;
         self
     }
 }

@@ -1,11 +1,10 @@
 //! Dialling a service the peer serves under a broker id, in either mode.
 
-use tonic::transport::Channel;
-
 use super::broker::GrpcBroker;
 use super::table::HOST_SERVICES_ID;
 use super::{default_mode, multiplexed};
 use crate::error::GrpcBrokerError;
+use crate::telemetry::TracedChannel;
 
 impl GrpcBroker {
     /// Connects to the service the peer serves under `id`: waits (at most
@@ -17,12 +16,19 @@ impl GrpcBroker {
     /// # Errors
     /// [`GrpcBrokerError::NotConnected`], [`GrpcBrokerError::Closed`], [`GrpcBrokerError::NoConnInfo`],
     /// [`GrpcBrokerError::BadAddress`], [`GrpcBrokerError::Connect`].
-    pub async fn dial(&self, id: u32) -> Result<Channel, GrpcBrokerError> {
+    ///
+    /// The channel is a [`TracedChannel`]: each call on it is a client span whose trace
+    /// context goes to the peer in the call's metadata.
+    pub async fn dial(&self, id: u32) -> Result<TracedChannel, GrpcBrokerError> {
         let setup = self.setup()?;
-        match &setup.mux {
+        let channel = match &setup.mux {
             Some(mux) => multiplexed::dial(self, setup, mux, id).await,
             None => default_mode::dial(self, setup, id).await,
-        }
+        }?;
+        Ok(TracedChannel::for_calls(
+            channel,
+            &self.inner.config.telemetry,
+        ))
     }
 
     /// Plugin side: a channel to the services the host serves to all its plugins (a tether
@@ -35,7 +41,7 @@ impl GrpcBroker {
     /// announced at launch that it serves none (tether hosts do), else
     /// [`GrpcBrokerError::NoConnInfo`] after the dial timeout when the host serves none
     /// (go-plugin hosts never do, and never announce it).
-    pub async fn host_services(&self) -> Result<Channel, GrpcBrokerError> {
+    pub async fn host_services(&self) -> Result<TracedChannel, GrpcBrokerError> {
         if self
             .inner
             .no_host_services

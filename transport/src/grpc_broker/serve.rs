@@ -19,6 +19,7 @@ use crate::error::GrpcBrokerError;
 use crate::internal::lock;
 use crate::mux::Mux;
 use crate::service::GrpcService;
+use crate::telemetry::trace_routes;
 
 /// What tells the peer that an id is served, once it is.
 enum Then<'a> {
@@ -131,6 +132,7 @@ impl GrpcBroker {
             }
             let _ = began_tx.send(());
         };
+        let routes = trace_routes(routes, inner.config.telemetry.clone());
         let server = tonic::transport::Server::builder()
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, shutdown);

@@ -19,6 +19,7 @@ use crate::launch::launched::{InForce, Launched, Resources, Spawned, cover};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::view::PluginView;
 use crate::launch::settings::Settings;
+use crate::telemetry::spans::stage_span;
 
 /// Stages 3–4 of the process runner: confine, then spawn.
 pub(crate) fn start(
@@ -27,8 +28,9 @@ pub(crate) fn start(
     mut resources: Resources,
     name: &Arc<str>,
 ) -> Result<Spawned, Failure> {
-    let confined = confine(&settings.confinement, plan, &mut resources.janitor, name)?;
-    spawn(settings, plan, resources, confined, name)
+    let confined = stage_span("confine")
+        .in_scope(|| confine(&settings.confinement, plan, &mut resources.janitor, name))?;
+    stage_span("spawn").in_scope(|| spawn(settings, plan, resources, confined, name))
 }
 
 /// The confinement prepared in the parent, applied in the child.
