@@ -111,6 +111,8 @@ pub(super) enum Ended {
 pub(super) struct Running {
     pub(super) client: StdMutex<Option<PluginClient>>,
     pub(super) channel: Channel,
+    /// The plugin's callback broker (closed when the plugin ends).
+    pub(super) broker: crate::callbacks::GrpcBroker,
     pub(super) pid: u32,
     pub(super) process_limit: crate::confine::ProcessLimit,
     pub(super) leases: watch::Sender<usize>,
@@ -160,6 +162,7 @@ impl Supervisor {
             pid: client.pid(),
             process_limit: client.process_limit().clone(),
             channel: client.channel(),
+            broker: client.broker(),
             client: StdMutex::new(Some(client)),
             leases: watch::Sender::new(0),
             last_release: StdMutex::new(Instant::now()),

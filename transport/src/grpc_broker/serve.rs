@@ -73,11 +73,38 @@ impl GrpcBroker {
             error_backoff: DEFAULT_ACCEPT_ERROR_BACKOFF,
         };
         let (stop, task) = self.spawn_server(id, routes, listener, options, &endpoint);
-        match then {
-            Then::Announce(address) => default_mode::announce(self, id, &address)?,
-            Then::AnswerEarlyKnock(mux) => multiplexed::answer_early_knock(self, mux, id),
+        let announced = match then {
+            Then::Announce(address) => {
+                default_mode::announce(self, id, &address)?;
+                Some(address)
+            }
+            Then::AnswerEarlyKnock(mux) => {
+                multiplexed::answer_early_knock(self, mux, id);
+                None
+            }
+        };
+        Ok(Served::new(
+            id,
+            announced,
+            stop,
+            endpoint,
+            task,
+            &self.inner.detached,
+        ))
+    }
+
+    /// Tells the peer again where `served` is, so that it can dial the id once more: go-plugin
+    /// uses up an announcement with one dial (and forgets it after 5 s), so a host that hands
+    /// the same served id out again announces it again first. Nothing to do in the
+    /// multiplexed mode (a dial knocks).
+    ///
+    /// # Errors
+    /// [`GrpcBrokerError::Closed`].
+    pub fn announce_again(&self, served: &Served) -> Result<(), GrpcBrokerError> {
+        match served.announced() {
+            Some(address) => default_mode::announce(self, served.id(), address),
+            None => Ok(()),
         }
-        Ok(Served::new(id, stop, endpoint, task, &self.inner.detached))
     }
 
     /// Host side: serves `routes` as the host services, under [`HOST_SERVICES_ID`], until the
@@ -87,10 +114,41 @@ impl GrpcBroker {
     /// As [`accept_and_serve`](Self::accept_and_serve).
     #[doc(hidden)]
     pub async fn serve_host_services(&self, routes: Routes) -> Result<(), GrpcBrokerError> {
-        self.accept_and_serve_routes(HOST_SERVICES_ID, routes)
-            .await?
-            .detach();
+        let served = self
+            .accept_and_serve_routes(HOST_SERVICES_ID, routes)
+            .await?;
+        if let Some(address) = served.announced() {
+            self.keep_announcing(address.clone());
+        }
+        served.detach();
         Ok(())
+    }
+
+    /// Default mode: re-announces the host services at `address` every
+    /// [`DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL`](super::DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL)
+    /// until the broker closes, so that a go-plugin plugin (which forgets an announcement
+    /// after 5 s or one dial) can dial them at any time.
+    fn keep_announcing(&self, address: Address) {
+        let interval = self.inner.config.host_services_announce_interval;
+        let weak = Arc::downgrade(&self.inner);
+        let mut closed = self.inner.closed.subscribe();
+        tokio::spawn(async move {
+            let start = tokio::time::Instant::now() + interval;
+            let mut ticks = tokio::time::interval_at(start, interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = ticks.tick() => {}
+                    _ = closed.wait_for(|c| *c) => return,
+                }
+                let Some(inner) = weak.upgrade() else { return };
+                if default_mode::announce_quietly(&GrpcBroker { inner }, HOST_SERVICES_ID, &address)
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
     }
 
     /// Serves `routes` on `listener` until the returned sender is used or dropped, or the
