@@ -2,6 +2,7 @@
 //! idle, notices crashes and hangs, and restarts with exponential backoff.
 
 pub(crate) mod builder;
+mod calls;
 pub(crate) mod error;
 pub(crate) mod launch;
 pub(crate) mod lease;
