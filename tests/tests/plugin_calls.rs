@@ -12,6 +12,7 @@ use std::path::Path;
 use tether_broker::{Grants, Lease, Supervisor};
 use tether_examples::kv::GetRequest;
 use tether_examples::kv::kv_client::KvClient;
+use tether_tests::peers::{self, GoPlugin};
 use tether_tests::world::{PluginSpec, World};
 
 const CALLER: &str = env!("CARGO_BIN_EXE_caller-plugin");
@@ -92,4 +93,29 @@ async fn a_rust_plugin_calls_another_catalog_plugin_through_the_host_when_grante
 #[tokio::test]
 async fn a_rust_plugin_is_refused_another_catalog_plugin_with_the_grants_line_to_add() {
     a_is_refused(Path::new(CALLER)).await;
+}
+
+/// `tests/go/callerplugin`: an unmodified go-plugin v1.8 plugin that asks the host's
+/// `tether.plugins.v1.Plugins/Open` over the host services and `broker.Dial`s the id it returns.
+fn go_caller(test: &str) -> Option<std::path::PathBuf> {
+    let go = peers::go_or_skip(GoPlugin::V18, test)?;
+    Some(go.plugin.with_file_name("callerplugin-v18"))
+}
+
+#[tokio::test]
+async fn a_go_plugin_v1_8_calls_another_catalog_plugin_through_the_host_when_granted() {
+    if let Some(caller) =
+        go_caller("a_go_plugin_v1_8_calls_another_catalog_plugin_through_the_host_when_granted")
+    {
+        a_calls_b(&caller).await;
+    }
+}
+
+#[tokio::test]
+async fn a_go_plugin_v1_8_is_refused_another_catalog_plugin_with_the_grants_line_to_add() {
+    if let Some(caller) =
+        go_caller("a_go_plugin_v1_8_is_refused_another_catalog_plugin_with_the_grants_line_to_add")
+    {
+        a_is_refused(&caller).await;
+    }
 }
