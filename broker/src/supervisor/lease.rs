@@ -63,6 +63,28 @@ impl Lease {
         self.channel.clone()
     }
 
+    /// The plugin's callback broker (go-plugin's `GRPCBroker`), as
+    /// [`PluginClient::broker`](crate::PluginClient::broker): serve a service to the plugin
+    /// for one call under a fresh id and send the id in the call, or dial a service the plugin
+    /// serves under an id it sent. It belongs to this run of the plugin: closed when the
+    /// plugin ends (a restarted plugin has a new one).
+    ///
+    /// ```no_run
+    /// # async fn f(lease: tether_broker::Lease) -> Result<(), Box<dyn std::error::Error>> {
+    /// # let adder = tonic_health::server::health_reporter().1;
+    /// let broker = lease.broker();
+    /// let id = broker.next_id();
+    /// let served = broker.accept_and_serve(id, adder).await?; // e.g. `AddHelperServer::new(..)`
+    /// // … a call through `lease.call(..)` carries `id`; the plugin dials it (go-plugin:
+    /// // `broker.Dial(id)`) while the call runs …
+    /// drop(served); // stops serving `id`
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn broker(&self) -> crate::callbacks::GrpcBroker {
+        self.running.broker.clone()
+    }
+
     /// The plugin's process id.
     #[must_use]
     pub fn pid(&self) -> u32 {

@@ -24,6 +24,17 @@ pub const DEFAULT_BROKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// before they are cut. Override with [`GrpcBrokerConfig::stop_grace`].
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(1);
 
+/// How often a host re-announces its host services' `ConnInfo` (broker id
+/// [`HOST_SERVICES_ID`](super::HOST_SERVICES_ID)) in the default broker mode, so that a go-plugin
+/// plugin can dial them at any time: go-plugin forgets an announcement 5 s after it arrived (or
+/// once one dial used it), and its `Dial` waits 5 s for the next. Longer than those 5 s (a
+/// shorter period lets an old announcement's expiry delete a newer one a dial is waiting on),
+/// short enough that a dial in the gap waits at most one second for the next announcement.
+/// Each re-announcement is one small message on the broker stream. tether SDKs keep the first
+/// announcement for good and simply replace it. The multiplexed mode needs none (a dial knocks).
+/// Override with [`GrpcBrokerConfig::host_services_announce_interval`].
+pub const DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL: Duration = Duration::from_secs(6);
+
 /// Timeouts and limits of a [`GrpcBroker`](super::GrpcBroker).
 ///
 /// ```
@@ -41,6 +52,7 @@ pub struct GrpcBrokerConfig {
     pub(super) tls_handshake_timeout: Duration,
     pub(super) repeated_warning_interval: Duration,
     pub(super) telemetry: ServedCalls,
+    pub(super) host_services_announce_interval: Duration,
 }
 
 impl Default for GrpcBrokerConfig {
@@ -52,7 +64,8 @@ impl Default for GrpcBrokerConfig {
 impl GrpcBrokerConfig {
     /// The defaults: [`DEFAULT_DIAL_TIMEOUT`], [`DEFAULT_UNCLAIMED_TTL`],
     /// [`DEFAULT_BROKER_CONNECT_TIMEOUT`], [`DEFAULT_STOP_GRACE`] and
-    /// [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`], [`DEFAULT_REPEATED_WARNING_INTERVAL`].
+    /// [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`], [`DEFAULT_REPEATED_WARNING_INTERVAL`],
+    /// [`DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL`].
     pub fn new() -> Self {
         Self {
             dial_timeout: DEFAULT_DIAL_TIMEOUT,
@@ -62,6 +75,7 @@ impl GrpcBrokerConfig {
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             repeated_warning_interval: DEFAULT_REPEATED_WARNING_INTERVAL,
             telemetry: ServedCalls::default(),
+            host_services_announce_interval: DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL,
         }
     }
 
@@ -111,6 +125,12 @@ impl GrpcBrokerConfig {
     /// belong to (host side, the `tether.plugin.name` of their spans) and the per-call metrics.
     pub fn telemetry(mut self, telemetry: ServedCalls) -> Self {
         self.telemetry = telemetry;
+        self
+    }
+
+    /// See [`DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL`].
+    pub fn host_services_announce_interval(mut self, interval: Duration) -> Self {
+        self.host_services_announce_interval = interval;
         self
     }
 }

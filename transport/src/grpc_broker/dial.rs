@@ -1,5 +1,8 @@
 //! Dialling a service the peer serves under a broker id, in either mode.
 
+use tether_proto::plugins::OpenRequest;
+use tether_proto::plugins::plugins_client::PluginsClient;
+
 use super::broker::GrpcBroker;
 use super::table::HOST_SERVICES_ID;
 use super::{default_mode, multiplexed};
@@ -56,5 +59,33 @@ impl GrpcBroker {
             .get_or_try_init(|| self.dial(HOST_SERVICES_ID))
             .await
             .cloned()
+    }
+
+    /// Plugin side: a channel to the services of the host's catalog plugin `plugin`, relayed
+    /// by the host (a tether `Supervisor`), which starts it if needed — when the operator's
+    /// grants let this plugin call it (`calls = ["NAME"]` under `[plugins.THIS]`). The channel
+    /// speaks `plugin`'s own services; this plugin never learns its address or secrets.
+    ///
+    /// Asks `tether.plugins.v1.Plugins/Open` on the [host services](Self::host_services) for a
+    /// broker id, then [dials](Self::dial) it.
+    ///
+    /// # Errors
+    /// As [`host_services`](Self::host_services) and [`dial`](Self::dial);
+    /// [`GrpcBrokerError::PluginRefused`] when the host refuses (not granted: the message names
+    /// the grants line to add).
+    pub async fn open_plugin(&self, plugin: &str) -> Result<TracedChannel, GrpcBrokerError> {
+        let host = self.host_services().await?;
+        let refused = |status| GrpcBrokerError::PluginRefused {
+            peer: self.inner.peer.clone(),
+            plugin: plugin.to_owned(),
+            status: Box::new(status),
+        };
+        let opened = PluginsClient::new(host)
+            .open(OpenRequest {
+                plugin: plugin.to_owned(),
+            })
+            .await
+            .map_err(refused)?;
+        self.dial(opened.into_inner().broker_id).await
     }
 }
