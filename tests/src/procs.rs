@@ -23,6 +23,20 @@ pub fn in_dir(dir: &Path) -> Vec<Process> {
     let Ok(want) = dir.canonicalize() else {
         return Vec::new();
     };
+    live(|proc_dir| fs::read_link(proc_dir.join("cwd")).ok() == Some(want.clone()))
+}
+
+/// Live (not zombie) processes whose command line contains `text` (a program started under a
+/// unique path, whose working directory is gone).
+#[must_use]
+pub fn with_command_line(text: &str) -> Vec<Process> {
+    let mut found = live(|_| true);
+    found.retain(|p| p.cmdline.contains(text) && p.pid != std::process::id());
+    found
+}
+
+/// Live (not zombie) processes whose `/proc/PID` directory `select` accepts.
+fn live(select: impl Fn(&Path) -> bool) -> Vec<Process> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -36,7 +50,7 @@ pub fn in_dir(dir: &Path) -> Vec<Process> {
             continue;
         };
         let proc_dir = entry.path();
-        if fs::read_link(proc_dir.join("cwd")).ok() != Some(want.clone()) || is_zombie(&proc_dir) {
+        if !select(&proc_dir) || is_zombie(&proc_dir) {
             continue;
         }
         let cmdline = fs::read(proc_dir.join("cmdline"))
