@@ -23,6 +23,20 @@ pub fn in_dir(dir: &Path) -> Vec<Process> {
     let Ok(want) = dir.canonicalize() else {
         return Vec::new();
     };
+    live_where(|proc_dir| fs::read_link(proc_dir.join("cwd")).ok() == Some(want.clone()))
+}
+
+/// Live (not zombie) processes whose command line contains `text` (a program started under a
+/// unique path, whose working directory is gone).
+#[must_use]
+pub fn with_command_line(text: &str) -> Vec<Process> {
+    let mut found = live_where(|_| true);
+    found.retain(|p| p.cmdline.contains(text) && p.pid != std::process::id());
+    found
+}
+
+/// Live (not zombie) processes whose `/proc/PID` directory `select` accepts.
+fn live_where(select: impl Fn(&Path) -> bool) -> Vec<Process> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -35,10 +49,9 @@ pub fn in_dir(dir: &Path) -> Vec<Process> {
         else {
             continue;
         };
-        if fs::read_link(entry.path().join("cwd")).ok() != Some(want.clone()) {
-            continue;
+        if select(&entry.path()) {
+            found.extend(live(pid));
         }
-        found.extend(live(pid));
     }
     found
 }

@@ -517,6 +517,22 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
+    /// Serves `routes` to the plugin as its host services, replacing any given before (later
+    /// [`host_service`](Self::host_service) calls add to them): for services known only at run
+    /// time, e.g. an `axum::Router` of `route_service`s made into [`tonic::service::Routes`]
+    /// (`tether call --host-proto` serves its recording stub this way).
+    ///
+    /// ```
+    /// let (_reporter, health) = tonic_health::server::health_reporter();
+    /// let builder = tether_broker::PluginClient::builder("/usr/libexec/my-plugin")
+    ///     .host_routes(tonic::service::Routes::new(health));
+    /// # let _ = builder;
+    /// ```
+    pub fn host_routes(mut self, routes: tonic::service::Routes) -> Self {
+        self.settings.host_services = Some(routes);
+        self
+    }
+
     /// The program that will be launched.
     #[must_use]
     pub fn program(&self) -> &Path {

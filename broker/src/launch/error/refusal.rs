@@ -99,3 +99,24 @@ pub enum AddressProblem {
 fn shown(path: &std::path::Path) -> String {
     tether_proto::text::escape(&path.to_string_lossy()).to_string()
 }
+
+/// The message of a plugin that chose app protocol version `got`, which the host did not
+/// offer: the versions, and where to offer `got` (the manifest key, the CLI flag, the
+/// builder). The handshake line (and its certificate) is not quoted: the versions are the
+/// whole story.
+pub(crate) fn version_mismatch(plugin: &str, got: u32, offered: &[u32]) -> String {
+    let offered = match offered {
+        [] => "no app protocol version".to_owned(),
+        [one] => format!("app protocol version {one}"),
+        [rest @ .., last] => format!(
+            "app protocol versions {} and {last}",
+            rest.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    format!(
+        "plugin `{plugin}` speaks app protocol version {got}, but the host offered only {offered}; if the host speaks version {got} too, offer it: `app_versions = [{got}]` under `[handshake]` in the plugin's manifest, `--app-version {got}` for tether call/inspect/conformance, `HandshakeConfig::app_versions` in code (else use a plugin built for one of the versions offered)."
+    )
+}
