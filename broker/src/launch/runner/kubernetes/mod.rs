@@ -66,7 +66,14 @@ pub(crate) async fn start(
     name: &Arc<str>,
 ) -> Result<Spawned, Failure> {
     // The binary is in the image (pinned by digest); the values go into the Pod's Secret.
-    let Resources { dir, identity, .. } = resources;
+    // The janitor registration (the private directory, made before this runner) goes with the
+    // launched plugin: dropping it here would have the janitor remove the directory at once.
+    let Resources {
+        dir,
+        identity,
+        janitor,
+        ..
+    } = resources;
     let (client, namespace) = cluster::connect(options).await.map_err(runner_error)?;
     if let Some(identity) = options.identity() {
         sweep::once(&client, &namespace, identity)
@@ -170,7 +177,7 @@ pub(crate) async fn start(
         dir: Some(dir),
         plugin: Arc::clone(name),
         terminate_grace: settings.timeouts.terminate_grace,
-        janitor: None,
+        janitor,
     };
     Ok(Spawned {
         launched,
