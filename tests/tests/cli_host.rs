@@ -2,6 +2,7 @@
 //! (`--env`), a secret and a config file (`--secret`, `--config`), host services it calls back
 //! (`--host-proto`, `--host-reply`) — and sends request metadata (`-H`), from the command line
 //! alone, through the real binary, to a plugin that needs all of them (`guarded-counter`).
+//! It is the command docs/cli.md shows ("Giving a plugin what a host gives").
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
