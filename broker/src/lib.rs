@@ -210,6 +210,7 @@ pub mod confine;
 pub mod error;
 pub mod launch;
 pub mod supervisor;
+pub mod telemetry;
 
 pub use callbacks::GrpcBroker;
 pub use catalog::{

@@ -185,6 +185,8 @@ pub(crate) struct TargetArgs {
     /// With --cmd: let the confined plugin also read below DIR (repeatable).
     #[arg(long = "allow-read", value_name = "DIR", conflicts_with = "catalog")]
     pub(crate) allow_read: Vec<PathBuf>,
+    #[command(flatten)]
+    pub(crate) given: GivenArgs,
     /// With --cmd: which interpreter runs the plugin. `auto` recognises python*/node and
     /// scripts whose #! line names one, runs the real interpreter (not a pyenv shim) and lets
     /// the plugin read its installation and the script's project.
@@ -214,6 +216,41 @@ impl From<NetworkArg> for tether_broker::confine::NetworkMode {
             NetworkArg::Host => Self::Host,
         }
     }
+}
+
+/// What `call` and `inspect` give the plugin as a host would: secrets, config files, fixed
+/// environment values and host services it can call back.
+#[derive(Debug, Args)]
+pub(crate) struct GivenArgs {
+    /// With --cmd: deliver FILE's contents as the secret NAME (repeatable), as a host delivers
+    /// a granted secret: a file in the plugin's private `TETHER_SECRETS_DIR`, never an
+    /// environment variable. With --catalog the manifest and the grants decide.
+    #[arg(long = "secret", value_name = "NAME=FILE", conflicts_with = "catalog")]
+    pub(crate) secret_files: Vec<String>,
+    /// With --cmd: deliver FILE's contents as the config file NAME (repeatable), in
+    /// `TETHER_CONFIG_DIR`.
+    #[arg(long = "config", value_name = "NAME=FILE", conflicts_with = "catalog")]
+    pub(crate) config_files: Vec<String>,
+    /// With --cmd: set the plugin's environment variable NAME to VALUE (repeatable), for a
+    /// plugin that requires a fixed value (e.g. VAULT_PLUGIN_AUTOMTLS_ENABLED=true). The
+    /// protocol's own variables cannot be set. With --catalog the manifest's `env` table, as
+    /// granted, decides.
+    #[arg(long = "env", value_name = "NAME=VALUE", conflicts_with = "catalog")]
+    pub(crate) env: Vec<String>,
+    /// Serve every service this .proto file declares to the plugin as host services it can
+    /// call back (repeatable): a stub that logs each call on stderr (`tether: host call
+    /// {"method":…,"metadata":…,"request":…}`) and answers with the --host-reply given for the
+    /// method, else the empty response.
+    #[arg(long = "host-proto", value_name = "FILE")]
+    pub(crate) host_protos: Vec<PathBuf>,
+    /// The host-service stub's answer to SERVICE/METHOD, as JSON (repeatable; e.g.
+    /// proto.AddHelper/Sum={"r":"3"}).
+    #[arg(
+        long = "host-reply",
+        value_name = "SERVICE/METHOD=JSON",
+        requires = "host_protos"
+    )]
+    pub(crate) host_replies: Vec<String>,
 }
 
 /// `--runtime`: [`tether_broker::Runtime`].
@@ -257,6 +294,14 @@ pub(crate) struct CallArgs {
     /// The request, as JSON (protobuf's canonical JSON mapping).
     #[arg(value_name = "JSON", default_value = "{}")]
     pub(crate) request: String,
+    /// Request metadata, 'NAME: VALUE' as grpcurl writes it (repeatable); a NAME ending in
+    /// `-bin` is sent base64-encoded, as gRPC binary metadata is.
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    pub(crate) headers: Vec<String>,
+    /// The largest response message `call` decodes; a larger one fails the call (exit 1). A
+    /// number of bytes, or with KiB, MiB or GiB.
+    #[arg(long, value_name = "BYTES", default_value_t = limits::DEFAULT_MAX_MESSAGE_SIZE)]
+    pub(crate) max_message_size: limits::ByteCount,
     /// How long the call may take, every response of a stream included; then it is cancelled
     /// (exit 1).
     #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_MAX_TIME.into())]
@@ -278,8 +323,10 @@ pub(crate) struct InspectArgs {
 pub(crate) struct ConformanceArgs {
     #[command(flatten)]
     pub(crate) which: PluginArgs,
-    /// App protocol versions the plugin supports (repeatable; with --catalog the manifest's).
-    #[arg(long = "app-version", value_name = "N", default_value = "1")]
+    /// App protocol versions the plugin supports (repeatable; with --catalog the manifest's)
+    /// [default: 1, or the one version the plugin answers when offered 1 (a Terraform provider
+    /// or a Vault plugin answers 5)].
+    #[arg(long = "app-version", value_name = "N")]
     pub(crate) app_versions: Vec<u32>,
     /// How long the plugin may take to print its handshake line (Python plugins take ~0.5 s
     /// on a loaded machine).

@@ -2,15 +2,17 @@
 
 use std::time::Duration;
 
-use prost_reflect::{DynamicMessage, MessageDescriptor, MethodDescriptor, SerializeOptions};
+use prost_reflect::{DynamicMessage, MethodDescriptor};
 use tether_broker::PluginClient;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tether_broker::telemetry::TracedChannel;
 use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::Channel;
 
 use crate::args::CallArgs;
-use crate::descriptors;
+use crate::descriptors::{self, split_method};
+use crate::dynamic_codec::DynamicCodec;
 use crate::error::CliError;
+use crate::given;
+use crate::json_messages::{parse_request, to_json};
 use crate::limits::ByteCount;
 use crate::output;
 use crate::target;
@@ -29,21 +31,28 @@ pub(crate) async fn run(args: CallArgs) -> Result<(), CliError> {
             &args.import_paths,
         )?)
     };
+    let metadata = given::metadata(&args.headers)?;
     let plugin = target::launch(&args.target).await?;
     let result = async {
         let (pool, origin) = match from_files {
             Some(pool) => (pool, "the --proto files"),
             None => (
-                descriptors::from_reflection(plugin.channel(), service).await?,
+                descriptors::from_reflection(plugin.channel().into_inner(), service).await?,
                 "the plugin's server reflection",
             ),
         };
         let method = descriptors::find_method(&pool, service, method_name, origin)?;
         let request = parse_request(&method.input(), &args.request)?;
         let mut printer = Printer::new(&method, args.max_bytes);
-        let call = invoke(plugin.channel(), &method, request, |response| {
-            printer.print(response)
-        });
+        let request = tonic::Request::from_parts(metadata, Default::default(), request);
+        let max_message = usize::try_from(args.max_message_size.0).unwrap_or(usize::MAX);
+        let call = invoke(
+            plugin.channel(),
+            &method,
+            request,
+            max_message,
+            |response| printer.print(response),
+        );
         match tokio::time::timeout(args.max_time.into(), call).await {
             Ok(called) => called,
             Err(_elapsed) => Err(CliError::CallTimeout {
@@ -55,13 +64,23 @@ pub(crate) async fn run(args: CallArgs) -> Result<(), CliError> {
     }
     .await;
     let result = match result {
-        Err(CliError::Call { method, status }) => Err(crashed(&plugin, method, status).await),
+        Err(CliError::Call { method, status }) => match crashed(&plugin, method, status).await {
+            // It stopped as asked, before its answer arrived: go-plugin's answer is empty.
+            CliError::Crashed { method, exit, .. } if method == STOP_METHOD && exit.success() => {
+                output::json_line("{}")
+            }
+            other => Err(other),
+        },
         other => other,
     };
     let shutdown = plugin.shutdown().await;
     result?;
     shutdown.map(drop).map_err(CliError::Shutdown)
 }
+
+/// go-plugin's method that asks a plugin to stop: a plugin that exits cleanly during it did
+/// what was asked (success, `{}`), not "exited during the call".
+const STOP_METHOD: &str = "plugin.GRPCController/Shutdown";
 
 /// Prints each response as one JSON line as it arrives, within `--max-bytes`.
 struct Printer {
@@ -134,69 +153,45 @@ async fn crashed(plugin: &PluginClient, method: String, status: Box<tonic::Statu
     }
 }
 
-/// Splits `pkg.Service/Method` at the last `/`.
-pub(crate) fn split_method(arg: &str) -> Result<(&str, &str), CliError> {
-    match arg.trim_start_matches('/').rsplit_once('/') {
-        Some((service, method)) if !service.is_empty() && !method.is_empty() => {
-            Ok((service, method))
-        }
-        _ => Err(CliError::BadMethodSyntax(arg.to_owned())),
-    }
-}
-
-/// Parses the request JSON as `message` (canonical protobuf JSON; unknown fields are errors).
-pub(crate) fn parse_request(
-    message: &MessageDescriptor,
-    json: &str,
-) -> Result<DynamicMessage, CliError> {
-    let bad = |source| CliError::BadRequest {
-        message: message.full_name().to_owned(),
-        source,
-    };
-    let mut de = serde_json::Deserializer::from_str(json);
-    let msg = DynamicMessage::deserialize(message.clone(), &mut de).map_err(bad)?;
-    de.end().map_err(bad)?;
-    Ok(msg)
-}
-
-/// Writes `message` as compact canonical protobuf JSON, safe for a terminal
-/// ([`output::json`]).
-pub(crate) fn to_json(message: &DynamicMessage) -> Result<String, CliError> {
-    let value = message
-        .serialize_with_options(
-            serde_json::value::Serializer,
-            &SerializeOptions::new().skip_default_fields(true),
-        )
-        .map_err(CliError::BadResponse)?;
-    output::json(&value).map_err(CliError::BadResponse)
-}
-
-/// Calls a unary or server-streaming method; hands each response to `each` as it arrives
-/// (none is kept), and stops the call at the first error `each` returns.
+/// Calls a unary or server-streaming method, decoding responses of up to `max_message`
+/// bytes; hands each response to `each` as it arrives (none is kept), and stops the call at
+/// the first error `each` returns.
 async fn invoke(
-    channel: Channel,
+    channel: TracedChannel,
     method: &MethodDescriptor,
-    request: DynamicMessage,
+    request: tonic::Request<DynamicMessage>,
+    max_message: usize,
     mut each: impl FnMut(&DynamicMessage) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
     let name = slash_name(method);
     if method.is_client_streaming() {
         return Err(CliError::ClientStreaming(name));
     }
-    let call_err = |status: tonic::Status| CliError::Call {
-        method: name.clone(),
-        status: Box::new(status),
+    let call_err = |status: tonic::Status| {
+        if status.code() == tonic::Code::OutOfRange
+            && status
+                .message()
+                .contains("decoded message length too large")
+        {
+            return CliError::MessageTooLarge {
+                method: name.clone(),
+                limit: ByteCount(u64::try_from(max_message).unwrap_or(u64::MAX)),
+            };
+        }
+        CliError::Call {
+            method: name.clone(),
+            status: Box::new(status),
+        }
     };
     let path = PathAndQuery::try_from(format!("/{name}"))
         .map_err(|e| call_err(tonic::Status::internal(format!("bad method path: {e}"))))?;
     let codec = DynamicCodec {
-        response: method.output(),
+        decode_as: method.output(),
     };
-    let mut grpc = tonic::client::Grpc::new(channel);
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(max_message);
     grpc.ready()
         .await
         .map_err(|e| call_err(tonic::Status::unavailable(e.to_string())))?;
-    let request = tonic::Request::new(request);
     if method.is_server_streaming() {
         let mut stream = grpc
             .server_streaming(request, path, codec)
@@ -217,54 +212,6 @@ async fn invoke(
 /// `SERVICE/METHOD`, as the command line names a method.
 fn slash_name(method: &MethodDescriptor) -> String {
     format!("{}/{}", method.parent_service().full_name(), method.name())
-}
-
-/// A tonic codec for messages known only at run time.
-#[derive(Debug, Clone)]
-struct DynamicCodec {
-    response: MessageDescriptor,
-}
-
-impl Codec for DynamicCodec {
-    type Encode = DynamicMessage;
-    type Decode = DynamicMessage;
-    type Encoder = DynamicEncoder;
-    type Decoder = DynamicDecoder;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        DynamicEncoder
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        DynamicDecoder(self.response.clone())
-    }
-}
-
-#[derive(Debug)]
-struct DynamicEncoder;
-
-impl Encoder for DynamicEncoder {
-    type Item = DynamicMessage;
-    type Error = tonic::Status;
-
-    fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Self::Error> {
-        prost::Message::encode(&item, dst)
-            .map_err(|e| tonic::Status::internal(format!("encoding the request: {e}")))
-    }
-}
-
-#[derive(Debug)]
-struct DynamicDecoder(MessageDescriptor);
-
-impl Decoder for DynamicDecoder {
-    type Item = DynamicMessage;
-    type Error = tonic::Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
-        DynamicMessage::decode(self.0.clone(), src)
-            .map(Some)
-            .map_err(|e| tonic::Status::internal(format!("decoding the response: {e}")))
-    }
 }
 
 #[cfg(test)]

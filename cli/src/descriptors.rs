@@ -13,6 +13,16 @@ use crate::error::CliError;
 /// Boxed error used for reflection failures.
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Splits `pkg.Service/Method` at the last `/`.
+pub(crate) fn split_method(arg: &str) -> Result<(&str, &str), CliError> {
+    match arg.trim_start_matches('/').rsplit_once('/') {
+        Some((service, method)) if !service.is_empty() && !method.is_empty() => {
+            Ok((service, method))
+        }
+        _ => Err(CliError::BadMethodSyntax(arg.to_owned())),
+    }
+}
+
 /// Compiles `files` (each file's directory is an import path too).
 pub(crate) fn from_proto_files(
     files: &[PathBuf],

@@ -131,6 +131,14 @@ pub(crate) enum CliError {
         max_bytes: crate::limits::ByteCount,
         responses: u64,
     },
+    /// A response was larger than `--max-message-size`.
+    #[error(
+        "{method} answered a message larger than {limit} (--max-message-size); raise the limit to read it"
+    )]
+    MessageTooLarge {
+        method: String,
+        limit: crate::limits::ByteCount,
+    },
     /// Client streaming is not supported by `call`.
     #[error("{0} takes a stream of requests, which `tether call` does not support yet")]
     ClientStreaming(String),
@@ -191,6 +199,15 @@ pub(crate) enum CliError {
     /// cannot be delivered.
     #[error("cannot launch plugin `{plugin}` as its manifest says: {reason}")]
     Delivery { plugin: String, reason: String },
+    /// A `--secret` or `--config` file cannot be read.
+    #[error("{flag} {name}={}: the file cannot be read", path.display())]
+    ValueFile {
+        flag: &'static str,
+        name: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The workflow file is bad.
     #[error("{0}")]
     Workflow(#[source] tether_agent::host::WorkflowError),
@@ -252,6 +269,7 @@ impl CliError {
             Self::Call { .. }
             | Self::CallTimeout { .. }
             | Self::OutputLimit { .. }
+            | Self::MessageTooLarge { .. }
             | Self::Run(RunError::StepFailed { .. })
             | Self::NotConforming { .. } => EXIT_CALL,
             Self::Output(_) => EXIT_BROKEN_PIPE,
@@ -273,6 +291,7 @@ impl CliError {
             | Self::BrokenManifest { .. }
             | Self::CatalogProblems { .. }
             | Self::UnknownPlugin { .. }
+            | Self::ValueFile { .. }
             | Self::Workflow(_) => EXIT_INPUT,
             Self::Proto { .. }
             | Self::Reflection { .. }

@@ -48,7 +48,7 @@ async fn report(plugin: &PluginClient) -> Result<(), CliError> {
         Ok(r) => outln!("health: {:?}", r.into_inner().status())?,
         Err(status) => outln!("health: error: {}", escape(status.message()))?,
     }
-    let mut services = match descriptors::list_services(plugin.channel()).await {
+    let mut services = match descriptors::list_services(plugin.channel().into_inner()).await {
         Ok(services) => services,
         Err(e) => {
             return outln!(
@@ -64,13 +64,14 @@ async fn report(plugin: &PluginClient) -> Result<(), CliError> {
         .into_iter()
         .filter(|s| !describe::is_protocol_service(s))
         .collect();
-    let (pool, undescribed) = match descriptors::describe_services(plugin.channel(), &own).await {
-        Ok(described) => described,
-        Err(e) => return outln!("descriptions: unavailable ({})", escape(&e.to_string())),
-    };
+    let (pool, undescribed) =
+        match descriptors::describe_services(plugin.channel().into_inner(), &own).await {
+            Ok(described) => described,
+            Err(e) => return outln!("descriptions: unavailable ({})", escape(&e.to_string())),
+        };
     for name in &own {
         if let Some(service) = pool.get_service_by_name(name) {
-            let served = describe::probe(plugin.channel(), &service).await;
+            let served = describe::probe(plugin.channel().into_inner(), &service).await;
             outln!("{}", describe::service_text(&service, served))?;
         }
     }

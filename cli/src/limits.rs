@@ -10,9 +10,15 @@ pub(crate) const DEFAULT_MAX_TIME: Duration = Duration::from_secs(5 * 60);
 
 /// How many bytes of JSON lines `tether call` prints by default (`--max-bytes`) before it
 /// cancels a call that answers more: the responses are printed as they arrive and not kept,
-/// so this bounds the output, not the host's memory (one response is at most tonic's 4 MiB
-/// decoding limit).
+/// so this bounds the output, not the host's memory (one response is at most
+/// [`DEFAULT_MAX_MESSAGE_SIZE`], `--max-message-size`).
 pub(crate) const DEFAULT_MAX_OUTPUT: ByteCount = ByteCount(256 << 20);
+
+/// The largest response message `tether call` decodes by default (`--max-message-size`):
+/// tonic's own default, 4 MiB, is smaller than real Terraform providers' schemas
+/// (`GetProviderSchema`), for which Terraform itself accepts 64 MiB and terraform-plugin-go's
+/// servers send up to 256 MiB; so does this.
+pub(crate) const DEFAULT_MAX_MESSAGE_SIZE: ByteCount = ByteCount(256 << 20);
 
 /// A number of bytes, written `N`, `NKiB`, `NMiB` or `NGiB`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

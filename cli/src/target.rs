@@ -7,6 +7,7 @@ use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder};
 use crate::args::{PluginArgs, TargetArgs};
 use crate::catalog_origin::Origin;
 use crate::error::CliError;
+use crate::given;
 use crate::installation::Installation;
 
 /// Splits `--cookie KEY=VALUE`.
@@ -103,6 +104,12 @@ pub(crate) async fn launch(target: &TargetArgs) -> Result<PluginClient, CliError
     for dir in &target.allow_read {
         builder = builder.sandbox_allow_read(dir);
     }
+    if let Some(delivery) = given::delivery(&target.given)? {
+        builder = builder.deliver(delivery);
+    }
+    for (name, value) in given::env(&target.given)? {
+        builder = builder.env(name, value);
+    }
     common(builder, target)?
         .start()
         .await
@@ -137,7 +144,8 @@ async fn launch_from_catalog(
         })
 }
 
-/// What `--catalog` and `--cmd` launches share: multiplexing, plaintext, and the working
+/// What `--catalog` and `--cmd` launches share: multiplexing, plaintext, the host-service
+/// stub of `--host-proto`, and the working
 /// directory, which the plugin gets only when `--work-dir` grants one (else the library's
 /// default, its private directory: never the current directory).
 fn common(
@@ -145,6 +153,9 @@ fn common(
     target: &TargetArgs,
 ) -> Result<PluginClientBuilder<HandshakeConfig>, CliError> {
     builder = builder.multiplex(target.multiplex);
+    if let Some(stub) = given::host_stub(&target.given)? {
+        builder = builder.host_routes(stub.routes());
+    }
     if target.plaintext {
         builder = builder.plaintext();
     }

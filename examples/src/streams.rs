@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use tether_sdk::telemetry::TracedChannel;
 use tokio::sync::{Notify, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt as _};
-use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::streams_proto::streams_client::StreamsClient;
@@ -137,7 +137,7 @@ impl Streams for StreamsService {
 
 /// Runs every check against the `Streams` service behind `channel`; one line per check,
 /// starting `ok:` or `failed:`.
-pub async fn exercise(channel: Channel) -> Vec<String> {
+pub async fn exercise(channel: TracedChannel) -> Vec<String> {
     let mut client = StreamsClient::new(channel);
     let mut results = Vec::new();
     let mut record = |name: &str, outcome: Result<String, String>| {
@@ -154,7 +154,7 @@ pub async fn exercise(channel: Channel) -> Vec<String> {
     results
 }
 
-async fn server_streaming(client: &mut StreamsClient<Channel>) -> Result<String, String> {
+async fn server_streaming(client: &mut StreamsClient<TracedChannel>) -> Result<String, String> {
     let mut stream = client
         .count(CountRequest { n: 5 })
         .await
@@ -169,7 +169,7 @@ async fn server_streaming(client: &mut StreamsClient<Channel>) -> Result<String,
         .ok_or_else(|| format!("got {got:?}"))
 }
 
-async fn client_streaming(client: &mut StreamsClient<Channel>) -> Result<String, String> {
+async fn client_streaming(client: &mut StreamsClient<TracedChannel>) -> Result<String, String> {
     let numbers = tokio_stream::iter((1..=10).map(|value| Number { value }));
     let sum = client
         .sum(numbers)
@@ -183,7 +183,7 @@ async fn client_streaming(client: &mut StreamsClient<Channel>) -> Result<String,
 }
 
 /// Sends one number, waits for its double, then the next: both directions interleave.
-async fn bidirectional(client: &mut StreamsClient<Channel>) -> Result<String, String> {
+async fn bidirectional(client: &mut StreamsClient<TracedChannel>) -> Result<String, String> {
     let (tx, rx) = mpsc::channel(1);
     let mut replies = client
         .double(ReceiverStream::new(rx))
@@ -210,7 +210,7 @@ async fn bidirectional(client: &mut StreamsClient<Channel>) -> Result<String, St
 
 /// Reads a few numbers of an endless stream, drops it, and asks the server whether it saw the
 /// client go away.
-async fn cancellation(client: &mut StreamsClient<Channel>) -> Result<String, String> {
+async fn cancellation(client: &mut StreamsClient<TracedChannel>) -> Result<String, String> {
     let before = client
         .get_stats(StatsRequest {
             wait_for_cancelled: 0,
@@ -249,7 +249,7 @@ async fn cancellation(client: &mut StreamsClient<Channel>) -> Result<String, Str
 /// client's own timer (`set_timeout`, which also sends `grpc-timeout`), once with only the
 /// `grpc-timeout` header, so that the server must enforce it. tonic reports an expired
 /// deadline as `Cancelled: Timeout expired`; other implementations as `DeadlineExceeded`.
-async fn deadline(client: &mut StreamsClient<Channel>) -> Result<String, String> {
+async fn deadline(client: &mut StreamsClient<TracedChannel>) -> Result<String, String> {
     let mut timed = Request::new(SleepRequest { millis: 5_000 });
     timed.set_timeout(Duration::from_millis(100));
     let client_side = expired(client, timed).await?;
@@ -267,7 +267,7 @@ async fn deadline(client: &mut StreamsClient<Channel>) -> Result<String, String>
 
 /// Runs `request` and checks it ended by its deadline, within [`DEADLINE_SLACK`].
 async fn expired(
-    client: &mut StreamsClient<Channel>,
+    client: &mut StreamsClient<TracedChannel>,
     request: Request<SleepRequest>,
 ) -> Result<Duration, String> {
     let started = Instant::now();

@@ -237,6 +237,7 @@ mod stdio;
 
 pub mod config;
 pub mod secrets;
+pub mod telemetry;
 
 pub use delivered::DeliveredError;
 pub use error::{Error, NOT_LAUNCHED_BY_HOST_MESSAGE, StopReason};

@@ -11,9 +11,17 @@ use std::io::{self, Write};
 use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
+use tether_transport::GrpcBroker;
+use tether_transport::telemetry::context;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+use crate::telemetry;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
@@ -29,16 +37,24 @@ pub(crate) fn redirect(file: File) {
     let _ = LOG_FILE.set(file);
 }
 
-/// Installs the subscriber unless one is installed already.
-pub(crate) fn install_stderr_logger() {
+/// Installs the subscriber unless one is installed already: log lines to stderr, and when the
+/// host asked for traces, the OpenTelemetry layer that sends the plugin's spans to the host
+/// ([`telemetry`](crate::telemetry)). `RUST_LOG` filters the log lines, not the spans.
+pub(crate) fn install_stderr_logger(broker: &GrpcBroker, host_services: bool) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
-    // Fails only when a global subscriber exists, which is then the author's choice.
-    let _ = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(LogWriter)
         .with_ansi(false)
-        .with_env_filter(filter)
         .event_format(HclogJson)
+        .with_filter(filter);
+    let traceparent = std::env::var(context::TRACEPARENT_ENV).ok();
+    let spans = telemetry::layer(traceparent.as_deref(), host_services, broker)
+        .map(|layer| layer.with_filter(LevelFilter::INFO));
+    // Fails only when a global subscriber exists, which is then the author's choice.
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(spans)
         .try_init();
 }
 

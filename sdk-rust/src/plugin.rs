@@ -240,7 +240,7 @@ impl Plugin {
         self.check_configuration()?;
         let launch = Launch::read(&self.options, |name| std::env::var_os(name))?;
         if self.options.log_to_stderr {
-            crate::log::install_stderr_logger();
+            crate::log::install_stderr_logger(&self.broker, launch.env.host_services == Some(true));
         }
         tracing::debug!(
             app_version = launch.app_version,

@@ -8,6 +8,7 @@ use tether_proto::env::PortRange;
 use tether_proto::handshake::{Address, CORE_PROTOCOL_VERSION, Handshake, Protocol};
 use tether_proto::plugin::grpc_controller_server::{GrpcController, GrpcControllerServer};
 use tether_proto::{HEALTH_SERVICE, plugin, tls};
+use tether_transport::telemetry::{ServedCalls, trace_routes};
 use tether_transport::{AcceptOptions, BrokerSetup, BrokerTls, GrpcBroker, ListenOn, Mux, Target};
 use tokio::sync::{Notify, oneshot, watch};
 use tokio_rustls::TlsAcceptor;
@@ -55,6 +56,8 @@ impl Ready {
         }
         let mut signals = Signals::new(options.ignore_sigint)?;
 
+        let start_span = crate::telemetry::start_span();
+        crate::telemetry::serving_on(tokio::runtime::Handle::current());
         let tls = Tls::new(&launch)?;
         if let Some(group) = &launch.env.unix_socket_group {
             tracing::warn!(
@@ -113,6 +116,7 @@ impl Ready {
             multiplex: launch.env.multiplex,
         };
         print_handshake(&handshake)?;
+        drop(start_span);
         let capture = options
             .capture_stdio
             .then(|| capture_stdio(&stdio_hub))
@@ -126,7 +130,8 @@ impl Ready {
 
         let (stop_server, server_stopping) = oneshot::channel::<()>();
         let server = tonic::transport::Server::builder()
-            .add_routes(routes.routes())
+            // Each call continues the host's trace (its `traceparent`), the handler inside it.
+            .add_routes(trace_routes(routes.routes(), ServedCalls::default()))
             .serve_with_incoming_shutdown(incoming, async {
                 // An error means the sender was dropped, which also means stop.
                 let _ = server_stopping.await;
@@ -247,6 +252,8 @@ impl Stopping<'_> {
         self.health
             .set_service_status(HEALTH_SERVICE, ServingStatus::NotServing)
             .await;
+        // The last spans go while the host-services connection is still there.
+        crate::telemetry::flush().await;
         // Long-lived streams end first, so the graceful stop need not wait for them.
         self.broker.close();
         // The plugin's last output reaches the host before its stream ends.

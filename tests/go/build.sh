@@ -2,6 +2,7 @@
 # Builds the Go go-plugin interop peers (tests/go) in two configurations:
 #   {kv,counter}{plugin,host}-v18, probeplugin-v18    go-plugin v1.8.x (pinned in go.mod/go.sum), machine's `go`, module mode
 #   otelplugin-v18                                     the same, with OpenTelemetry (otelgrpc + OTLP to the host)
+#   callerplugin-v18                                   the same, calling other catalog plugins through a tether host
 #   {kv,counter}{plugin,host}-v101, probeplugin-v101  Debian's go-plugin 1.0.1, /usr/lib/go-1.19/bin/go, GOPATH mode
 # Usage: tests/go/build.sh OUTDIR
 # The binaries land in OUTDIR; generated code, staged sources and the GOPATH go to
@@ -79,6 +80,12 @@ mkdir -p "$GEN.tmp"
 	--go_out=plugins=grpc,paths=source_relative,Mcounter.proto=tether.test/interop/counterproto:"$GEN.tmp" \
 	counter.proto || die "protoc failed on $PROTO_DIR/counter.proto"
 [[ -f "$GEN.tmp/counter.pb.go" ]] || die "protoc did not produce counter.pb.go"
+# tether's plugin-to-plugin host service (docs/PROTOCOL.md §10.3), for callerplugin.
+PLUGINS_PROTO_DIR=$(cd "$SRC/../../proto/proto" 2>/dev/null && pwd) || die "proto/proto not found next to tests/go"
+"$PROTOC" --plugin=protoc-gen-go="$PROTOC_GEN_GO" -I "$PLUGINS_PROTO_DIR" \
+	--go_out=plugins=grpc,paths=source_relative,Mtether/plugins/v1/plugins.proto=tether.test/interop/pluginsproto:"$GEN.tmp" \
+	tether/plugins/v1/plugins.proto || die "protoc failed on $PLUGINS_PROTO_DIR/tether/plugins/v1/plugins.proto"
+[[ -f "$GEN.tmp/tether/plugins/v1/plugins.pb.go" ]] || die "protoc did not produce plugins.pb.go"
 rm -rf "$GEN"
 mv "$GEN.tmp" "$GEN"
 
@@ -86,11 +93,12 @@ mv "$GEN.tmp" "$GEN"
 stage() {
 	local dest=$1
 	rm -rf "$dest"
-	mkdir -p "$dest/proto" "$dest/counterproto"
+	mkdir -p "$dest/proto" "$dest/counterproto" "$dest/pluginsproto"
 	cp "$SRC/go.mod" "$SRC/go.sum" "$dest/"
-	cp -R "$SRC/shared" "$SRC/kvplugin" "$SRC/kvhost" "$SRC/probeplugin" "$SRC/counter" "$SRC/counterplugin" "$SRC/counterhost" "$SRC/otelplugin" "$dest/"
+	cp -R "$SRC/shared" "$SRC/kvplugin" "$SRC/kvhost" "$SRC/probeplugin" "$SRC/counter" "$SRC/counterplugin" "$SRC/counterhost" "$SRC/otelplugin" "$SRC/callerplugin" "$dest/"
 	cp "$GEN/kv.pb.go" "$dest/proto/"
 	cp "$GEN/counter.pb.go" "$dest/counterproto/"
+	cp "$GEN/tether/plugins/v1/plugins.pb.go" "$dest/pluginsproto/"
 }
 
 # --- v18: module mode, machine's Go, versions from go.mod/go.sum via the module proxy --------
@@ -107,8 +115,9 @@ if want v18; then
 		"$GO" build -buildvcs=false -o "$OUT/counterplugin-v18" ./counterplugin
 		"$GO" build -buildvcs=false -tags goplugin_mux -o "$OUT/counterhost-v18" ./counterhost
 		"$GO" build -buildvcs=false -o "$OUT/otelplugin-v18" ./otelplugin
+		"$GO" build -buildvcs=false -o "$OUT/callerplugin-v18" ./callerplugin
 	) || die "v18 build failed (go-plugin $(sed -n 's/.*hashicorp\/go-plugin \(v[^ ]*\).*/\1/p' "$SRC/go.mod"), $("$GO" version 2>&1))"
-	echo "tests/go/build.sh: built kvplugin-v18 kvhost-v18 probeplugin-v18 counterplugin-v18 counterhost-v18 otelplugin-v18 in $((SECONDS - t0))s" >&2
+	echo "tests/go/build.sh: built kvplugin-v18 kvhost-v18 probeplugin-v18 counterplugin-v18 counterhost-v18 otelplugin-v18 callerplugin-v18 in $((SECONDS - t0))s" >&2
 fi
 
 # --- v101: GOPATH mode, Debian's Go 1.19 and Debian's go-plugin 1.0.1 -------------------------

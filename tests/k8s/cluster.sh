@@ -6,7 +6,8 @@
 #
 # Usage:
 #   tests/k8s/cluster.sh up   [NAME]   build-or-cache the binaries, start the cluster, wait until it
-#                                      serves; prints `export TETHER_KUBECONFIG=…` (eval it)
+#                                      serves; prints `export TETHER_KUBECONFIG=… TETHER_KUBECTL=…`
+#                                      (eval it)
 #   tests/k8s/cluster.sh down [NAME]   stop it and remove its directory; fails if anything is left
 #   tests/k8s/cluster.sh env  [NAME]   prints the export line of a running cluster
 # NAME defaults to `tether`. Environment (optional):
@@ -35,7 +36,10 @@ BIN=$("$HERE/build.sh")
 export PATH=$BIN:$PATH # kwokctl runs `kubectl get --raw /version` to see the server up
 
 kwokctl() { "$BIN/kwokctl" --name "$NAME" "$@"; }
-export_line() { printf 'export TETHER_KUBECONFIG=%q\n' "$KUBECONFIG_PATH"; }
+export_line() {
+	printf 'export TETHER_KUBECONFIG=%q\n' "$KUBECONFIG_PATH"
+	printf 'export TETHER_KUBECTL=%q\n' "$BIN/kubectl"
+}
 
 # Processes started from this cluster's directory (kwokctl's binary runtime runs each component
 # with its configuration under CLUSTER_DIR).

@@ -37,6 +37,8 @@ pub static KV_BENCH: Bin = Bin::new("kv-bench", "tether-bench");
 pub static COUNTER_BENCH: Bin = Bin::new("counter-bench", "tether-bench");
 /// `pingpong` (tether-bench): the raw unix-socket floor.
 pub static PINGPONG: Bin = Bin::new("pingpong", "tether-bench");
+/// `tether-pod-shim` (tether-pod-shim): a plugin container's first process under the Pod runner.
+pub static POD_SHIM: Bin = Bin::new("tether-pod-shim", "tether-pod-shim");
 
 impl Bin {
     const fn new(name: &'static str, package: &'static str) -> Self {
@@ -92,6 +94,7 @@ fn source_dirs(package: &str) -> &'static [&'static str] {
         "tether-bench" => &[
             "bench", "examples", LIBRARY[0], LIBRARY[1], LIBRARY[2], LIBRARY[3],
         ],
+        "tether-pod-shim" => &["sdk-rust/pod-shim", LIBRARY[0]],
         _ => &[],
     }
 }

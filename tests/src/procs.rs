@@ -23,6 +23,20 @@ pub fn in_dir(dir: &Path) -> Vec<Process> {
     let Ok(want) = dir.canonicalize() else {
         return Vec::new();
     };
+    live_where(|proc_dir| fs::read_link(proc_dir.join("cwd")).ok() == Some(want.clone()))
+}
+
+/// Live (not zombie) processes whose command line contains `text` (a program started under a
+/// unique path, whose working directory is gone).
+#[must_use]
+pub fn with_command_line(text: &str) -> Vec<Process> {
+    let mut found = live_where(|_| true);
+    found.retain(|p| p.cmdline.contains(text) && p.pid != std::process::id());
+    found
+}
+
+/// Live (not zombie) processes whose `/proc/PID` directory `select` accepts.
+fn live_where(select: impl Fn(&Path) -> bool) -> Vec<Process> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -35,21 +49,29 @@ pub fn in_dir(dir: &Path) -> Vec<Process> {
         else {
             continue;
         };
-        let proc_dir = entry.path();
-        if fs::read_link(proc_dir.join("cwd")).ok() != Some(want.clone()) || is_zombie(&proc_dir) {
-            continue;
+        if select(&entry.path()) {
+            found.extend(live(pid));
         }
-        let cmdline = fs::read(proc_dir.join("cmdline"))
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .replace('\0', " ")
-                    .trim()
-                    .to_owned()
-            })
-            .unwrap_or_default();
-        found.push(Process { pid, cmdline });
     }
     found
+}
+
+/// Process `pid` if it is live (not a zombie).
+#[must_use]
+pub fn live(pid: u32) -> Option<Process> {
+    let proc_dir = Path::new("/proc").join(pid.to_string());
+    if is_zombie(&proc_dir) {
+        return None;
+    }
+    let cmdline = fs::read(proc_dir.join("cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .replace('\0', " ")
+                .trim()
+                .to_owned()
+        })
+        .unwrap_or_default();
+    Some(Process { pid, cmdline })
 }
 
 fn is_zombie(proc_dir: &Path) -> bool {

@@ -88,6 +88,58 @@ fn call_learns_types_from_a_go_plugin_v1_8_by_server_reflection() {
 }
 
 #[test]
+fn calling_shutdown_on_a_go_plugin_is_a_success_since_it_stopped_as_asked() {
+    let Some(go) = peers::go_or_skip(GoPlugin::V18, "call_shutdown_on_a_go_plugin") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let out = tether(
+        work.path(),
+        &[
+            "call",
+            "--cmd",
+            go.plugin.to_str().unwrap(),
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+            "plugin.GRPCController/Shutdown",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "{}\n");
+}
+
+#[test]
+fn call_decodes_responses_larger_than_tonics_4_mib_and_names_its_limit_when_one_is_larger() {
+    let work = tempfile::tempdir().unwrap();
+    // kv-plugin answers Get with the file kv_<key> of its working directory.
+    std::fs::write(work.path().join("kv_big"), vec![b'x'; 5 << 20]).unwrap();
+    let get = |extra: &[&str]| {
+        let mut args = vec![
+            "call",
+            "--cmd",
+            bins::KV_PLUGIN.path(),
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+            "--work-dir",
+            work.path().to_str().unwrap(),
+        ];
+        args.extend(extra);
+        args.extend(["proto.KV/Get", r#"{"key":"big"}"#]);
+        tether(work.path(), &args)
+    };
+    let out = get(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).len() > 5 << 20);
+    let out = get(&["--max-message-size", "1MiB"]);
+    assert_eq!(out.status.code(), Some(EXIT_CALL), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("larger than 1MiB (--max-message-size)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn call_drives_a_go_plugin_v1_0_1_with_proto_files() {
     let Some(go) = peers::go_or_skip(GoPlugin::V101, "call_drives_a_go_plugin_v1_0_1") else {
         return;

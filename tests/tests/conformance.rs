@@ -168,6 +168,66 @@ fn every_sdks_examples_and_both_go_plugin_versions_conform() {
     }
 }
 
+/// A go-plugin plugin whose only app version is 5 (as a Terraform provider's or a Vault
+/// plugin's) conforms without `--app-version`, with no error repeated; and conformance leaves
+/// none of its processes running (the host-death check kills the plugin's parent, after which
+/// the plugin, which go-plugin does not end with its parent, must still be ended).
+#[test]
+fn a_go_plugin_speaking_only_app_version_5_conforms_without_flags_and_none_of_its_processes_is_left()
+ {
+    let Some(peers) = go_or_skip(GoPlugin::V18, "conformance_of_a_version_5_go_plugin") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // A unique path, to find the plugin's processes by their command line.
+    let plugin = dir.path().join("kvplugin-speaking-5");
+    std::os::unix::fs::symlink(&peers.plugin, &plugin).unwrap();
+    let cmd = shell_words::join([plugin.to_str().unwrap(), "--app-version", "5"]);
+    let out = Command::new(TETHER.path())
+        .args([
+            "conformance",
+            "--cmd",
+            &cmd,
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("result: conforms"), "{stdout}");
+    assert!(stderr.contains("speaks app protocol version 5"), "{stderr}");
+    let run = Run {
+        stdout: stdout.clone().into_owned(),
+        code: out.status.code(),
+    };
+    assert!(
+        row(&run, "version negotiation").contains(" pass "),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("incompatible"), "{stdout}");
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for left in tether_tests::procs::with_command_line(plugin.to_str().unwrap()) {
+        // Ended by a SIGKILL tether sent as it finished: it is gone within moments.
+        if let Ok(pidfd) = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(left.pid.try_into().unwrap()).unwrap(),
+            rustix::process::PidfdFlags::empty(),
+        ) {
+            rt.block_on(tether_tests::procs::exited(
+                pidfd,
+                std::time::Duration::from_secs(5),
+            ));
+        }
+    }
+}
+
 /// Each broken plugin, the check it must fail and a word of the remedy.
 #[test]
 fn each_broken_plugin_fails_the_check_it_should_with_its_remedy() {
@@ -210,10 +270,13 @@ fn each_broken_plugin_fails_the_check_it_should_with_its_remedy() {
         ),
     ];
     for (cmd, check, remedy) in cases {
-        let run = conformance(
-            &cmd,
-            &["--start-timeout", "3s", "--host-death-timeout", "1s"],
-        );
+        let mut extra = vec!["--start-timeout", "3s", "--host-death-timeout", "1s"];
+        if cmd.ends_with(" app-version") {
+            // It claims version 1 but answers 99 to any offer; without --app-version, its one
+            // answer would be taken for its one version, as a go-plugin plugin's is.
+            extra.extend(["--app-version", "1"]);
+        }
+        let run = conformance(&cmd, &extra);
         assert_eq!(run.code, Some(1), "{cmd}:\n{}", run.stdout);
         assert!(
             row(&run, check).contains(" FAIL "),

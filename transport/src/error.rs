@@ -63,6 +63,19 @@ pub enum GrpcBrokerError {
         /// The peer.
         peer: String,
     },
+    /// Plugin side: the host did not open a connection to the catalog plugin asked for with
+    /// [`GrpcBroker::open_plugin`](crate::GrpcBroker::open_plugin): not granted
+    /// (`PermissionDenied`, naming the grants line to add), not in its catalog (`NotFound`),
+    /// or it could not start (`Unavailable`).
+    #[error("{peer} did not open a connection to plugin {plugin:?}: {}", escape(status.message()))]
+    PluginRefused {
+        /// The peer (the host).
+        peer: String,
+        /// The catalog plugin asked for.
+        plugin: String,
+        /// The host's answer.
+        status: Box<tonic::Status>,
+    },
     /// Dialling: the peer announced an address this side refuses (outside the private
     /// directory, not loopback, unparsable).
     #[error(

@@ -10,6 +10,8 @@
 //!   `dial`, on either side, in go-plugin's default mode or its multiplexed one
 //!   ([`BrokerMode`]); its [`GrpcBrokerConfig`], its [`GrpcBrokerError`], the [`Served`] handle.
 //! - [`GrpcService`] — the one bound for "a tonic service tether can serve".
+//! - [`telemetry`] — trace context across the boundary, [`TracedChannel`](telemetry::TracedChannel)
+//!   (every channel tether hands out), traced served routes, per-call metrics hooks.
 //! - The defaults of their timeouts and limits ([`DEFAULT_DIAL_TIMEOUT`], [`MAX_UNCLAIMED`],
 //!   [`DEFAULT_REPEATED_WARNING_INTERVAL`], …).
 //!
@@ -141,14 +143,16 @@ pub mod internal;
 mod mux;
 mod repeated;
 mod service;
+pub mod telemetry;
 mod yielding;
 
 pub use accept::{DEFAULT_ACCEPT_ERROR_BACKOFF, DEFAULT_TLS_HANDSHAKE_TIMEOUT};
 pub use dial::{BoxError, ConnectError};
 pub use error::GrpcBrokerError;
 pub use grpc_broker::{
-    BROKER_TLS13_TICKETS, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE,
-    DEFAULT_UNCLAIMED_TTL, GrpcBroker, GrpcBrokerConfig, HOST_SERVICES_ID, MAX_UNCLAIMED, Served,
+    BROKER_TLS13_TICKETS, DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT,
+    DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL, DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBroker,
+    GrpcBrokerConfig, HOST_SERVICES_ID, HOST_SERVICES_REANNOUNCE_DELAY, MAX_UNCLAIMED, Served,
 };
 pub use mux::BrokerMode;
 pub use repeated::DEFAULT_REPEATED_WARNING_INTERVAL;

@@ -85,7 +85,7 @@ async fn health()
     service
 }
 
-async fn check(channel: tonic::transport::Channel) -> Result<i32, tonic::Status> {
+async fn check(channel: tether_transport::telemetry::TracedChannel) -> Result<i32, tonic::Status> {
     let response = HealthClient::new(channel)
         .check(HealthCheckRequest {
             service: "callback".into(),

@@ -1,8 +1,8 @@
 //! A step's calls back to the host (`tether.agent.v1.Host`): progress, log lines, artifacts.
 
 use tether_sdk::GrpcBroker;
+use tether_sdk::telemetry::TracedChannel;
 use tokio_stream::StreamExt as _;
-use tonic::transport::Channel;
 
 use super::step_error::StepError;
 use crate::v1::host_client::HostClient;
@@ -37,7 +37,7 @@ impl HostCalls {
         &self.step
     }
 
-    async fn client(&self) -> Result<HostClient<Channel>, StepError> {
+    async fn client(&self) -> Result<HostClient<TracedChannel>, StepError> {
         let channel = self.broker.host_services().await.map_err(|e| {
             StepError(format!(
                 "cannot reach the host's tether.agent.v1.Host service (run the step with `tether run`, which serves it): {e}"

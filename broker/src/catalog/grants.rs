@@ -49,6 +49,7 @@ use crate::confine::world::NamespacesMode;
 /// network = "host"                      # may use the host's network
 /// env_allow = ["HOME"]                  # may receive these host variables
 /// sandbox_allow_read = ["/srv/kv-data"] # may read below these (and their subdirectories)
+/// calls = ["db"]                        # may call catalog plugin `db` through the host
 /// # sandbox = "best-effort" | "off"      # may run with less file-system confinement
 /// # seccomp = "off"                      # may run without the system-call filter
 /// # namespaces = "off"                   # may run without a world of its own
@@ -64,6 +65,8 @@ pub struct Grants {
     file: Option<PathBuf>,
     /// Where each plugin's table is in [`file`](Self::file): line and column of its name.
     places: BTreeMap<String, (usize, usize)>,
+    /// Where each plugin's `calls` list is in [`file`](Self::file): the line of its first name.
+    calls_places: BTreeMap<String, usize>,
 }
 
 /// One plugin's grant.
@@ -71,6 +74,8 @@ pub struct Grants {
 struct Grant {
     secrets: BTreeSet<String>,
     config: BTreeSet<String>,
+    /// The catalog plugins it may call through the host.
+    calls: BTreeSet<String>,
     /// The loosest confinement its manifest may ask for: the loosest sandbox mode, the
     /// network and seccomp modes, the variables and the directories (with those below them).
     confinement: Confinement,
@@ -84,6 +89,8 @@ struct RawGrant {
     secrets: Vec<Spanned<String>>,
     #[serde(default)]
     config: Vec<Spanned<String>>,
+    #[serde(default)]
+    calls: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -214,6 +221,41 @@ impl Grants {
             .is_some_and(|g| g.config.contains(name))
     }
 
+    /// Lets plugin `caller` call catalog plugin `callee` through the host
+    /// (`tether.plugins.v1.Plugins/Open`; file: `calls = ["callee"]` under
+    /// `[plugins.caller]`).
+    pub fn calls(mut self, caller: impl Into<String>, callee: impl Into<String>) -> Self {
+        self.grant(caller).calls.insert(callee.into());
+        self
+    }
+
+    /// Whether plugin `caller` may call catalog plugin `callee` through the host.
+    #[must_use]
+    pub fn allows_call(&self, caller: &str, callee: &str) -> bool {
+        self.plugins
+            .get(caller)
+            .is_some_and(|g| g.calls.contains(callee))
+    }
+
+    /// Why `caller` may not call `callee` and what to add where: the grants file and line of
+    /// `caller`'s `calls` list or table when there is one.
+    #[must_use]
+    pub fn call_refusal(&self, caller: &str, callee: &str) -> String {
+        let file = self
+            .file
+            .as_ref()
+            .map_or_else(|| "the grants".to_owned(), |f| f.display().to_string());
+        let table = format!("[plugins.{}]", toml_key(caller));
+        let advice = match (self.calls_places.get(caller), self.places.get(caller)) {
+            (Some(line), _) => format!("add {callee:?} to the `calls` list at {file}:{line}"),
+            (None, Some((line, _))) => {
+                format!("add `calls = [{callee:?}]` under `{table}` at {file}:{line}")
+            }
+            (None, None) => format!("add `{table}` with `calls = [{callee:?}]` to {file}"),
+        };
+        format!("plugin `{caller}` may not call plugin `{callee}`: not granted; {advice}")
+    }
+
     /// The grants file these grants were read from, if any.
     #[must_use]
     pub fn file(&self) -> Option<&Path> {
@@ -310,6 +352,7 @@ impl Grants {
         let dir = file.parent().unwrap_or(Path::new("."));
         let mut plugins = BTreeMap::new();
         let mut places = BTreeMap::new();
+        let mut calls_places = BTreeMap::new();
         for (plugin, raw) in parsed.plugins {
             places.insert(
                 plugin.get_ref().clone(),
@@ -322,9 +365,16 @@ impl Grants {
             check_name(plugin.get_ref())
                 .map_err(|why| error(plugin.span().start, Some(table.clone()), why))?;
             let mut grant = Grant::default();
+            if let Some(first) = raw.calls.first() {
+                calls_places.insert(
+                    plugin.get_ref().clone(),
+                    line_column(text, first.span().start).0,
+                );
+            }
             for (key, names, into) in [
                 ("secrets", &raw.secrets, &mut grant.secrets),
                 ("config", &raw.config, &mut grant.config),
+                ("calls", &raw.calls, &mut grant.calls),
             ] {
                 for name in names {
                     check_name(name.get_ref()).map_err(|why| at(name, key, why))?;
@@ -341,6 +391,7 @@ impl Grants {
             plugins,
             file: Some(file.to_owned()),
             places,
+            calls_places,
         })
     }
 
@@ -714,5 +765,30 @@ mod tests {
             .first()
             .clone();
         assert!(err.to_string().ends_with("; fix the grants file"), "{err}");
+    }
+
+    #[test]
+    fn a_call_not_granted_names_the_calls_list_the_table_or_the_file_to_add_it_to() {
+        let file = Path::new("/etc/tether/grants.toml");
+        let text = "[plugins.a]\ncalls = [\"c\"]\n\n[plugins.b]\nsecrets = []\n";
+        let grants = Grants::parse(text, file).unwrap();
+        assert!(grants.allows_call("a", "c") && !grants.allows_call("a", "b"));
+        assert_eq!(
+            grants.call_refusal("a", "b"),
+            "plugin `a` may not call plugin `b`: not granted; add \"b\" to the `calls` list at /etc/tether/grants.toml:2"
+        );
+        assert!(
+            grants.call_refusal("b", "a").ends_with(
+                "add `calls = [\"a\"]` under `[plugins.b]` at /etc/tether/grants.toml:4"
+            ),
+            "{}",
+            grants.call_refusal("b", "a")
+        );
+        assert!(
+            grants
+                .call_refusal("x", "a")
+                .ends_with("add `[plugins.x]` with `calls = [\"a\"]` to /etc/tether/grants.toml")
+        );
+        assert!(Grants::new().calls("x", "a").allows_call("x", "a"));
     }
 }

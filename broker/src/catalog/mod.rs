@@ -4,6 +4,8 @@ pub(crate) mod confinement;
 pub(crate) mod errors;
 pub(crate) mod grants;
 pub(crate) mod keys;
+#[cfg(feature = "kubernetes")]
+pub(crate) mod kubernetes;
 pub(crate) mod manifest;
 pub(crate) mod request;
 pub(crate) mod runner;
@@ -11,6 +13,8 @@ pub(crate) mod sources;
 pub(crate) mod text;
 
 pub use grants::Grants;
+#[cfg(feature = "kubernetes")]
+pub use kubernetes::KubernetesValueSource;
 pub use manifest::{
     CatalogFileError, CatalogFileErrors, DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF,
     DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN,

@@ -6,6 +6,9 @@
 //! be unreaped: a signal can never reach an unrelated process that reused the id. When the
 //! leader has exited, whatever is left of its group gets `SIGKILL` before the leader is reaped:
 //! a plugin's process group lives and dies with the plugin.
+//!
+//! A plugin that is not a process of this host (a Pod, under the Pod runner) is a
+//! [`Remote`] leader: the runner signals it its own way and reports its exit.
 
 use std::io;
 use std::process::ExitStatus;
@@ -24,7 +27,8 @@ const EXIT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// A spawned plugin's process group.
 #[derive(Debug)]
 pub(crate) struct ProcessGroup {
-    pid: Pid,
+    /// The leader's id; `None` for a [`Remote`] plugin.
+    pid: Option<Pid>,
     plugin: Arc<str>,
     child: Mutex<Leader>,
     exit: watch::Sender<Option<ExitStatus>>,
@@ -39,6 +43,17 @@ pub(crate) enum Leader {
     /// A child of this process spawned by `launch::runner::process::spawn`, reaped here (once: the group keeps
     /// the status).
     Spawned(u32),
+    /// A plugin elsewhere (a Pod): ended and watched by its runner.
+    Remote(Arc<dyn Remote>),
+}
+
+/// A plugin that is not a process of this host: its runner ends it (`TERM`: gracefully, within
+/// the terminate grace; `KILL`: at once) and reports its exit through the watch it hands out.
+pub(crate) trait Remote: std::fmt::Debug + Send + Sync {
+    /// Starts ending the plugin; `Ok(false)` when it has already ended.
+    fn signal(&self, signal: Signal) -> io::Result<bool>;
+    /// Becomes `Some` once the plugin has ended and everything the runner made for it is gone.
+    fn exit(&self) -> watch::Receiver<Option<ExitStatus>>;
 }
 
 impl Leader {
@@ -46,6 +61,7 @@ impl Leader {
         match self {
             Self::Tokio(child) => child.id(),
             Self::Spawned(pid) => Some(*pid),
+            Self::Remote(_) => None,
         }
     }
 
@@ -63,6 +79,7 @@ impl Leader {
                     std::os::unix::process::ExitStatusExt::from_raw(status.as_raw())
                 }))
             }
+            Self::Remote(remote) => Ok(*remote.exit().borrow()),
         }
     }
 }
@@ -87,11 +104,20 @@ impl ProcessGroup {
     /// for its exit.
     pub(crate) fn new(child: impl Into<Leader>, plugin: Arc<str>) -> io::Result<Arc<Self>> {
         let child = child.into();
-        let raw = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(Pid::from_raw)
-            .ok_or_else(|| io::Error::other("the spawned plugin has no process id"))?;
+        let remote = match &child {
+            Leader::Remote(remote) => Some(remote.exit()),
+            _ => None,
+        };
+        let raw = match remote {
+            Some(_) => None,
+            None => Some(
+                child
+                    .id()
+                    .and_then(|id| i32::try_from(id).ok())
+                    .and_then(Pid::from_raw)
+                    .ok_or_else(|| io::Error::other("the spawned plugin has no process id"))?,
+            ),
+        };
         let group = Arc::new(Self {
             pid: raw,
             plugin,
@@ -99,7 +125,10 @@ impl ProcessGroup {
             exit: watch::Sender::new(None),
             on_exit: Mutex::new(Vec::new()),
         });
-        tokio::spawn(watch_exit(Arc::clone(&group)));
+        match remote {
+            Some(exit) => tokio::spawn(watch_remote_exit(Arc::clone(&group), exit)),
+            None => tokio::spawn(watch_exit(Arc::clone(&group))),
+        };
         Ok(group)
     }
 
@@ -117,9 +146,11 @@ impl ProcessGroup {
         lock(&self.on_exit)
     }
 
-    /// The leader's (the plugin's) process id, which is also the group id.
+    /// The leader's (the plugin's) process id, which is also the group id; 0 for a plugin
+    /// that is not a process of this host (a Pod).
     pub(crate) fn pid(&self) -> u32 {
-        self.pid.as_raw_nonzero().get().unsigned_abs()
+        self.pid
+            .map_or(0, |pid| pid.as_raw_nonzero().get().unsigned_abs())
     }
 
     /// The plugin's exit status once it has exited and been reaped.
@@ -153,8 +184,14 @@ impl ProcessGroup {
         if self.check_locked(&mut child)?.is_some() {
             return Ok(false);
         }
+        let (Some(pid), Leader::Tokio(_) | Leader::Spawned(_)) = (self.pid, &*child) else {
+            return match &*child {
+                Leader::Remote(remote) => remote.signal(signal),
+                _ => Ok(false),
+            };
+        };
         // The leader is unreaped (checked under the lock), so the group id is still ours.
-        match rustix::process::kill_process_group(self.pid, signal) {
+        match rustix::process::kill_process_group(pid, signal) {
             Ok(()) => Ok(true),
             Err(rustix::io::Errno::SRCH) => Ok(false),
             Err(e) => Err(e.into()),
@@ -176,13 +213,16 @@ impl ProcessGroup {
         if let Some(status) = self.exit_status() {
             return Ok(Some(status));
         }
+        let Some(pid) = self.pid else {
+            return self.record_exit(child.try_wait()?);
+        };
         // Has the leader exited? Ask without reaping it, so the group id stays reserved.
         let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-        match rustix::process::waitid(WaitId::Pid(self.pid), options) {
+        match rustix::process::waitid(WaitId::Pid(pid), options) {
             Ok(None) => return Ok(None),
             Ok(Some(_)) => {
                 // Leftover members of the group (the plugin's children) die with it.
-                match rustix::process::kill_process_group(self.pid, Signal::KILL) {
+                match rustix::process::kill_process_group(pid, Signal::KILL) {
                     Ok(()) => tracing::debug!(
                         plugin = &*self.plugin,
                         "plugin exited; sent SIGKILL to the rest of its process group, if any"
@@ -198,17 +238,31 @@ impl ProcessGroup {
             // Already reaped by someone else (ECHILD): `try_wait` below reports what it knows.
             Err(_) => {}
         }
-        match child.try_wait()? {
-            Some(status) => {
-                self.exit.send_replace(Some(status));
-                tracing::debug!(plugin = &*self.plugin, %status, "plugin exited");
-                for hook in std::mem::take(&mut *self.hooks()) {
-                    (hook.0)();
-                }
-                Ok(Some(status))
+        self.record_exit(child.try_wait()?)
+    }
+
+    /// Publishes `exited` (if the plugin has) and runs the exit hooks.
+    fn record_exit(&self, exited: Option<ExitStatus>) -> io::Result<Option<ExitStatus>> {
+        if let Some(status) = exited {
+            self.exit.send_replace(Some(status));
+            tracing::debug!(plugin = &*self.plugin, %status, "plugin exited");
+            for hook in std::mem::take(&mut *self.hooks()) {
+                (hook.0)();
             }
-            None => Ok(None),
         }
+        Ok(exited)
+    }
+}
+
+/// Publishes a remote plugin's exit as soon as its runner reports it.
+async fn watch_remote_exit(
+    group: Arc<ProcessGroup>,
+    mut exit: watch::Receiver<Option<ExitStatus>>,
+) {
+    // The runner keeps the sender until the plugin has ended: an error means it ended too.
+    let _ = exit.wait_for(Option::is_some).await;
+    if let Err(e) = group.check() {
+        tracing::warn!(plugin = &*group.plugin, error = %e, "cannot record the plugin's exit");
     }
 }
 

@@ -18,6 +18,7 @@ use crate::launch::interpreted::runtime::Runtime;
 use crate::launch::output::limits::OutputLimits;
 use crate::launch::runner::options::Runner;
 use crate::launch::settings::{HandshakeConfig, Settings};
+use crate::launch::telemetry::Telemetry;
 use crate::launch::timeouts::Timeouts;
 
 /// Type state of a [`PluginClientBuilder`] that has no [`HandshakeConfig`] yet; call
@@ -62,6 +63,7 @@ impl PluginClientBuilder<NoHandshake> {
                 confinement: Confinement::default(),
                 timeouts: Timeouts::default(),
                 output_limits: OutputLimits::default(),
+                telemetry: Telemetry::default(),
                 working_dir_is_hosts: false,
                 runtime: Runtime::Auto,
                 sha256: None,
@@ -267,6 +269,19 @@ impl<H> PluginClientBuilder<H> {
     /// ```
     pub fn output_limits(mut self, limits: OutputLimits) -> Self {
         self.settings.output_limits = limits;
+        self
+    }
+
+    /// Whether the plugin gets the host's trace context and who is told about its calls
+    /// (default [`Telemetry::default`]: trace context sent, nothing measured).
+    ///
+    /// ```
+    /// use tether_broker::launch::Telemetry;
+    /// let b = tether_broker::PluginClient::builder("/bin/plugin")
+    ///     .telemetry(Telemetry::default().trace_context(false));
+    /// ```
+    pub fn telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.settings.telemetry = telemetry;
         self
     }
 
@@ -518,6 +533,22 @@ impl<H> PluginClientBuilder<H> {
             Some(routes) => routes.add_service(service),
             None => tonic::service::Routes::new(service),
         });
+        self
+    }
+
+    /// Serves `routes` to the plugin as its host services, replacing any given before (later
+    /// [`host_service`](Self::host_service) calls add to them): for services known only at run
+    /// time, e.g. an `axum::Router` of `route_service`s made into [`tonic::service::Routes`]
+    /// (`tether call --host-proto` serves its recording stub this way).
+    ///
+    /// ```
+    /// let (_reporter, health) = tonic_health::server::health_reporter();
+    /// let builder = tether_broker::PluginClient::builder("/usr/libexec/my-plugin")
+    ///     .host_routes(tonic::service::Routes::new(health));
+    /// # let _ = builder;
+    /// ```
+    pub fn host_routes(mut self, routes: tonic::service::Routes) -> Self {
+        self.settings.host_services = Some(routes);
         self
     }
 

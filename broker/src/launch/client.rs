@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tether_proto::handshake::Address;
+use tether_transport::telemetry::{ServedCalls, TracedChannel};
 use tether_transport::{BrokerMode, GrpcBroker, Mux};
-use tonic::transport::Channel;
 
 use crate::confine::network::{NetworkMechanism, NetworkMode};
 use crate::confine::pids::ProcessLimit;
@@ -41,7 +41,8 @@ use crate::launch::shutdown::Graceful;
 #[derive(Debug)]
 pub struct PluginClient {
     launched: Launched,
-    channel: Channel,
+    /// The plugin's channel, traced; the untraced one underneath serves health and shutdown.
+    channel: TracedChannel,
     broker: GrpcBroker,
     /// The multiplexed connection, when the broker mode is multiplexed.
     mux: Option<Mux>,
@@ -73,8 +74,15 @@ impl PluginClient {
         settings: &Settings,
     ) -> Self {
         Self {
+            channel: TracedChannel::for_calls(
+                connected.channel,
+                &ServedCalls {
+                    plugin: Some(Arc::clone(&launched.plugin)),
+                    metrics: settings.telemetry.call_metrics.clone(),
+                    trace_context: settings.telemetry.trace_context,
+                },
+            ),
             launched,
-            channel: connected.channel,
             broker: connected.broker,
             mux: connected.mux,
             app_version: connected.app_version,
@@ -97,9 +105,11 @@ impl PluginClient {
 
     /// The gRPC channel to the plugin, for generated clients: `KvClient::new(plugin.channel())`.
     ///
-    /// Cheap to clone; all clones share one HTTP/2 connection.
+    /// Cheap to clone; all clones share one HTTP/2 connection. Each call on it is a client
+    /// span (a child of the caller's current span) whose trace context goes to the plugin in
+    /// the call's metadata ([`tether_transport::telemetry`]).
     #[must_use]
-    pub fn channel(&self) -> Channel {
+    pub fn channel(&self) -> TracedChannel {
         self.channel.clone()
     }
 
@@ -253,7 +263,7 @@ impl PluginClient {
     /// private directory cannot be removed.
     pub async fn shutdown(mut self) -> Result<ShutdownOutcome, ShutdownError> {
         let graceful = Graceful {
-            channel: &self.channel,
+            channel: self.channel.inner(),
             rpc_timeout: self.shutdown_rpc_timeout,
             grace: self.shutdown_grace,
         };

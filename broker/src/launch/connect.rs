@@ -10,6 +10,7 @@ use std::time::Duration;
 use tether_proto::handshake::Address;
 use tether_proto::tls::{self, Identity};
 use tether_transport::bind::UnixBinder;
+use tether_transport::telemetry::ServedCalls;
 use tether_transport::{BrokerSetup, BrokerTls, ConnectError, GrpcBroker, ListenOn, Mux, Target};
 use tonic::transport::Channel;
 
@@ -54,14 +55,22 @@ pub(crate) async fn stage(
         address: announced.clone(),
         problem,
     };
-    let target = address::check_address(&seen, private_dir).map_err(address_error)?;
-    let target = launched.in_its_network(target);
-    // A loopback TCP address from a plugin without network and without a network namespace of
-    // its own to serve in: it cannot be serving there.
-    if settings.confinement.network == NetworkMode::None && matches!(target, Target::Tcp(_)) {
-        return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
-    }
-    address::check_socket_file(&target, private_dir).map_err(address_error)?;
+    let target = match launched.view.remote_target(&hs.address) {
+        // A plugin elsewhere (a Pod): its runner's one address, translated.
+        Some(remote) => Target::Tcp(remote.map_err(address_error)?),
+        None => {
+            let target = address::check_address(&seen, private_dir).map_err(address_error)?;
+            let target = launched.in_its_network(target);
+            // A loopback TCP address from a plugin without network and without a network
+            // namespace of its own to serve in: it cannot be serving there.
+            if settings.confinement.network == NetworkMode::None && matches!(target, Target::Tcp(_))
+            {
+                return Err(address_error(AddressProblem::TcpWithoutNetwork).into());
+            }
+            address::check_socket_file(&target, private_dir).map_err(address_error)?;
+            target
+        }
+    };
     let address = target.to_string();
     let tls_error = |e| StartErrorKind::Tls {
         address: address.clone(),
@@ -74,7 +83,20 @@ pub(crate) async fn stage(
         )),
         None => None,
     };
-    let multiplexed = settings.multiplex && hs.multiplex == Some(true);
+    // Only one port of a plugin elsewhere (a Pod) is reachable: its callbacks must share the
+    // one connection, so it must take the multiplexed broker, as Vault requires of its plugins.
+    let remote = launched.view.is_remote();
+    let multiplexed = (settings.multiplex || remote) && hs.multiplex == Some(true);
+    if remote && !multiplexed {
+        return Err(StartErrorKind::Runner {
+            runner: settings.runner.name(),
+            problem: format!(
+                "the plugin did not accept go-plugin's multiplexed broker (its handshake said {}; the Pod offered PLUGIN_MULTIPLEX_GRPC=true): only one port of its Pod is reachable, so its callbacks could not connect. Build it with go-plugin >= 1.7 or a tether SDK",
+                hs.multiplex.map_or("nothing about it".to_owned(), |m| format!("multiplexing {m}"))
+            ),
+        }
+        .into());
+    }
     let (channel, mux) =
         match open_channel(settings, launched, &target, tls_config, multiplexed).await {
             Ok(opened) => opened,
@@ -160,7 +182,11 @@ async fn open_broker(
 ) -> Result<GrpcBroker, Failure> {
     let broker = GrpcBroker::new(
         format!("plugin `{}`", launched.plugin),
-        settings.broker.clone(),
+        settings.broker.clone().telemetry(ServedCalls {
+            plugin: Some(Arc::clone(&launched.plugin)),
+            metrics: settings.telemetry.call_metrics.clone(),
+            trace_context: settings.telemetry.trace_context,
+        }),
     );
     let dir = launched.private_dir().to_owned();
     let listen = match launched.view.translated_dir() {

@@ -103,27 +103,33 @@ pub(crate) struct DeliveredDir {
 }
 
 impl DeliveredDir {
-    /// Writes `delivery` into a new private directory under `base`.
-    pub(crate) fn create(base: &Path, delivery: &Delivery) -> io::Result<Self> {
+    /// A new, empty private directory under `base`: [`write`](Self::write) fills it once
+    /// the janitor knows it (a host that dies in between leaves no secret behind).
+    pub(crate) fn create(base: &Path) -> io::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("tether-delivery-")
             .permissions(Permissions::from_mode(0o700))
             .tempdir_in(base)?;
-        let secrets = write_all(
-            dir.path(),
+        Ok(Self {
+            dir,
+            secrets: None,
+            config: None,
+        })
+    }
+
+    /// Writes `delivery` into the directory.
+    pub(crate) fn write(&mut self, delivery: &Delivery) -> io::Result<()> {
+        self.secrets = write_all(
+            self.dir.path(),
             ValueKind::Secret.manifest_key(),
             &delivery.secrets,
         )?;
-        let config = write_all(
-            dir.path(),
+        self.config = write_all(
+            self.dir.path(),
             ValueKind::Config.manifest_key(),
             &delivery.config,
         )?;
-        Ok(Self {
-            dir,
-            secrets,
-            config,
-        })
+        Ok(())
     }
 
     /// The directory holding `secrets/` and `config/`.
@@ -168,7 +174,8 @@ mod tests {
         let delivery = Delivery::new()
             .secret("a", SecretSlice::from(b"alpha".to_vec()))
             .config("c.json", SecretSlice::from(b"{}".to_vec()));
-        let dir = DeliveredDir::create(base.path(), &delivery).unwrap();
+        let mut dir = DeliveredDir::create(base.path()).unwrap();
+        dir.write(&delivery).unwrap();
         let meta = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
         assert_eq!(meta(dir.path()), 0o700);
         let secrets = dir.secrets.clone().unwrap();

@@ -217,8 +217,10 @@ pub(crate) async fn stage(
         group.pid(),
         settings.output_sink.clone(),
     );
+    // A plugin elsewhere (a Pod) is always offered the multiplexed broker (`connect` says why).
+    let offered_multiplex = settings.multiplex || launched.view.is_remote();
     let peer_cert =
-        check(&hs, config, !settings.plaintext, settings.multiplex).map_err(|e| match e {
+        check(&hs, config, !settings.plaintext, offered_multiplex).map_err(|e| match e {
             None => Failure::new(StartErrorKind::NoAutoMtls),
             Some(reason) => incompatible(reason, config),
         })?;

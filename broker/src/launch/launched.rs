@@ -4,13 +4,15 @@
 //! ended, its pipes and the confinement [`InForce`]). How it ends is in
 //! [`shutdown`](crate::launch::shutdown).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tether_proto::tls::Identity;
 
+use crate::confine::container::Container;
 use crate::confine::integrity::VerifiedBinary;
-use crate::confine::janitor::Registration;
+use crate::confine::janitor::{Janitor, Registration};
 use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::ProcessLimit;
 use crate::confine::process::ProcessGroup;
@@ -33,6 +35,40 @@ pub(crate) struct Resources {
     /// The delivered files as the plugin sees them, when that is not where the host made
     /// them (in a world).
     pub(crate) delivered_view: Option<std::path::PathBuf>,
+    /// Has the janitor remove the directories if the host dies (made before anything was
+    /// written into them); the runner adds what it makes ([`cover`]) and hands it to
+    /// [`Launched`]. `None` only when the janitor could not be reached and nothing secret is
+    /// delivered.
+    pub(crate) janitor: Option<Registration>,
+}
+
+/// Has the janitor clean up, if the host dies, the process group `pgid` (once the plugin
+/// runs), the pids cgroup `cgroup`, the directories `dirs` and the gVisor `container`: through
+/// the launch's registration, or a new one if the prepare stage could not make it. A runner
+/// calls it before it makes each of them — a cgroup before the plugin enters it, a container
+/// before `runsc` makes it — and once the plugin's group exists. A failure is logged: the
+/// plugin runs, but what the janitor was not told stays behind if the host is killed.
+pub(crate) fn cover(
+    janitor: &mut Option<Registration>,
+    plugin: &str,
+    pgid: Option<u32>,
+    cgroup: Option<&Path>,
+    dirs: &[&Path],
+    container: Option<&Container>,
+) {
+    let result = match janitor {
+        Some(registration) => registration.update(pgid, cgroup, dirs, container),
+        None => Janitor::shared()
+            .register_dirs(dirs)
+            .and_then(|registration| {
+                janitor
+                    .insert(registration)
+                    .update(pgid, cgroup, dirs, container)
+            }),
+    };
+    if let Err(e) = result {
+        tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, its processes, cgroup, container or directories may stay behind");
+    }
 }
 
 /// A spawned plugin and what the later stages need.

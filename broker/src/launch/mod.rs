@@ -21,7 +21,9 @@ pub(crate) mod runner;
 pub(crate) mod settings;
 pub(crate) mod shutdown;
 pub(crate) mod stages;
+pub(crate) mod telemetry;
 pub(crate) mod timeouts;
+pub(crate) mod traced;
 pub(crate) mod world;
 
 pub use builder::{NoHandshake, PluginClientBuilder};
@@ -44,9 +46,19 @@ pub use reattach::{
     ReattachAddr, ReattachConfig, ReattachError, ReattachTls, ReattachedOutcome, ReattachedPlugin,
 };
 pub use runner::gvisor::bundle::{DELIVERED_DIR, SOCKET_DIR, STATE_DIR};
+#[cfg(feature = "kubernetes")]
+pub use runner::kubernetes::options::{
+    ClusterAccess, Connection, DEFAULT_POD_PORT, DEFAULT_POD_START_TIMEOUT, DEFAULT_RUN_AS_USER,
+    HOST_LABEL, KubernetesOptions, MANAGED_BY, MANAGED_BY_LABEL, Owner, PLUGIN_LABEL,
+    POD_CONFIG_DIR, POD_SECRETS_DIR, POD_TMP_DIR, POD_WORK_DIR, SHIM_IN_SHIM_IMAGE,
+    SHIM_INSTALL_DIR,
+};
+#[cfg(feature = "kubernetes")]
+pub use runner::kubernetes::sweep;
 pub use runner::options::{DEFAULT_RUNSC, GvisorOptions, RUNSC_INSTALL_HINT, Runner};
 pub use settings::HandshakeConfig;
 pub use shutdown::KILL_REAP_TIMEOUT;
+pub use telemetry::{DEFAULT_TRACE_CONTEXT, Telemetry};
 pub use tether_proto::handshake::Address;
 pub use timeouts::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, DEFAULT_INTERPRETER_QUERY_TIMEOUT,

@@ -39,6 +39,10 @@ pub(crate) struct PlanInputs<'a> {
     /// plugin's view of its world's own tmpfs, which is neither a host path to allow nor one
     /// for the janitor.
     pub(crate) in_world: bool,
+    /// The launching span's W3C trace context (`TRACEPARENT`, `TRACESTATE`), when one is
+    /// recorded: the plugin's start-up continues the host's trace (unless the launch's
+    /// [`Telemetry::trace_context`](crate::launch::Telemetry::trace_context) is off).
+    pub(crate) trace: Vec<(&'static str, String)>,
 }
 
 /// Where the delivered files of one launch are.
@@ -98,11 +102,15 @@ impl LaunchPlan {
         // Announced either way, so that a plugin's `host_services()` fails at once when there
         // are none instead of waiting for an announcement that will not come.
         launch_env.host_services = Some(settings.host_services.is_some());
+        let mut protocol_vars = launch_env.to_vars();
+        if settings.telemetry.trace_context {
+            protocol_vars.extend(inputs.trace.into_iter().map(|(k, v)| (k.into(), v.into())));
+        }
         let env = env::build_env(
             inputs.host_env,
             env::allowed_names(&settings.confinement),
             &settings.env,
-            launch_env.to_vars(),
+            protocol_vars,
             &handshake.cookie.key,
         );
 
@@ -155,6 +163,11 @@ impl LaunchPlan {
             argv0: settings.program.clone(),
             args: settings.args.clone(),
         }
+    }
+
+    /// [`janitor_dirs`](Self::janitor_dirs) as the janitor takes them.
+    pub(crate) fn janitor_paths(&self) -> Vec<&Path> {
+        self.janitor_dirs.iter().map(PathBuf::as_path).collect()
     }
 
     /// Runs the plugin on the real interpreter of `runtime` (its `argv[0]` too, so that a
@@ -222,7 +235,45 @@ mod tests {
             client_cert: Some(CertificateDer::from(vec![1, 2, 3])),
             host_cwd: Some("/home/operator".into()),
             in_world: false,
+            trace: vec![],
         }
+    }
+
+    #[test]
+    fn the_launching_spans_trace_context_reaches_the_plugin_and_a_hosts_own_traceparent_does_not() {
+        let dir = Path::new("/run/p");
+        let mut inputs = inputs(dir, None);
+        inputs
+            .host_env
+            .push(("TRACEPARENT".into(), "00-host-own".into()));
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        inputs.trace = vec![("TRACEPARENT", parent.to_owned())];
+        let plan = LaunchPlan::new(
+            &settings(PluginClientBuilder::new("/opt/p/plugin")),
+            &HandshakeConfig::new("COOKIE", "v"),
+            inputs,
+        );
+        assert_eq!(
+            plan.env.vars.get(OsStr::new("TRACEPARENT")).unwrap(),
+            parent
+        );
+        assert!(!plan.env.vars.contains_key(OsStr::new("TRACESTATE")));
+    }
+
+    #[test]
+    fn a_launch_told_to_send_no_trace_context_gives_the_plugin_no_traceparent() {
+        let dir = Path::new("/run/p");
+        let mut inputs = inputs(dir, None);
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        inputs.trace = vec![("TRACEPARENT", parent.to_owned())];
+        let builder = PluginClientBuilder::new("/opt/p/plugin")
+            .telemetry(crate::launch::Telemetry::default().trace_context(false));
+        let plan = LaunchPlan::new(
+            &settings(builder),
+            &HandshakeConfig::new("COOKIE", "v"),
+            inputs,
+        );
+        assert!(!plan.env.vars.contains_key(OsStr::new("TRACEPARENT")));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::launch::delivery::Delivery;
 use crate::launch::interpreted::runtime::Runtime;
 use crate::launch::output::limits::OutputLimits;
 use crate::launch::runner::options::Runner;
+use crate::launch::telemetry::Telemetry;
 use crate::launch::timeouts::Timeouts;
 
 /// The launch half of the handshake: the magic cookie and the app protocol versions the host
@@ -75,6 +76,8 @@ pub(crate) struct Settings {
     pub(crate) timeouts: Timeouts,
     /// How much of its output is read and kept.
     pub(crate) output_limits: OutputLimits,
+    /// What leaves the host with the plugin's calls, and who is told about them.
+    pub(crate) telemetry: Telemetry,
     /// Whether the working directory was made by the host for this plugin (a supervisor's
     /// state directory): then it is given to the confinement's `run_as` user.
     pub(crate) working_dir_is_hosts: bool,

@@ -1,6 +1,6 @@
 //! The start-up sequence behind [`PluginClientBuilder::start`](crate::PluginClientBuilder::start),
 //! as stages: prepare → plan → confine → spawn → handshake → connect → health. Each stage is a
-//! short function; failures are [`Failure`]s that [`start`] turns into one [`StartError`] with
+//! short function; failures are [`Failure`]s that [`start_stages`] turns into one [`StartError`] with
 //! the plugin's name and what it printed.
 
 use std::path::{Path, PathBuf};
@@ -8,13 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tether_proto::tls::Identity;
+use tracing::Instrument as _;
 
 use crate::confine::caps;
 use crate::confine::integrity::VerifiedBinary;
+use crate::confine::janitor::Janitor;
 use crate::confine::user;
 use crate::confine::world::PluginWorld;
 use crate::confine::{WORLD_DELIVERED, WORLD_TMP};
-use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::connect;
 use crate::launch::delivery::{DeliveredDir, delivery_base};
@@ -30,13 +31,14 @@ use crate::launch::runner::options::Runner;
 use crate::launch::runner::{self, gvisor, process};
 use crate::launch::settings::{HandshakeConfig, Settings};
 use crate::launch::world;
+use crate::telemetry::{context, spans::stage_span};
 
 /// After a failed start, how long to wait for the rest of the plugin's stderr (its group has
 /// been ended, so the pipe closes almost at once).
 const STDERR_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// The start-up sequence.
-pub(crate) async fn start(
+/// The start-up sequence, inside the launch's span ([`traced`](crate::launch::traced)).
+pub(crate) async fn start_stages(
     settings: Settings,
     handshake: HandshakeConfig,
 ) -> Result<PluginClient, StartError> {
@@ -69,8 +71,12 @@ pub(crate) async fn start(
     );
     let mut stray = StrayOutput::new(limits.max_stray_lines, limits.max_stray_bytes);
     let result = async {
-        let hs = handshake::stage(&settings, &handshake, &launched, stdout, &mut stray).await?;
-        connect::stage(&settings, &launched, identity.as_ref(), hs).await
+        let hs = handshake::stage(&settings, &handshake, &launched, stdout, &mut stray)
+            .instrument(stage_span("handshake"))
+            .await?;
+        connect::stage(&settings, &launched, identity.as_ref(), hs)
+            .instrument(stage_span("connect"))
+            .await
     }
     .await;
     match result {
@@ -136,22 +142,31 @@ pub(crate) async fn launch(
 ) -> Result<(Spawned, Option<ResolvedRuntime>), Failure> {
     let mut world = match &settings.runner {
         Runner::Process => world::take(settings, name)?,
-        Runner::Gvisor(_) => None,
+        _ => None,
     };
-    let resources = prepare(settings, connects, world.as_mut(), name)?;
+    let resources =
+        stage_span("prepare").in_scope(|| prepare(settings, connects, world.as_mut(), name))?;
     let mut plan = plan(settings, handshake, &resources);
     let resolved = interpreted::interpreter(settings, &mut plan, name).await?;
     interpreted::allow_program(&mut plan);
     let spawned = match &settings.runner {
         Runner::Process => process::start(settings, &mut plan, resources, world, name)?,
-        Runner::Gvisor(options) => gvisor::start(options, settings, &plan, resources, name)?,
+        Runner::Gvisor(options) => stage_span("spawn")
+            .in_scope(|| gvisor::start(options, settings, &plan, resources, name))?,
+        #[cfg(feature = "kubernetes")]
+        Runner::Kubernetes(options) => {
+            runner::kubernetes::start(options, handshake, &plan, resources, settings, name)
+                .instrument(stage_span("spawn"))
+                .await?
+        }
     };
     Ok((spawned, resolved))
 }
 
 /// Stage 1: integrity first (nothing is made for a binary that will be refused), then the
-/// private directory (the world's own, for a plugin in a world), the delivered files and the
-/// TLS identity.
+/// private directory (the world's own, for a plugin in a world) and the delivery directory,
+/// registered with the janitor before the delivered files are written (a world's vanish with
+/// it), and the TLS identity.
 fn prepare(
     settings: &Settings,
     connects: bool,
@@ -174,6 +189,29 @@ fn prepare(
     };
     let in_world = world.is_some();
     let ids = world::plugin_ids(settings, world.as_deref(), name).map_err(StartErrorKind::World)?;
+    let delivery = settings.delivery.as_deref().filter(|d| !d.is_empty());
+    // A Pod gets its values in a Secret of its own, never through this host's disk.
+    #[cfg(feature = "kubernetes")]
+    let delivery = delivery.filter(|_| !matches!(settings.runner, Runner::Kubernetes(_)));
+    // Nothing secret is written that the janitor could not remove: without it, a launch that
+    // delivers fails.
+    let janitor_failed = |e: std::io::Error| -> Result<(), Failure> {
+        if delivery.is_some() {
+            return Err(prepare_error(
+                "registering the secrets directory with the janitor",
+                e.into(),
+            )
+            .into());
+        }
+        tracing::warn!(plugin = settings.display_name(), error = %e, "cannot register the launch's directories with the janitor: if the host is killed, they stay behind");
+        Ok(())
+    };
+    // The janitor runs (started by a host's first launch) and holds this launch's registration
+    // before anything is made, so that telling it of the directories is one message.
+    let mut janitor = match Janitor::shared().register_dirs(&[]) {
+        Ok(registration) => Some(registration),
+        Err(e) => janitor_failed(e).map(|()| None)?,
+    };
     let dir = match world.and_then(|w| w.world.take_scratch()) {
         Some(scratch) => PrivateDir::in_world(scratch, "tmp", ids),
         None if in_world => {
@@ -186,23 +224,46 @@ fn prepare(
         None => PrivateDir::create(settings.private_dir_base.as_deref())
             .map_err(|e| prepare_error("creating the private directory", e.into()))?,
     };
-    let delivered = match settings.delivery.as_deref() {
-        Some(delivery) if !delivery.is_empty() => {
+    // A world's tmpfs takes only files of ids its user namespace maps: a root host makes them
+    // as the plugin's.
+    let file_owner = dir.file_owner();
+    let mut delivered = match delivery {
+        Some(_) => {
             let base = dir
                 .sibling("delivered")
                 .or_else(|| settings.delivery_dir.clone())
                 .unwrap_or_else(delivery_base);
-            let create = || DeliveredDir::create(&base, delivery);
-            // A world's tmpfs takes only files of ids its user namespace maps: a root host
-            // makes them as the plugin's.
-            let made = match dir.file_owner() {
+            let create = || DeliveredDir::create(&base);
+            let made = match file_owner {
                 Some(ids) => caps::as_file_owner(ids, create),
                 None => create(),
             };
-            Some(made.map_err(|e| prepare_error("writing the secrets and config files", e.into()))?)
+            Some(made.map_err(|e| {
+                prepare_error("creating the secrets and config directory", e.into())
+            })?)
         }
-        _ => None,
+        None => None,
     };
+    // The janitor knows both directories before a byte is written into them: a host killed
+    // from here on (while an interpreter is asked where it lives, say) leaves neither behind.
+    // A world's are in its own tmpfs, which ends with it.
+    if !in_world {
+        let mut dirs = vec![dir.path()];
+        dirs.extend(delivered.as_ref().map(DeliveredDir::path));
+        if let Some(registration) = &mut janitor
+            && let Err(e) = registration.update(None, None, &dirs, None)
+        {
+            janitor_failed(e)?;
+        }
+    }
+    if let (Some(delivered), Some(delivery)) = (&mut delivered, delivery) {
+        let mut write = || delivered.write(delivery);
+        let written = match file_owner {
+            Some(ids) => caps::as_file_owner(ids, write),
+            None => write(),
+        };
+        written.map_err(|e| prepare_error("writing the secrets and config files", e.into()))?;
+    }
     let delivered_view = match (&delivered, in_world) {
         (Some(d), true) => d
             .path()
@@ -245,11 +306,15 @@ fn prepare(
         identity,
         ids,
         delivered_view,
+        janitor,
     })
 }
 
 /// Stage 2: the pure plan, then the one lookup it needs (where the binary is).
 fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources) -> LaunchPlan {
+    // The plugin's start-up continues the launch's span (the current one), not this stage's.
+    let trace = context::to_env(&context::of_span(&tracing::Span::current()));
+    let _stage = stage_span("plan").entered();
     let in_world = resources.dir.sibling("tmp").is_some();
     // The delivered files where the plugin finds them: where the host made them, or in a
     // world, under WORLD_DELIVERED.
@@ -290,6 +355,7 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
             client_cert: resources.identity.as_ref().map(|i| i.cert_der().clone()),
             host_cwd: std::env::current_dir().ok(),
             in_world,
+            trace,
         },
     );
     for variable in &plan.env.ignored {
@@ -300,19 +366,4 @@ fn plan(settings: &Settings, handshake: &HandshakeConfig, resources: &Resources)
         );
     }
     plan
-}
-
-impl PluginClientBuilder<HandshakeConfig> {
-    /// Spawns the plugin, reads its handshake, connects (AutoMTLS unless
-    /// [`plaintext`](Self::plaintext)) and checks its health.
-    ///
-    /// On failure the plugin's process group is ended and its private directory removed before
-    /// this returns.
-    ///
-    /// # Errors
-    /// A [`StartError`] naming the plugin and the [phase](StartError::phase) that failed, with
-    /// what the plugin printed.
-    pub async fn start(self) -> Result<PluginClient, StartError> {
-        start(self.settings, self.handshake).await
-    }
 }

@@ -121,11 +121,17 @@ impl crate::supervisor::Supervisor {
                     )
                 })?;
         }
-        builder = builder.current_dir(&state_dir).working_dir_is_hosts();
+        let (calls, broker) = crate::supervisor::calls::calls_service(plugin, inner);
+        builder = builder
+            .current_dir(&state_dir)
+            .working_dir_is_hosts()
+            .host_service(calls);
         if let Some(customize) = &inner.options.customize {
             builder = customize(builder);
         }
-        builder.start().await.map_err(UseError::from)
+        let client = builder.start().await.map_err(UseError::from)?;
+        broker.send_replace(Some(client.broker()));
+        Ok(client)
     }
 }
 

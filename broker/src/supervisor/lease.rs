@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tether_transport::internal::lock;
 
-use tonic::transport::Channel;
+use tether_transport::telemetry::TracedChannel;
 
 use crate::supervisor::error::{UseError, UseErrorKind};
 use crate::supervisor::{Ended, Running};
@@ -40,7 +40,7 @@ pub const DEFAULT_RECYCLE_AFTER_DEADLINES: u32 = 3;
 #[derive(Debug)]
 pub struct Lease {
     pub(super) plugin: String,
-    pub(super) channel: Channel,
+    pub(super) channel: TracedChannel,
     pub(super) pid: u32,
     pub(super) running: Arc<Running>,
 }
@@ -59,8 +59,30 @@ impl Lease {
     /// The gRPC channel to the plugin. Prefer [`call`](Self::call), which turns a crash during
     /// the call into [`UseErrorKind::Crashed`].
     #[must_use]
-    pub fn channel(&self) -> Channel {
+    pub fn channel(&self) -> TracedChannel {
         self.channel.clone()
+    }
+
+    /// The plugin's callback broker (go-plugin's `GRPCBroker`), as
+    /// [`PluginClient::broker`](crate::PluginClient::broker): serve a service to the plugin
+    /// for one call under a fresh id and send the id in the call, or dial a service the plugin
+    /// serves under an id it sent. It belongs to this run of the plugin: closed when the
+    /// plugin ends (a restarted plugin has a new one).
+    ///
+    /// ```no_run
+    /// # async fn f(lease: tether_broker::Lease) -> Result<(), Box<dyn std::error::Error>> {
+    /// # let adder = tonic_health::server::health_reporter().1;
+    /// let broker = lease.broker();
+    /// let id = broker.next_id();
+    /// let served = broker.accept_and_serve(id, adder).await?; // e.g. `AddHelperServer::new(..)`
+    /// // … a call through `lease.call(..)` carries `id`; the plugin dials it (go-plugin:
+    /// // `broker.Dial(id)`) while the call runs …
+    /// drop(served); // stops serving `id`
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn broker(&self) -> crate::callbacks::GrpcBroker {
+        self.running.broker.clone()
     }
 
     /// The plugin's process id.
@@ -90,7 +112,7 @@ impl Lease {
     /// own error status.
     pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, UseError>
     where
-        F: FnOnce(Channel) -> Fut,
+        F: FnOnce(TracedChannel) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let mut ended = self.running.ended.subscribe();

@@ -2,6 +2,7 @@
 //! idle, notices crashes and hangs, and restarts with exponential backoff.
 
 pub(crate) mod builder;
+mod calls;
 pub(crate) mod error;
 pub(crate) mod launch;
 pub(crate) mod lease;
@@ -16,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use tether_transport::internal::lock;
 
+use tether_transport::telemetry::TracedChannel;
 use tokio::sync::{Mutex, Notify, watch};
-use tonic::transport::Channel;
 
 use crate::catalog::manifest::Manifest;
 use crate::launch::client::PluginClient;
@@ -110,7 +111,9 @@ pub(super) enum Ended {
 #[derive(Debug)]
 pub(super) struct Running {
     pub(super) client: StdMutex<Option<PluginClient>>,
-    pub(super) channel: Channel,
+    pub(super) channel: TracedChannel,
+    /// The plugin's callback broker (closed when the plugin ends).
+    pub(super) broker: crate::callbacks::GrpcBroker,
     pub(super) pid: u32,
     pub(super) process_limit: crate::confine::ProcessLimit,
     pub(super) leases: watch::Sender<usize>,
@@ -160,6 +163,7 @@ impl Supervisor {
             pid: client.pid(),
             process_limit: client.process_limit().clone(),
             channel: client.channel(),
+            broker: client.broker(),
             client: StdMutex::new(Some(client)),
             leases: watch::Sender::new(0),
             last_release: StdMutex::new(Instant::now()),

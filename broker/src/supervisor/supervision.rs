@@ -56,7 +56,7 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
                 return;
             }
             _ = health.tick() => {
-                let Err(failure) = health::check(running.channel.clone(), inner.options.health_timeout).await else {
+                let Err(failure) = health::check(running.channel.inner().clone(), inner.options.health_timeout).await else {
                     continue;
                 };
                 let exited_meanwhile = lock(&running.client)

@@ -80,6 +80,22 @@ pub(crate) fn parsed(run: &RawRun, subject: &Subject) -> Result<(String, Handsha
         })
 }
 
+/// The app protocol version the plugin answers when offered the subject's versions (without
+/// `--app-version`, the default 1): `Some(v)` when it announced a version it was not offered,
+/// as a go-plugin plugin with one version does (a Terraform provider or a Vault plugin
+/// answers 5); the checks then offer that version, as a host built for the plugin would.
+pub(crate) async fn announced_other_version(subject: &Subject) -> Option<u32> {
+    let options = RawOptions {
+        cookie_value: subject.cookie_value.clone(),
+        versions: subject.app_versions.clone(),
+        client_cert: None,
+        multiplex: false,
+    };
+    let run = RawRun::start(subject, &options).await.ok()?;
+    let (_, hs) = parsed(&run, subject).ok()?;
+    (!subject.app_versions.contains(&hs.app_version)).then_some(hs.app_version)
+}
+
 /// §3.1: field by field, for a launch with AutoMTLS and without multiplexing.
 pub(crate) fn format(run: &RawRun, subject: &Subject) -> CheckResult {
     let outcome = match parsed(run, subject) {

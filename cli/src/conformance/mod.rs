@@ -37,7 +37,21 @@ use crate::output::outln;
 /// Runs every check and prints the report; [`CliError::NotConforming`] when a required check
 /// failed.
 pub(crate) async fn run(args: ConformanceArgs) -> Result<(), CliError> {
-    let subject = Subject::from_args(&args)?;
+    let mut subject = Subject::from_args(&args)?;
+    if subject.versions_from_plugin
+        && let Some(version) = launch_checks::announced_other_version(&subject).await
+    {
+        eprintln!(
+            "tether: the plugin speaks app protocol version {version} (not {}): checking it with --app-version {version}",
+            subject
+                .app_versions
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        subject.app_versions = vec![version];
+    }
     let results = check(&subject).await;
     outln!(
         "{}",

@@ -55,8 +55,18 @@ pub(crate) struct RawRun {
     stderr_reader: Option<tokio::task::JoinHandle<()>>,
     /// The socket directory and `TMPDIR`; removed when dropped.
     _dir: tempfile::TempDir,
-    /// `sh`'s pid when started through [`RawRun::start_orphanable`]: the plugin's parent.
+    /// The plugin's pid when started through [`RawRun::start_orphanable`] (its parent `sh`
+    /// says it).
     pub(crate) plugin_pid: Option<u32>,
+    /// The process group the child leads (`sh`'s, with the plugin in it, when started through
+    /// [`RawRun::start_orphanable`]): recorded at the start, because after
+    /// [`kill_parent`](Self::kill_parent) the child has no pid and the plugin's own pid names
+    /// no group.
+    group: Option<rustix::process::Pid>,
+    /// A pidfd of the plugin started through `sh`: while it shows the plugin running, the
+    /// group has a member, so its id names no other group (Linux reuses no pid while a group
+    /// of that id has a member).
+    plugin_pidfd: Option<std::os::fd::OwnedFd>,
 }
 
 impl RawRun {
@@ -130,7 +140,11 @@ impl RawRun {
         let Some(stdout) = child.stdout.take() else {
             return Err("the plugin's stdout is not a pipe".to_owned());
         };
+        let group = child
+            .id()
+            .and_then(|pid| rustix::process::Pid::from_raw(pid.try_into().ok()?));
         let mut run = Self {
+            group,
             child,
             before: Vec::new(),
             handshake: None,
@@ -140,6 +154,7 @@ impl RawRun {
             stderr_reader,
             _dir: dir,
             plugin_pid: None,
+            plugin_pidfd: None,
         };
         let read = run.read_handshake(BufReader::new(stdout), via_shell);
         if tokio::time::timeout(subject.start_timeout, read)
@@ -165,6 +180,12 @@ impl RawRun {
                 .flatten()
             {
                 self.plugin_pid = pid.trim().parse().ok();
+                self.plugin_pidfd = self
+                    .plugin_pid
+                    .and_then(|pid| rustix::process::Pid::from_raw(pid.try_into().ok()?))
+                    .and_then(|pid| {
+                        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+                    });
                 continue;
             }
             if looks_like_handshake(text.as_bytes()) {
@@ -218,20 +239,14 @@ impl RawRun {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
     }
-
-    /// Whether the process group (the plugin and whatever it started) is still there.
-    fn group(&self) -> Option<rustix::process::Pid> {
-        self.child
-            .id()
-            .or(self.plugin_pid)
-            .and_then(|pid| rustix::process::Pid::from_raw(pid.try_into().ok()?))
-    }
 }
 
 impl Drop for RawRun {
     fn drop(&mut self) {
-        // The plugin leads its own process group (or `sh` does); end all of it.
-        if let Some(group) = self.group() {
+        // The plugin leads its own process group (or `sh` does); end all of it, while a member
+        // is known to be there: the child not yet reaped, or the plugin still running.
+        let member = self.child.id().is_some() || self.plugin_pidfd.as_ref().is_some_and(running);
+        if let Some(group) = self.group.filter(|_| member) {
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         }
         let _ = self.child.start_kill();
@@ -260,6 +275,19 @@ async fn keep_tail(mut pipe: impl AsyncRead + Unpin, tail: Arc<Mutex<Vec<u8>>>) 
             tail.drain(..excess);
         }
     }
+}
+
+/// Whether the process of `pidfd` is still running (its pidfd is not yet readable).
+fn running(pidfd: &std::os::fd::OwnedFd) -> bool {
+    let mut fds = [rustix::event::PollFd::new(
+        pidfd,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(0))
 }
 
 /// Waits at most `timeout` for process `pid` (not a child of ours) to exit, through a pidfd.

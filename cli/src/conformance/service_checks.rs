@@ -82,7 +82,7 @@ async fn start(
 }
 
 async fn reflection(client: &PluginClient) -> CheckResult {
-    let outcome = match descriptors::list_services(client.channel()).await {
+    let outcome = match descriptors::list_services(client.channel().into_inner()).await {
         Ok(services) => pass(services.join(", ")),
         Err(e) => fail(
             format!("not served: {e}"),

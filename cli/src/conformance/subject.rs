@@ -13,6 +13,10 @@ use crate::target::{Choice, parse_command, parse_cookie};
 
 use crate::args::ConformanceArgs;
 
+/// The app protocol version the checks offer first without `--app-version` (go-plugin's
+/// examples speak 1); a plugin that answers another is then checked with its own.
+pub(crate) const DEFAULT_APP_VERSION: u32 = 1;
+
 /// The plugin, as given by `--cmd`/`--cookie` or `--catalog DIR NAME`.
 #[derive(Debug)]
 pub(crate) struct Subject {
@@ -24,6 +28,9 @@ pub(crate) struct Subject {
     pub(crate) cookie_value: String,
     /// The app protocol versions the plugin is expected to support (offered by the checks).
     pub(crate) app_versions: Vec<u32>,
+    /// Whether `app_versions` is the default (no `--app-version`, no catalog): the checks
+    /// then adopt the version the plugin announces.
+    pub(crate) versions_from_plugin: bool,
     /// The working directory of every launch (a fresh temporary one: example plugins keep
     /// their data in it).
     pub(crate) current_dir: Option<PathBuf>,
@@ -65,7 +72,11 @@ impl Subject {
                         PathBuf::from(absolute_if_relative_path(&program)),
                         words.iter().map(|w| absolute_if_relative_path(w)).collect(),
                         (key.to_owned(), value.to_owned()),
-                        args.app_versions.clone(),
+                        if args.app_versions.is_empty() {
+                            vec![DEFAULT_APP_VERSION]
+                        } else {
+                            args.app_versions.clone()
+                        },
                         None,
                     )
                 }
@@ -77,6 +88,7 @@ impl Subject {
             cookie_key,
             cookie_value,
             app_versions,
+            versions_from_plugin: args.app_versions.is_empty() && args.which.catalog.is_none(),
             current_dir: Some(work.path().to_owned()),
             start_timeout: args.start_timeout.into(),
             grace: args.grace.into(),

@@ -46,6 +46,13 @@ pub const JOBS: &[Job] = &[
         output: "proto/src/generated/plugin.rs",
         descriptor: "proto/src/generated/plugin.bin",
     },
+    Job {
+        protos: &["proto/proto/tether/plugins/v1/plugins.proto"],
+        includes: &["proto/proto"],
+        package: "tether.plugins.v1",
+        output: "proto/src/generated/tether.plugins.v1.rs",
+        descriptor: "proto/src/generated/plugins.bin",
+    },
     // `tether conformance`'s callback check speaks go-plugin's counter contract; the CLI has its
     // own copy so that it packages without the (unpublished) examples crate.
     Job {

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use tether_broker::telemetry::TracedChannel;
 use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder, ShutdownOutcome};
 use tether_proto::handshake::Address;
-use tonic::transport::Channel;
 
 use crate::error::KitError;
 
@@ -76,7 +76,7 @@ impl Launched {
 
     /// The channel to the plugin's services.
     #[must_use]
-    pub fn channel(&self) -> Channel {
+    pub fn channel(&self) -> TracedChannel {
         self.client.channel()
     }
 

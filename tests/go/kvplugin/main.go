@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/ioutil"
 	"os"
+	"strconv"
 	"strings"
 
 	plugin "github.com/hashicorp/go-plugin"
@@ -58,8 +59,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kvplugin: a go-plugin KV plugin; run it through a go-plugin host (cookie BASIC_PLUGIN=hello)")
 		os.Exit(2)
 	}
+	// `--app-version N` serves app protocol version N instead (a Terraform provider or a Vault
+	// plugin speaks 5): go-plugin then answers N whatever the host offers.
+	handshake := shared.Handshake
+	if len(os.Args) > 2 && os.Args[1] == "--app-version" {
+		version, err := strconv.Atoi(os.Args[2])
+		if err != nil || version < 1 {
+			fmt.Fprintf(os.Stderr, "kvplugin: --app-version %q is not a positive number\n", os.Args[2])
+			os.Exit(2)
+		}
+		handshake.ProtocolVersion = uint(version)
+	}
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: shared.Handshake,
+		HandshakeConfig: handshake,
 		Plugins:         shared.PluginMap(kvStore{}),
 		GRPCServer:      plugin.DefaultGRPCServer,
 	})

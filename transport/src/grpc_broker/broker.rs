@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
+use crate::telemetry::TracedChannel;
 use tether_proto::plugin::ConnInfo;
 use tether_proto::plugin::conn_info::Knock;
 use tokio::sync::{OnceCell, mpsc, oneshot, watch};
-use tonic::transport::Channel;
 
 use super::config::GrpcBrokerConfig;
 use super::served::{self, DetachedList};
@@ -60,7 +60,7 @@ pub(super) struct Inner {
     /// Detached services: they stop when the broker closes.
     pub(super) detached: DetachedList,
     /// The plugin side's channel to the host services, once dialled.
-    pub(super) host_services: OnceCell<Channel>,
+    pub(super) host_services: OnceCell<TracedChannel>,
     /// Plugin side: the host said at launch that it serves no host services.
     pub(super) no_host_services: AtomicBool,
     /// Multiplexed mode: the dial waiting for the acknowledgement of its knock, by id.

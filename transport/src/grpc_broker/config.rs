@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::accept::DEFAULT_TLS_HANDSHAKE_TIMEOUT;
 use crate::repeated::DEFAULT_REPEATED_WARNING_INTERVAL;
+use crate::telemetry::ServedCalls;
 
 /// How long [`GrpcBroker::dial`](super::GrpcBroker::dial) waits for the peer's `ConnInfo` for
 /// an id (go-plugin: 5 s), or in the multiplexed mode for the acknowledgement of its knock
@@ -23,6 +24,17 @@ pub const DEFAULT_BROKER_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// before they are cut. Override with [`GrpcBrokerConfig::stop_grace`].
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(1);
 
+/// How often a host re-announces its host services' `ConnInfo` (broker id
+/// [`HOST_SERVICES_ID`](super::HOST_SERVICES_ID)) in the default broker mode, so that a go-plugin
+/// plugin can dial them at any time: go-plugin forgets an announcement 5 s after it arrived (or
+/// once one dial used it), and its `Dial` waits 5 s for the next. Longer than those 5 s (a
+/// shorter period lets an old announcement's expiry delete a newer one a dial is waiting on),
+/// short enough that a dial in the gap waits at most one second for the next announcement.
+/// Each re-announcement is one small message on the broker stream. tether SDKs keep the first
+/// announcement for good and simply replace it. The multiplexed mode needs none (a dial knocks).
+/// Override with [`GrpcBrokerConfig::host_services_announce_interval`].
+pub const DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL: Duration = Duration::from_secs(6);
+
 /// Timeouts and limits of a [`GrpcBroker`](super::GrpcBroker).
 ///
 /// ```
@@ -39,6 +51,8 @@ pub struct GrpcBrokerConfig {
     pub(super) stop_grace: Duration,
     pub(super) tls_handshake_timeout: Duration,
     pub(super) repeated_warning_interval: Duration,
+    pub(super) telemetry: ServedCalls,
+    pub(super) host_services_announce_interval: Duration,
 }
 
 impl Default for GrpcBrokerConfig {
@@ -50,7 +64,8 @@ impl Default for GrpcBrokerConfig {
 impl GrpcBrokerConfig {
     /// The defaults: [`DEFAULT_DIAL_TIMEOUT`], [`DEFAULT_UNCLAIMED_TTL`],
     /// [`DEFAULT_BROKER_CONNECT_TIMEOUT`], [`DEFAULT_STOP_GRACE`] and
-    /// [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`], [`DEFAULT_REPEATED_WARNING_INTERVAL`].
+    /// [`DEFAULT_TLS_HANDSHAKE_TIMEOUT`], [`DEFAULT_REPEATED_WARNING_INTERVAL`],
+    /// [`DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL`].
     pub fn new() -> Self {
         Self {
             dial_timeout: DEFAULT_DIAL_TIMEOUT,
@@ -59,6 +74,8 @@ impl GrpcBrokerConfig {
             stop_grace: DEFAULT_STOP_GRACE,
             tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
             repeated_warning_interval: DEFAULT_REPEATED_WARNING_INTERVAL,
+            telemetry: ServedCalls::default(),
+            host_services_announce_interval: DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL,
         }
     }
 
@@ -101,6 +118,19 @@ impl GrpcBrokerConfig {
     /// See [`DEFAULT_REPEATED_WARNING_INTERVAL`].
     pub fn repeated_warning_interval(mut self, interval: Duration) -> Self {
         self.repeated_warning_interval = interval;
+        self
+    }
+
+    /// What the broker's calls are traced and measured with, both ways: the plugin they
+    /// belong to (host side, the `tether.plugin.name` of their spans) and the per-call metrics.
+    pub fn telemetry(mut self, telemetry: ServedCalls) -> Self {
+        self.telemetry = telemetry;
+        self
+    }
+
+    /// See [`DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL`].
+    pub fn host_services_announce_interval(mut self, interval: Duration) -> Self {
+        self.host_services_announce_interval = interval;
         self
     }
 }

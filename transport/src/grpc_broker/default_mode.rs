@@ -67,14 +67,23 @@ pub(super) fn announce(
     id: u32,
     address: &Address,
 ) -> Result<(), GrpcBrokerError> {
+    announce_quietly(broker, id, address)?;
+    tracing::debug!(peer = broker.inner.peer, id, %address, "serving a brokered id");
+    Ok(())
+}
+
+/// [`announce`] without the log line (for the periodic re-announcements).
+pub(super) fn announce_quietly(
+    broker: &GrpcBroker,
+    id: u32,
+    address: &Address,
+) -> Result<(), GrpcBrokerError> {
     broker.send(ConnInfo {
         service_id: id,
         network: address.network().to_owned(),
         address: address.to_string(),
         knock: None,
-    })?;
-    tracing::debug!(peer = broker.inner.peer, id, %address, "serving a brokered id");
-    Ok(())
+    })
 }
 
 /// Connects to the peer's `id`: waits for its `ConnInfo`, checks the address, connects with

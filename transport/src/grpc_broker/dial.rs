@@ -1,11 +1,13 @@
 //! Dialling a service the peer serves under a broker id, in either mode.
 
-use tonic::transport::Channel;
+use tether_proto::plugins::OpenRequest;
+use tether_proto::plugins::plugins_client::PluginsClient;
 
 use super::broker::GrpcBroker;
 use super::table::HOST_SERVICES_ID;
 use super::{default_mode, multiplexed};
 use crate::error::GrpcBrokerError;
+use crate::telemetry::TracedChannel;
 
 impl GrpcBroker {
     /// Connects to the service the peer serves under `id`: waits (at most
@@ -17,12 +19,19 @@ impl GrpcBroker {
     /// # Errors
     /// [`GrpcBrokerError::NotConnected`], [`GrpcBrokerError::Closed`], [`GrpcBrokerError::NoConnInfo`],
     /// [`GrpcBrokerError::BadAddress`], [`GrpcBrokerError::Connect`].
-    pub async fn dial(&self, id: u32) -> Result<Channel, GrpcBrokerError> {
+    ///
+    /// The channel is a [`TracedChannel`]: each call on it is a client span whose trace
+    /// context goes to the peer in the call's metadata.
+    pub async fn dial(&self, id: u32) -> Result<TracedChannel, GrpcBrokerError> {
         let setup = self.setup()?;
-        match &setup.mux {
+        let channel = match &setup.mux {
             Some(mux) => multiplexed::dial(self, setup, mux, id).await,
             None => default_mode::dial(self, setup, id).await,
-        }
+        }?;
+        Ok(TracedChannel::for_calls(
+            channel,
+            &self.inner.config.telemetry,
+        ))
     }
 
     /// Plugin side: a channel to the services the host serves to all its plugins (a tether
@@ -35,7 +44,7 @@ impl GrpcBroker {
     /// announced at launch that it serves none (tether hosts do), else
     /// [`GrpcBrokerError::NoConnInfo`] after the dial timeout when the host serves none
     /// (go-plugin hosts never do, and never announce it).
-    pub async fn host_services(&self) -> Result<Channel, GrpcBrokerError> {
+    pub async fn host_services(&self) -> Result<TracedChannel, GrpcBrokerError> {
         if self
             .inner
             .no_host_services
@@ -50,5 +59,33 @@ impl GrpcBroker {
             .get_or_try_init(|| self.dial(HOST_SERVICES_ID))
             .await
             .cloned()
+    }
+
+    /// Plugin side: a channel to the services of the host's catalog plugin `plugin`, relayed
+    /// by the host (a tether `Supervisor`), which starts it if needed — when the operator's
+    /// grants let this plugin call it (`calls = ["NAME"]` under `[plugins.THIS]`). The channel
+    /// speaks `plugin`'s own services; this plugin never learns its address or secrets.
+    ///
+    /// Asks `tether.plugins.v1.Plugins/Open` on the [host services](Self::host_services) for a
+    /// broker id, then [dials](Self::dial) it.
+    ///
+    /// # Errors
+    /// As [`host_services`](Self::host_services) and [`dial`](Self::dial);
+    /// [`GrpcBrokerError::PluginRefused`] when the host refuses (not granted: the message names
+    /// the grants line to add).
+    pub async fn open_plugin(&self, plugin: &str) -> Result<TracedChannel, GrpcBrokerError> {
+        let host = self.host_services().await?;
+        let refused = |status| GrpcBrokerError::PluginRefused {
+            peer: self.inner.peer.clone(),
+            plugin: plugin.to_owned(),
+            status: Box::new(status),
+        };
+        let opened = PluginsClient::new(host)
+            .open(OpenRequest {
+                plugin: plugin.to_owned(),
+            })
+            .await
+            .map_err(refused)?;
+        self.dial(opened.into_inner().broker_id).await
     }
 }

@@ -29,9 +29,10 @@ mod table;
 
 pub use broker::GrpcBroker;
 pub use config::{
-    DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_STOP_GRACE,
-    DEFAULT_UNCLAIMED_TTL, GrpcBrokerConfig,
+    DEFAULT_BROKER_CONNECT_TIMEOUT, DEFAULT_DIAL_TIMEOUT, DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL,
+    DEFAULT_STOP_GRACE, DEFAULT_UNCLAIMED_TTL, GrpcBrokerConfig,
 };
+pub use serve::HOST_SERVICES_REANNOUNCE_DELAY;
 pub use served::Served;
 pub use setup::{AddressPolicy, BROKER_TLS13_TICKETS, BrokerSetup, BrokerTls, ListenOn};
 pub use table::{HOST_SERVICES_ID, MAX_UNCLAIMED};

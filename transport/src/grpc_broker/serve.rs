@@ -5,7 +5,7 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex};
 
 use tether_proto::handshake::Address;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_stream::StreamExt as _;
 use tonic::service::Routes;
@@ -19,6 +19,14 @@ use crate::error::GrpcBrokerError;
 use crate::internal::lock;
 use crate::mux::Mux;
 use crate::service::GrpcService;
+use crate::telemetry::trace_routes;
+
+/// Default mode: after a plugin connected to the host services, how long the host waits before
+/// announcing them again. go-plugin deletes a used announcement in a goroutine the dial wakes;
+/// one sent before that ran would land in the used entry and be lost (or be read by a second,
+/// concurrent dial, which then closes the entry twice: go-plugin panics).
+pub const HOST_SERVICES_REANNOUNCE_DELAY: std::time::Duration =
+    std::time::Duration::from_millis(100);
 
 /// What tells the peer that an id is served, once it is.
 enum Then<'a> {
@@ -55,6 +63,16 @@ impl GrpcBroker {
         id: u32,
         routes: Routes,
     ) -> Result<Served, GrpcBrokerError> {
+        self.serve_routes(id, routes, None)
+    }
+
+    /// Serves `routes` under `id`; each accepted connection is told to `accepted`.
+    fn serve_routes(
+        &self,
+        id: u32,
+        routes: Routes,
+        accepted: Option<Arc<Notify>>,
+    ) -> Result<Served, GrpcBrokerError> {
         let setup = self.setup()?;
         let (listener, endpoint, then) = match &setup.mux {
             Some(mux) => {
@@ -72,12 +90,39 @@ impl GrpcBroker {
             tls_handshake_timeout: self.inner.config.tls_handshake_timeout,
             error_backoff: DEFAULT_ACCEPT_ERROR_BACKOFF,
         };
-        let (stop, task) = self.spawn_server(id, routes, listener, options, &endpoint);
-        match then {
-            Then::Announce(address) => default_mode::announce(self, id, &address)?,
-            Then::AnswerEarlyKnock(mux) => multiplexed::answer_early_knock(self, mux, id),
+        let (stop, task) = self.spawn_server(id, routes, listener, options, &endpoint, accepted);
+        let announced = match then {
+            Then::Announce(address) => {
+                default_mode::announce(self, id, &address)?;
+                Some(address)
+            }
+            Then::AnswerEarlyKnock(mux) => {
+                multiplexed::answer_early_knock(self, mux, id);
+                None
+            }
+        };
+        Ok(Served::new(
+            id,
+            announced,
+            stop,
+            endpoint,
+            task,
+            &self.inner.detached,
+        ))
+    }
+
+    /// Tells the peer again where `served` is, so that it can dial the id once more: go-plugin
+    /// uses up an announcement with one dial (and forgets it after 5 s), so a host that hands
+    /// the same served id out again announces it again first. Nothing to do in the
+    /// multiplexed mode (a dial knocks).
+    ///
+    /// # Errors
+    /// [`GrpcBrokerError::Closed`].
+    pub fn announce_again(&self, served: &Served) -> Result<(), GrpcBrokerError> {
+        match served.announced() {
+            Some(address) => default_mode::announce(self, served.id(), address),
+            None => Ok(()),
         }
-        Ok(Served::new(id, stop, endpoint, task, &self.inner.detached))
     }
 
     /// Host side: serves `routes` as the host services, under [`HOST_SERVICES_ID`], until the
@@ -87,10 +132,44 @@ impl GrpcBroker {
     /// As [`accept_and_serve`](Self::accept_and_serve).
     #[doc(hidden)]
     pub async fn serve_host_services(&self, routes: Routes) -> Result<(), GrpcBrokerError> {
-        self.accept_and_serve_routes(HOST_SERVICES_ID, routes)
-            .await?
-            .detach();
+        let accepted = Arc::new(Notify::new());
+        let served = self.serve_routes(HOST_SERVICES_ID, routes, Some(Arc::clone(&accepted)))?;
+        if let Some(address) = served.announced() {
+            self.keep_announcing(address.clone(), accepted);
+        }
+        served.detach();
         Ok(())
+    }
+
+    /// Default mode: re-announces the host services at `address` until the broker closes, so
+    /// that a go-plugin plugin (which forgets an announcement after 5 s or one dial) can dial
+    /// them at any time: [`HOST_SERVICES_REANNOUNCE_DELAY`] after each accepted connection (a
+    /// dial used the announcement up), else every
+    /// [`DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL`](super::DEFAULT_HOST_SERVICES_ANNOUNCE_INTERVAL)
+    /// (it expired). Never while go-plugin still holds the last one: a second announcement
+    /// would start a second expiry that later deletes a newer one a dial waits on.
+    fn keep_announcing(&self, address: Address, accepted: Arc<Notify>) {
+        let interval = self.inner.config.host_services_announce_interval;
+        let weak = Arc::downgrade(&self.inner);
+        let mut closed = self.inner.closed.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    () = async {
+                        accepted.notified().await;
+                        tokio::time::sleep(HOST_SERVICES_REANNOUNCE_DELAY).await;
+                    } => {}
+                    _ = closed.wait_for(|c| *c) => return,
+                }
+                let Some(inner) = weak.upgrade() else { return };
+                if default_mode::announce_quietly(&GrpcBroker { inner }, HOST_SERVICES_ID, &address)
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
     }
 
     /// Serves `routes` on `listener` until the returned sender is used or dropped, or the
@@ -103,9 +182,15 @@ impl GrpcBroker {
         listener: Listener,
         options: AcceptOptions,
         endpoint: &SharedEndpoint,
+        accepted: Option<Arc<Notify>>,
     ) -> (oneshot::Sender<()>, JoinHandle<()>) {
         let inner = &self.inner;
-        let incoming = accept::accept(listener, options);
+        let incoming = accept::accept(listener, options).map(move |conn| {
+            if let Some(accepted) = &accepted {
+                accepted.notify_one();
+            }
+            conn
+        });
 
         // Connections outlive the server future (tonic runs each in its own task): each is cut
         // when the serving task below ends, which drops `cut_tx`.
@@ -131,6 +216,7 @@ impl GrpcBroker {
             }
             let _ = began_tx.send(());
         };
+        let routes = trace_routes(routes, inner.config.telemetry.clone());
         let server = tonic::transport::Server::builder()
             .add_routes(routes)
             .serve_with_incoming_shutdown(incoming, shutdown);

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 
 use tempfile::TempPath;
+use tether_proto::handshake::Address;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -42,6 +43,8 @@ pub(super) fn stop_detached(list: &DetachedList) {
 #[must_use = "dropping it stops serving at once"]
 pub struct Served {
     id: u32,
+    /// Default mode: the address announced to the peer.
+    announced: Option<Address>,
     stop: Option<oneshot::Sender<()>>,
     socket: SharedEndpoint,
     task: Option<JoinHandle<()>>,
@@ -61,6 +64,7 @@ impl Served {
     /// The handle of `id`, served by `task` until `stop` is sent (or dropped).
     pub(super) fn new(
         id: u32,
+        announced: Option<Address>,
         stop: oneshot::Sender<()>,
         socket: SharedEndpoint,
         task: JoinHandle<()>,
@@ -68,6 +72,7 @@ impl Served {
     ) -> Self {
         Self {
             id,
+            announced,
             stop: Some(stop),
             socket,
             task: Some(task),
@@ -79,6 +84,11 @@ impl Served {
     #[must_use]
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// Default mode: the address announced to the peer (`None` in the multiplexed mode).
+    pub(super) fn announced(&self) -> Option<&Address> {
+        self.announced.as_ref()
     }
 
     /// Keeps serving until the broker closes (for services that live as long as the

@@ -2,11 +2,11 @@
 //! fresh broker id for that call only.
 
 use tether_broker::GrpcBroker;
+use tether_broker::telemetry::TracedChannel;
 use tether_examples::adder::Adder;
 use tether_examples::counter::PutRequest;
 use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
-use tonic::transport::Channel;
 
 /// Any error of a run.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -14,7 +14,7 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// `Put` as go-plugin's example does it: `AddHelper` served on a fresh id for this call only.
 pub(crate) async fn put(
     broker: &GrpcBroker,
-    counter: &mut CounterClient<Channel>,
+    counter: &mut CounterClient<TracedChannel>,
     key: &str,
     value: i64,
 ) -> Result<(), BoxError> {

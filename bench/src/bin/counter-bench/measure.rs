@@ -6,16 +6,16 @@ use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use tether_broker::GrpcBroker;
+use tether_broker::telemetry::TracedChannel;
 use tether_examples::counter::GetRequest;
 use tether_examples::counter::counter_client::CounterClient;
-use tonic::transport::Channel;
 
 use crate::callback::{BoxError, put};
 
 /// `measure callback`: `warmup` untimed, then `calls` timed (`Get`, callback `Put`) pairs.
 pub(crate) async fn callback(
     broker: &GrpcBroker,
-    counter: &mut CounterClient<Channel>,
+    counter: &mut CounterClient<TracedChannel>,
     calls: u64,
     warmup: u64,
 ) -> Result<(), BoxError> {

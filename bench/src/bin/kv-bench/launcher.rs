@@ -3,10 +3,10 @@
 
 use std::error::Error;
 
+use tether_broker::telemetry::TracedChannel;
 use tether_broker::{HandshakeConfig, PluginClient, PluginClientBuilder};
 use tether_examples::LaunchFlags;
 use tether_examples::kv::kv_client::KvClient;
-use tonic::transport::Channel;
 
 /// The 64-byte value the measurements write and read.
 pub(crate) const BENCH_VALUE: &[u8; 64] =
@@ -40,7 +40,7 @@ impl<E: Into<Box<dyn Error + Send + Sync>>> From<E> for Failure {
 
 /// A KV client that carries messages up to [`tether_examples::MAX_MESSAGE_SIZE`] both ways
 /// (tonic's default decode limit is 4 MiB).
-pub(crate) fn kv_client(channel: Channel) -> KvClient<Channel> {
+pub(crate) fn kv_client(channel: TracedChannel) -> KvClient<TracedChannel> {
     KvClient::new(channel)
         .max_decoding_message_size(tether_examples::MAX_MESSAGE_SIZE)
         .max_encoding_message_size(tether_examples::MAX_MESSAGE_SIZE)

@@ -256,14 +256,14 @@ async fn put_small(plugin: &PluginClient) -> Result<(), Failure> {
 
 /// `Get`s the 64-byte bench value and checks its length.
 async fn get_small(
-    kv: &mut tether_examples::kv::kv_client::KvClient<tonic::transport::Channel>,
+    kv: &mut tether_examples::kv::kv_client::KvClient<tether_broker::telemetry::TracedChannel>,
 ) -> Result<(), Failure> {
     get_sized(kv, BENCH_KEY, BENCH_VALUE.len()).await
 }
 
 /// `Get`s `key` and checks that its value has `size` bytes.
 async fn get_sized(
-    kv: &mut tether_examples::kv::kv_client::KvClient<tonic::transport::Channel>,
+    kv: &mut tether_examples::kv::kv_client::KvClient<tether_broker::telemetry::TracedChannel>,
     key: &str,
     size: usize,
 ) -> Result<(), Failure> {

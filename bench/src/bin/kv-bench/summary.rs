@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use tether_broker::telemetry::TracedChannel;
 use tether_examples::kv::{GetRequest, PutRequest};
-use tonic::transport::Channel;
 
 use crate::launcher::{BENCH_KEY, BENCH_VALUE, Failure, Launcher, interruptible, kv_client};
 
@@ -58,7 +58,7 @@ pub(crate) async fn run(
 /// Sequential latencies of `calls` `Get`s, then the rate of `calls` `Get`s over `concurrency`
 /// tasks.
 async fn measure_calls(
-    channel: Channel,
+    channel: TracedChannel,
     put: PutRequest,
     calls: u64,
     concurrency: u64,

@@ -84,9 +84,39 @@ pub enum AddressProblem {
         "it is a TCP address, but the plugin has no network (`network = \"none\"`, the default); a plugin that serves over TCP needs `network = \"host\"` (builder: `.network(NetworkMode::Host)`), or let it serve on a unix socket in PLUGIN_UNIX_SOCKET_DIR"
     )]
     TcpWithoutNetwork,
+    /// A plugin on another machine (a Pod) announced another address than the one its runner
+    /// assigned (`tether-pod-shim --listen`): the host connects to nothing else.
+    #[error(
+        "it is not the address the runner assigned the plugin ({assigned}); the host connects only to that one, translated to where it reaches the plugin"
+    )]
+    NotAssigned {
+        /// The address the plugin was told to announce.
+        assigned: std::net::SocketAddr,
+    },
 }
 
 /// A path the plugin announced, [escaped](tether_proto::text) for a terminal.
 fn shown(path: &std::path::Path) -> String {
     tether_proto::text::escape(&path.to_string_lossy()).to_string()
+}
+
+/// The message of a plugin that chose app protocol version `got`, which the host did not
+/// offer: the versions, and where to offer `got` (the manifest key, the CLI flag, the
+/// builder). The handshake line (and its certificate) is not quoted: the versions are the
+/// whole story.
+pub(crate) fn version_mismatch(plugin: &str, got: u32, offered: &[u32]) -> String {
+    let offered = match offered {
+        [] => "no app protocol version".to_owned(),
+        [one] => format!("app protocol version {one}"),
+        [rest @ .., last] => format!(
+            "app protocol versions {} and {last}",
+            rest.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    format!(
+        "plugin `{plugin}` speaks app protocol version {got}, but the host offered only {offered}; if the host speaks version {got} too, offer it: `app_versions = [{got}]` under `[handshake]` in the plugin's manifest, `--app-version {got}` for tether call/inspect/conformance, `HandshakeConfig::app_versions` in code (else use a plugin built for one of the versions offered)."
+    )
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tether_proto::handshake::HandshakeError;
 use tether_proto::text::escape;
 
-use super::refusal::{AddressProblem, Incompatibility};
+use super::refusal::{AddressProblem, Incompatibility, version_mismatch};
 use tether_transport::BoxError;
 
 /// The phase of start-up in which a [`StartError`] happened.
@@ -436,6 +436,10 @@ impl fmt::Display for StartError {
                 f,
                 "plugin `{plugin}` printed a malformed handshake line {line:?}: {error}; the plugin does not speak the go-plugin handshake correctly."
             ),
+            K::Incompatible {
+                reason: Incompatibility::AppVersion { got },
+                offered,
+            } => return f.write_str(&version_mismatch(plugin, *got, offered)),
             K::Incompatible { reason, offered } => write!(
                 f,
                 "plugin `{plugin}` is incompatible with this host: {reason} (the host offered app protocol versions {offered:?}); use a plugin built for this host."
@@ -549,6 +553,33 @@ mod tests {
         let text = err.to_string();
         assert!(text.starts_with("plugin `kv` does not support AutoMTLS"));
         assert!(text.contains(".plaintext()"));
+    }
+
+    #[test]
+    fn an_app_version_mismatch_names_the_versions_and_where_to_offer_one_without_the_certificate() {
+        let cert = "MII".to_owned() + &"A".repeat(800);
+        let kind = StartErrorKind::Incompatible {
+            reason: Incompatibility::AppVersion { got: 5 },
+            offered: vec![1, 2],
+        };
+        let output = PluginOutput {
+            stdout: format!("1|5|unix|/tmp/x/plugin.sock|grpc|{cert}"),
+            stderr_tail: String::new(),
+        };
+        let text = StartError::new("vault", Failure::new(kind), Some(output)).to_string();
+        assert!(
+            text.starts_with("plugin `vault` speaks app protocol version 5, but the host offered only app protocol versions 1 and 2"),
+            "{text}"
+        );
+        for hint in [
+            "`app_versions = [5]`",
+            "`--app-version 5`",
+            "HandshakeConfig::app_versions",
+        ] {
+            assert!(text.contains(hint), "{hint}: {text}");
+        }
+        assert!(!text.contains(&cert[..40]), "{text}");
+        assert!(text.len() < 500, "{} bytes: {text}", text.len());
     }
 
     #[test]

@@ -18,6 +18,10 @@
 //!   dependencies (`gvisor::elf`). `runsc run` is the child the host waits for and signals: its stdout/stderr are
 //!   the container's, it exits with the plugin, and killing it ends the sandbox (runsc ties an
 //!   attached sandbox to it); its exit hook deletes the container.
+//! - The **Pod runner** (`kubernetes/`, cargo feature `kubernetes`) makes a Pod per plugin
+//!   instance: its container's log stream is the plugin's stdout, its deletion the signal,
+//!   a `Remote` leader reports its end, and the view translates the one address its shim
+//!   announces to the Pod's IP or a port-forward.
 //!
 //! Both take the launch's `Resources` and hand back `Spawned` (`launch/launched.rs`). The set
 //! of runners is closed (chosen by [`Runner`]), so the seam is one `match` in `start.rs` over
@@ -26,6 +30,8 @@
 use crate::launch::error::{Failure, StartErrorKind};
 
 pub(crate) mod gvisor;
+#[cfg(feature = "kubernetes")]
+pub(crate) mod kubernetes;
 pub(crate) mod options;
 pub(crate) mod process;
 pub(crate) mod view;

@@ -21,6 +21,9 @@ pub const RUNSC_INSTALL_HINT: &str = "install gVisor's runsc (Debian/Ubuntu: `ap
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
+// The Pod runner's options are larger than the others': a `Runner` is made once per plugin
+// and read by reference, never moved on a hot path, so boxing would only cost its users.
+#[allow(clippy::large_enum_variant)]
 pub enum Runner {
     /// A child process of the host, confined by the [sandbox](crate::SandboxMode) (Landlock,
     /// rlimits, a pids cgroup, no new privileges) and ended by the janitor if the host dies.
@@ -30,15 +33,23 @@ pub enum Runner {
     /// not to the host's, and sees only its binary and libraries, its socket directory, its own
     /// delivered files, its state directory and a `/tmp` of its own.
     Gvisor(GvisorOptions),
+    /// A Pod of its own on a Kubernetes cluster (cargo feature `kubernetes`): its image pinned
+    /// by digest, only its granted values in a Secret of its own, reached over the multiplexed
+    /// broker at the Pod's IP or through the API server's port-forward.
+    #[cfg(feature = "kubernetes")]
+    Kubernetes(crate::launch::runner::kubernetes::options::KubernetesOptions),
 }
 
 impl Runner {
-    /// The runner's name as manifests and `tether check` spell it: `process` or `gvisor`.
+    /// The runner's name as manifests and `tether check` spell it: `process`, `gvisor` or
+    /// `kubernetes`.
     #[must_use]
     pub fn name(&self) -> &'static str {
         match self {
             Self::Process => "process",
             Self::Gvisor(_) => "gvisor",
+            #[cfg(feature = "kubernetes")]
+            Self::Kubernetes(_) => "kubernetes",
         }
     }
 }

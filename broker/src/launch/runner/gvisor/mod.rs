@@ -20,14 +20,14 @@ use tokio::process::Command;
 
 use crate::confine::NetworkMode;
 use crate::confine::container::Container;
-use crate::confine::janitor::Janitor;
+use crate::confine::janitor::Registration;
 use crate::confine::network::NetworkMechanism;
 use crate::confine::pids::ProcessLimit;
 use crate::confine::process::{ExitHook, ProcessGroup};
 use crate::confine::world::WorldMechanism;
 use crate::launch::delivery::DeliveredDir;
 use crate::launch::error::{Failure, StartErrorKind};
-use crate::launch::launched::{InForce, Launched, Resources, Spawned};
+use crate::launch::launched::{InForce, Launched, Resources, Spawned, cover};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::gvisor::bundle::{BundleInputs, MountPoint, SOCKET_DIR};
@@ -65,6 +65,13 @@ struct Started {
     stderr: PluginPipe,
 }
 
+/// What the launch made before the runner: its directories and their janitor registration.
+struct Owned {
+    dir: PrivateDir,
+    delivered: Option<DeliveredDir>,
+    janitor: Option<Registration>,
+}
+
 /// Stages 3–4 of the gVisor runner: the bundle, runsc's state root and `runsc run` instead of
 /// the process runner's confinement and spawn.
 pub(crate) fn start(
@@ -79,6 +86,7 @@ pub(crate) fn start(
         dir,
         delivered,
         identity,
+        janitor,
         ..
     } = resources;
     let resolved =
@@ -103,7 +111,12 @@ pub(crate) fn start(
             problem: format!("cannot give the plugin's socket directory to {ids:?}: {e}"),
         })?;
     }
-    let started = run(options, settings, plan, &program, dir, delivered, name)?;
+    let owned = Owned {
+        dir,
+        delivered,
+        janitor,
+    };
+    let started = run(options, settings, plan, &program, owned, name)?;
     // The digest was checked on the file now mounted; kept open until runsc has started.
     drop(verified);
     Ok(Spawned {
@@ -132,10 +145,14 @@ fn run(
     settings: &Settings,
     plan: &LaunchPlan,
     program: &Path,
-    dir: PrivateDir,
-    delivered: Option<DeliveredDir>,
+    owned: Owned,
     name: &Arc<str>,
 ) -> Result<Started, Failure> {
+    let Owned {
+        dir,
+        delivered,
+        mut janitor,
+    } = owned;
     let runner_error = |problem: String| StartErrorKind::Runner {
         runner: RUNNER,
         problem,
@@ -158,6 +175,16 @@ fn run(
     };
     private_state_root(&root)
         .map_err(|e| runner_error(format!("runsc's state root {}: {e}", root.display())))?;
+    let suffix = dir
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let container = Container {
+        runsc: runsc.clone(),
+        root: root.clone(),
+        id: format!("{suffix}-{}", std::process::id()),
+    };
     let bundle_dir = tempfile::Builder::new()
         .prefix(BUNDLE_PREFIX)
         .permissions(Permissions::from_mode(0o700))
@@ -168,6 +195,18 @@ fn run(
                 base.display()
             ))
         })?;
+    // The janitor removes the bundle and deletes the container (once runsc has made it) if
+    // the host dies from here on.
+    let mut janitor_dirs = plan.janitor_paths();
+    janitor_dirs.push(bundle_dir.path());
+    cover(
+        &mut janitor,
+        name,
+        None,
+        None,
+        &janitor_dirs,
+        Some(&container),
+    );
     let libraries = match &options.rootfs {
         Some(_) => Closure::default(),
         None => libraries_of(program, &settings.confinement.sandbox_allow_exec).map_err(|e| {
@@ -203,16 +242,6 @@ fn run(
         ))
     })?;
 
-    let suffix = dir
-        .path()
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let container = Container {
-        runsc: runsc.clone(),
-        root: root.clone(),
-        id: format!("{suffix}-{}", std::process::id()),
-    };
     let spawn_error = |source| StartErrorKind::Spawn {
         program: runsc.clone(),
         source,
@@ -227,16 +256,14 @@ fn run(
     .map_err(spawn_error)?;
     let pipes = child.stdout.take().zip(child.stderr.take());
     let group = ProcessGroup::new(child, Arc::clone(name)).map_err(spawn_error)?;
-    let mut janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
-    janitor_dirs.push(bundle_dir.path());
-    let janitor = match Janitor::shared().register_container(group.pid(), &janitor_dirs, &container)
-    {
-        Ok(registration) => Some(registration),
-        Err(e) => {
-            tracing::warn!(plugin = &**name, error = %e, "cannot register the plugin with the janitor: if the host is killed, its container and directories stay behind");
-            None
-        }
-    };
+    cover(
+        &mut janitor,
+        name,
+        Some(group.pid()),
+        None,
+        &janitor_dirs,
+        Some(&container),
+    );
     tracing::debug!(
         plugin = &**name,
         container = container.id,

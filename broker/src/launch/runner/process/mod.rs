@@ -5,34 +5,36 @@
 pub(crate) mod spawn;
 pub(crate) mod vfork;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::confine::WORLD_TMP;
 use crate::confine::integrity::VerifiedBinary;
-use crate::confine::janitor::Janitor;
+use crate::confine::janitor::Registration;
 use crate::confine::network::{NetworkMechanism, NetworkMode};
 use crate::confine::pids::{self, PidsGroup, ProcessLimit};
 use crate::confine::process::{ExitHook, Leader, ProcessGroup};
 use crate::confine::sandbox;
 use crate::confine::world::{PluginWorld, WorldMechanism};
 use crate::launch::error::{Failure, StartErrorKind};
-use crate::launch::launched::{InForce, Launched, Resources, Spawned};
+use crate::launch::launched::{InForce, Launched, Resources, Spawned, cover};
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::view::PluginView;
 use crate::launch::settings::Settings;
 use crate::launch::world as launch_world;
+use crate::telemetry::spans::stage_span;
 
 /// Stages 3–4 of the process runner: confine, then spawn.
 pub(crate) fn start(
     settings: &Settings,
     plan: &mut LaunchPlan,
-    resources: Resources,
+    mut resources: Resources,
     world: Option<PluginWorld>,
     name: &Arc<str>,
 ) -> Result<Spawned, Failure> {
-    let confined = confine(settings, plan, name, world, &resources)?;
-    spawn(settings, plan, resources, confined, name)
+    let ids = resources.ids;
+    let confined = stage_span("confine")
+        .in_scope(|| confine(settings, plan, &mut resources.janitor, name, world, ids))?;
+    stage_span("spawn").in_scope(|| spawn(settings, plan, resources, confined, name))
 }
 
 /// The confinement prepared in the parent, applied in the child.
@@ -47,13 +49,15 @@ struct Confined {
 
 /// Stage 3: processes are limited by a pids cgroup of the plugin's own when the host can make
 /// one (then `RLIMIT_NPROC`, per user and not applied to root, is left alone), else by
-/// `RLIMIT_NPROC`; then the sandbox is prepared, and the way into the plugin's world.
+/// `RLIMIT_NPROC`; the janitor is told of the cgroup at once; then the sandbox is prepared, and
+/// the way into the plugin's world.
 fn confine(
     settings: &Settings,
     plan: &mut LaunchPlan,
+    janitor: &mut Option<Registration>,
     plugin: &str,
     world: Option<PluginWorld>,
-    resources: &Resources,
+    ids: Option<(u32, u32)>,
 ) -> Result<Confined, Failure> {
     let confinement = &settings.confinement;
     let mut limits = confinement.limits;
@@ -61,6 +65,16 @@ fn confine(
         limits.processes.unwrap_or(pids::DEFAULT_MAX_PROCESSES),
         plugin,
     );
+    if let Some(group) = &pids_group {
+        cover(
+            janitor,
+            plugin,
+            None,
+            Some(group.dir()),
+            &plan.janitor_paths(),
+            None,
+        );
+    }
     let process_limit = match &pids_group {
         Some(group) => {
             limits.processes = None;
@@ -80,7 +94,7 @@ fn confine(
     };
     let layers = sandbox::Layers {
         seccomp: confinement.seccomp,
-        run_as: if world.is_some() { None } else { resources.ids },
+        run_as: if world.is_some() { None } else { ids },
         network: if world.is_some() {
             None
         } else {
@@ -124,8 +138,8 @@ fn confine(
     })
 }
 
-/// Stage 4: the process, in its own group, registered with the janitor; its pids cgroup and
-/// delivered files live exactly as long as it does.
+/// Stage 4: the process, in its own group, which the janitor is told of at once; its pids
+/// cgroup and delivered files live exactly as long as it does.
 fn spawn(
     settings: &Settings,
     plan: &LaunchPlan,
@@ -144,6 +158,7 @@ fn spawn(
         delivered,
         identity,
         ids,
+        mut janitor,
         ..
     } = resources;
     let Confined {
@@ -177,18 +192,14 @@ fn spawn(
         pids_group.spawned();
         group.on_exit(ExitHook(Box::new(move || drop(pids_group))));
     }
-    let janitor_dirs: Vec<&Path> = plan.janitor_dirs.iter().map(PathBuf::as_path).collect();
-    let janitor = match Janitor::shared().register(
-        group.pid(),
+    cover(
+        &mut janitor,
+        plugin,
+        Some(group.pid()),
         cgroup_dir.as_deref(),
-        &janitor_dirs,
-    ) {
-        Ok(registration) => Some(registration),
-        Err(e) => {
-            tracing::warn!(plugin, error = %e, "cannot register the plugin with the janitor: if the host is killed, this plugin's process group and directories stay behind");
-            None
-        }
-    };
+        &plan.janitor_paths(),
+        None,
+    );
     if let Some(delivered) = delivered {
         // Secrets live exactly as long as the plugin.
         group.on_exit(ExitHook(Box::new(move || drop(delivered))));

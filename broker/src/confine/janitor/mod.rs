@@ -1,12 +1,13 @@
 //! The janitor: one small process per host that cleans up after the host's plugins if the host
 //! dies, even by `SIGKILL`.
 //!
-//! It is `/bin/sh` running [`SCRIPT`], started on the first launch and kept for the host's
+//! It is `/bin/sh` running [`SCRIPT`](protocol::SCRIPT), started on the first launch and kept for the host's
 //! lifetime. Its standard input is one end of a socket pair (the *lifeline*) whose other end
 //! only the host holds (close-on-exec, so plugins never inherit it). Each launch registers its
-//! plugin's process group, its pids cgroup (when it has one) and its directories right after
-//! the spawn; each plugin ended by the host is unregistered, so a process group id that the
-//! system later reuses is never signalled. When the lifeline reaches end-of-file — the host
+//! directories as soon as they exist — before a secret is written into them — and adds its pids
+//! cgroup (when it has one), its gVisor container and its plugin's process group as it makes
+//! them ([`Registration::update`]); each plugin ended by the host is unregistered, so a process
+//! group id that the system later reuses is never signalled. When the lifeline reaches end-of-file — the host
 //! has exited or was killed — the janitor sends `SIGKILL` to every still-registered process
 //! group, then kills **every process in** each still-registered cgroup and removes the group,
 //! then removes every still-registered directory with `rm -rf`, which removes symbolic links
@@ -20,11 +21,13 @@
 //! between two rounds), then `rmdir`.
 //!
 //! # Protocol
-//! One line per message, all ASCII: `r ID PGID CGROUP DIR…` registers, `u ID` unregisters,
+//! One line per message, all ASCII: `r ID PGID CGROUP DIR…` registers (or replaces what
+//! registration `ID` covers, its container included), `u ID` unregisters,
 //! `k ID PGID CGROUP DIR…` cleans up at once (kills the group and the cgroup, removes the
 //! directories, deletes the registration's gVisor container), `g ID RUNSC ROOT CONTAINER` adds
 //! a gVisor container to registration `ID` (deleted with `RUNSC --root ROOT delete --force
-//! CONTAINER` after its group is killed). `ID` is the host's registration number, `PGID` a process group id above 1,
+//! CONTAINER` after its group is killed). `ID` is the host's registration number, `PGID` a
+//! process group id above 1, or `0` before the plugin runs (no group is signalled),
 //! `CGROUP` the plugin's cgroup directory or `-` for none, and it and each `DIR` an absolute
 //! path without `..` in which every byte outside `[A-Za-z0-9/._-]` is written as a three-digit
 //! octal escape `\ooo` (so spaces, newlines, `%`, `\` and non-UTF-8 bytes are all safe; the
@@ -42,18 +45,20 @@
 //! `/dev/null`, in a process group of its own (a signal to the host's group does not reach
 //! it), with `no_new_privs` and every descriptor above standard error closed at exec.
 //!
-//! Remaining window, as with a per-plugin janitor: between the reaping of a plugin and its
-//! unregistration (microseconds), a host killed at that instant has the janitor signal a group
-//! id that the system would have to reuse in that same instant.
+//! Remaining windows, each microseconds long: between the reaping of a plugin and its
+//! unregistration, a host killed at that instant has the janitor signal a group id that the
+//! system would have to reuse in that same instant; between the creation of a launch's
+//! directories and their registration (no byte is written into them before), a host killed at
+//! that instant leaves them behind, empty.
+
+mod protocol;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io;
 use std::os::fd::{AsRawFd as _, OwnedFd};
-use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -61,6 +66,9 @@ use std::time::Duration;
 use tether_transport::internal::lock;
 
 use crate::confine::container::Container;
+use crate::confine::janitor::protocol::{
+    NO_GROUP, SCRIPT, checked_group, container_line, encoded, register_line,
+};
 
 /// How long a message to the janitor may wait for room in the lifeline before the janitor is
 /// considered stuck and replaced. The janitor reads continuously, so a write normally completes
@@ -77,79 +85,8 @@ pub(crate) const RM_BATCH: usize = 64;
 /// also tries to remove it (which fails while killed processes are still exiting).
 pub(crate) const CGROUP_KILL_ROUNDS: u32 = 10_000;
 
-/// The shell that runs [`SCRIPT`].
+/// The shell that runs [`SCRIPT`](protocol::SCRIPT).
 const SHELL: &str = "/bin/sh";
-
-/// The janitor's program (`sh -c`, POSIX shell, `$1` = [`RM_BATCH`], `$2` =
-/// [`CGROUP_KILL_ROUNDS`]). Registrations live in the variables `p_ID` (process group), `c_ID`
-/// (encoded cgroup or `-`) and `d_ID` (encoded directories); `ids` lists the live ones as
-/// ` ID ID … `. Pathname expansion is off, so encoded directories are only split at spaces.
-/// Only shell built-ins read and signal (`read`, `kill`); `rm`, `rmdir`, `cat` (the mount
-/// table, once) and `umount` (a capped directory's tmpfs, detached first) are the only
-/// programs run.
-const SCRIPT: &str = r#"set -f
-batch=$1
-rounds=$2
-ids=' '
-gone() {
-  case $1 in ''|*[!0-9]*) return;; esac
-  [ "$1" -gt 1 ] && kill -s KILL -- "-$1" 2>/dev/null
-}
-decode() {
-  case $1 in
-    *\\*) d=$(printf "$1/"); d=${d%/};;
-    *) d=$1;;
-  esac
-}
-cgkill() {
-  [ "$1" = - ] && return
-  decode "$1"
-  [ -d "$d" ] || return
-  [ -f "$d/cgroup.kill" ] && echo 1 > "$d/cgroup.kill" 2>/dev/null
-  n=0
-  while [ "$n" -lt "$rounds" ]; do
-    [ -f "$d/cgroup.procs" ] || return
-    left=
-    while read -r pid; do
-      case $pid in ''|*[!0-9]*) continue;; esac
-      left=1; kill -s KILL "$pid" 2>/dev/null
-    done < "$d/cgroup.procs"
-    [ -z "$left" ] && rmdir -- "$d" 2>/dev/null && return
-    n=$((n + 1))
-  done
-}
-unmount() {
-  case $mounts in *" $d "*) umount -l -- "$d" 2>/dev/null;; esac
-}
-container() {
-  [ -n "$1" ] || return 0
-  set -- $1
-  decode "$1"; r=$d; decode "$2"; root=$d; decode "$3"
-  "$r" --root "$root" delete --force "$d" >/dev/null 2>&1
-}
-while read -r op id pgid cg dirs; do
-  case $id in ''|*[!0-9]*) continue;; esac
-  case $op in
-    r) eval "p_$id=\$pgid c_$id=\$cg d_$id=\$dirs"; ids="$ids$id ";;
-    u) unset "p_$id" "c_$id" "d_$id" "g_$id"
-       case $ids in *" $id "*) ids="${ids%% $id *} ${ids#* $id }";; esac;;
-    g) eval "g_$id=\"\$pgid \$cg \$dirs\"";;
-    k) gone "$pgid"; cgkill "$cg"; eval "container \"\$g_$id\""; mounts=$(cat /proc/self/mounts); for e in $dirs; do decode "$e"; unmount; rm -rf -- "$d"; done;;
-  esac
-done
-for id in $ids; do eval "gone \"\$p_$id\""; done
-for id in $ids; do eval "cgkill \"\$c_$id\""; done
-for id in $ids; do eval "container \"\$g_$id\""; done
-mounts=$(cat /proc/self/mounts)
-set --
-for id in $ids; do
-  eval "x=\$d_$id"
-  for e in $x; do decode "$e"; unmount; set -- "$@" "$d"; done
-  if [ $# -ge "$batch" ]; then rm -rf -- "$@"; set --; fi
-done
-[ $# -gt 0 ] && rm -rf -- "$@"
-exit 0
-"#;
 
 /// The process-wide janitor shared by every launch of this host.
 static SHARED: Janitor = Janitor::new();
@@ -205,83 +142,64 @@ impl Janitor {
         &SHARED
     }
 
-    /// Registers the plugin process group `pgid`, its pids cgroup `cgroup` (if it has one) and
-    /// its directories `dirs`: if the host dies before the returned registration is
-    /// unregistered, the group is killed, every process in the cgroup is killed and the
-    /// cgroup removed, and the directories are removed. Starts the janitor process if none
-    /// runs (or it died).
+    /// Registers the directories `dirs` of a launch (its private directory, the directory its
+    /// secrets are about to be written to), made before its plugin runs: if the host dies
+    /// before the returned registration is unregistered, they are removed. The launch adds its
+    /// cgroup, container and process group with [`Registration::update`] as it makes them.
+    /// Starts the janitor process if none runs (or it died).
     ///
     /// # Errors
-    /// `pgid` is not above 1 or not a valid id, a directory is not absolute or contains `..`,
-    /// or the janitor cannot be started or written to.
-    pub(crate) fn register(
-        &'static self,
-        pgid: u32,
-        cgroup: Option<&Path>,
-        dirs: &[&Path],
-    ) -> io::Result<Registration> {
-        self.register_with(pgid, cgroup, dirs, None)
-    }
-
-    /// Like [`register`](Self::register), for a plugin that runs in a gVisor `container`: if
-    /// the host dies, the container is deleted too (after the group is killed).
-    ///
-    /// # Errors
-    /// As [`register`](Self::register).
-    pub(crate) fn register_container(
-        &'static self,
-        pgid: u32,
-        dirs: &[&Path],
-        container: &Container,
-    ) -> io::Result<Registration> {
-        self.register_with(pgid, None, dirs, Some(container))
-    }
-
-    fn register_with(
-        &'static self,
-        pgid: u32,
-        cgroup: Option<&Path>,
-        dirs: &[&Path],
-        container: Option<&Container>,
-    ) -> io::Result<Registration> {
-        if pgid <= 1 || i32::try_from(pgid).is_err() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{pgid} is not a plugin's process group id"),
-            ));
-        }
-        let mut encoded = String::new();
-        for dir in dirs {
-            let dir = checked(dir)?;
-            if !encoded.is_empty() {
-                encoded.push(' ');
-            }
-            encode(&dir, &mut encoded);
-        }
-        let cgroup = match cgroup {
-            Some(dir) => {
-                let mut out = String::new();
-                encode(&checked(dir)?, &mut out);
-                out
-            }
-            None => "-".to_owned(),
-        };
+    /// A directory is not absolute or contains `..`, or the janitor cannot be started or
+    /// written to.
+    pub(crate) fn register_dirs(&'static self, dirs: &[&Path]) -> io::Result<Registration> {
+        let (cgroup, encoded) = encoded(None, dirs)?;
         let mut state = self.lock();
         let id = state.next_id;
+        state.send(&register_line(id, NO_GROUP, &cgroup, &encoded))?;
         state.next_id += 1;
-        let mut message = register_line(id, pgid, &cgroup, &encoded);
-        let container = container.map(|c| container_line(c, id)).transpose()?;
-        message.push_str(container.as_deref().unwrap_or(""));
-        state.send(&message)?;
-        state.registered.insert(id, (pgid, cgroup, encoded));
-        if let Some(line) = container {
-            state.containers.insert(id, line);
-        }
+        state.registered.insert(id, (NO_GROUP, cgroup, encoded));
         Ok(Registration {
             janitor: self,
             id,
             armed: true,
         })
+    }
+
+    /// [`register_dirs`](Self::register_dirs), then the plugin's process group `pgid` and its
+    /// pids cgroup `cgroup`.
+    #[cfg(test)]
+    fn register(
+        &'static self,
+        pgid: u32,
+        cgroup: Option<&Path>,
+        dirs: &[&Path],
+    ) -> io::Result<Registration> {
+        let mut registration = self.register_dirs(dirs)?;
+        registration.update(Some(pgid), cgroup, dirs, None)?;
+        Ok(registration)
+    }
+
+    /// Replaces what registration `id` covers (see [`Registration::update`]).
+    fn update(
+        &self,
+        id: u64,
+        pgid: u32,
+        cgroup: Option<&Path>,
+        dirs: &[&Path],
+        container: Option<&Container>,
+    ) -> io::Result<()> {
+        let (cgroup, encoded) = encoded(cgroup, dirs)?;
+        let container = container.map(|c| container_line(c, id)).transpose()?;
+        let mut state = self.lock();
+        let mut message = register_line(id, pgid, &cgroup, &encoded);
+        message.push_str(container.as_deref().unwrap_or(""));
+        // Kept first: a janitor started to replace a dead one is sent this already.
+        state.registered.insert(id, (pgid, cgroup, encoded));
+        match container {
+            Some(line) => state.containers.insert(id, line),
+            None => state.containers.remove(&id),
+        };
+        state.send(&message)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -464,6 +382,28 @@ fn confine() -> io::Result<()> {
 }
 
 impl Registration {
+    /// Replaces what this registration covers with the process group `pgid` (`None` before
+    /// the plugin runs), the pids cgroup `cgroup`, the directories `dirs` and the gVisor
+    /// `container`: a launch adds each before it can be left behind (the cgroup before the
+    /// plugin enters it, the container before `runsc` makes it), keeping its directories.
+    ///
+    /// # Errors
+    /// As [`Janitor::register`]. What the host keeps is updated even when the janitor could not
+    /// be told (a janitor started to replace it is sent the update).
+    pub(crate) fn update(
+        &mut self,
+        pgid: Option<u32>,
+        cgroup: Option<&Path>,
+        dirs: &[&Path],
+        container: Option<&Container>,
+    ) -> io::Result<()> {
+        let pgid = match pgid {
+            Some(pgid) => checked_group(pgid)?,
+            None => NO_GROUP,
+        };
+        self.janitor.update(self.id, pgid, cgroup, dirs, container)
+    }
+
     /// The host has ended the plugin and removed its directories: the janitor forgets them.
     pub(crate) fn unregister(mut self) {
         self.armed = false;
@@ -479,69 +419,17 @@ impl Drop for Registration {
     }
 }
 
-/// `dir` made absolute (against the host's working directory), refusing `..` and `/`.
-fn checked(dir: &Path) -> io::Result<PathBuf> {
-    let dir = std::path::absolute(dir)?;
-    if dir.parent().is_none() || dir.components().any(|c| c == Component::ParentDir) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "{} is not a directory the janitor may remove",
-                dir.display()
-            ),
-        ));
-    }
-    Ok(dir)
-}
-
-/// The protocol line registering plugin `id`: process group `pgid`, its `cgroup` (encoded, or
-/// `-`) and its `dirs` (encoded, space-separated), as `SCRIPT` parses it.
-fn register_line(id: u64, pgid: u32, cgroup: &str, dirs: &str) -> String {
-    format!("r {id} {pgid} {cgroup} {dirs}\n")
-}
-
-/// Appends `path` with every byte outside `[A-Za-z0-9/._-]` as an octal escape `\ooo`.
-/// The protocol line adding `container` to registration `id`.
-fn container_line(container: &Container, id: u64) -> io::Result<String> {
-    let name_ok = !container.id.is_empty()
-        && container
-            .id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if !name_ok || !container.runsc.is_absolute() || !container.root.is_absolute() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{container:?} is not a container the janitor may delete"),
-        ));
-    }
-    let mut line = format!("g {id} ");
-    encode(&container.runsc, &mut line);
-    line.push(' ');
-    encode(&container.root, &mut line);
-    line.push(' ');
-    line.push_str(&container.id);
-    line.push('\n');
-    Ok(line)
-}
-
-fn encode(path: &Path, out: &mut String) {
-    for &b in path.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "\\{b:03o}");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
     use std::os::unix::process::ExitStatusExt as _;
+    use std::path::PathBuf;
     use std::process::ExitStatus;
     use std::sync::mpsc;
 
     use super::*;
+    use crate::confine::janitor::protocol::checked;
 
     /// How long a test waits for a process to exit.
     const EXIT_LIMIT: Duration = Duration::from_secs(5);
@@ -578,24 +466,19 @@ mod tests {
     }
 
     #[test]
-    fn paths_are_encoded_so_that_only_safe_bytes_remain() {
-        let mut out = String::new();
-        encode(
-            Path::new(OsStr::from_bytes(b"/a b/c\n%\\\xff/x-y_z.1")),
-            &mut out,
-        );
-        assert_eq!(out, r"/a\040b/c\012\045\134\377/x-y_z.1");
-    }
-
-    #[test]
     fn the_root_and_parent_components_are_refused() {
         assert!(checked(Path::new("/")).is_err());
         assert!(checked(Path::new("/tmp/../etc")).is_err());
         assert!(checked(Path::new("relative")).unwrap().is_absolute());
         let j = janitor();
-        assert!(j.register(1, None, &[]).is_err());
-        assert!(j.register(0, None, &[]).is_err());
+        assert!(j.register_dirs(&[Path::new("/")]).is_err());
+        assert!(j.register_dirs(&[Path::new("/tmp/../etc")]).is_err());
         assert!(j.pid().is_none(), "no janitor for refused registrations");
+        // Process groups 0 and 1 are never a plugin's.
+        let mut registration = j.register_dirs(&[]).unwrap();
+        assert!(registration.update(Some(1), None, &[], None).is_err());
+        assert!(registration.update(Some(0), None, &[], None).is_err());
+        registration.unregister();
     }
 
     #[test]
@@ -628,6 +511,29 @@ mod tests {
         assert!(dc.join("secret").exists());
         c.kill().unwrap();
         c.wait().unwrap();
+    }
+
+    #[test]
+    fn directories_registered_before_their_plugin_runs_and_what_is_added_later_are_cleaned_up_when_the_host_dies()
+     {
+        let base = tempfile::tempdir().unwrap();
+        let j = janitor();
+        let (only, early, later) = (
+            dir(base.path(), "only"),
+            dir(base.path(), "early"),
+            dir(base.path(), "later"),
+        );
+        let before_spawn = j.register_dirs(&[&only]).unwrap();
+        let mut launch = j.register_dirs(&[&early]).unwrap();
+        let p = plugin();
+        launch
+            .update(Some(p.id()), None, &[&early, &later], None)
+            .unwrap();
+        assert!(launch.update(Some(1), None, &[&early], None).is_err());
+        std::mem::forget((before_spawn, launch)); // The host dies holding them.
+        assert!(waited(j.cut_lifeline().unwrap()).success());
+        assert!(killed(waited(p)));
+        assert!(!only.exists() && !early.exists() && !later.exists());
     }
 
     #[test]

@@ -1,0 +1,303 @@
+//! One call being observed: its span, its start, its method; finished exactly once with the
+//! gRPC status it ended with — from the response's trailers, its headers (a trailers-only
+//! answer), a transport error, or the response being dropped before its end (cancelled).
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use tonic::Code;
+use tonic::codegen::http::HeaderMap;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::codegen::{Body, Bytes};
+
+/// Per-call metrics, told about every call a [`TracedChannel`](super::TracedChannel) makes or a
+/// traced server answers. The host library implements it with OpenTelemetry instruments.
+pub trait CallMetrics: Send + Sync + fmt::Debug + 'static {
+    /// A call to `method` (`package.Service/Method`) began.
+    fn begin(&self, method: &str);
+    /// The call to `method` ended with `code` after `elapsed`.
+    fn end(&self, method: &str, code: Code, elapsed: Duration);
+}
+
+/// Which end of the call this process is: decides which statuses mark the span as an error
+/// (OpenTelemetry's gRPC conventions: every non-OK status on the client; on the server only
+/// those that mean the server failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Client,
+    Server,
+}
+
+/// A call in flight. Dropped unfinished: it ended as cancelled.
+pub(crate) struct Call {
+    span: tracing::Span,
+    path: Option<PathAndQuery>,
+    started: Instant,
+    side: Side,
+    metrics: Option<Arc<dyn CallMetrics>>,
+    finished: bool,
+}
+
+impl Call {
+    pub(crate) fn begin(
+        span: tracing::Span,
+        path: Option<PathAndQuery>,
+        side: Side,
+        metrics: Option<Arc<dyn CallMetrics>>,
+    ) -> Self {
+        let call = Self {
+            span,
+            path,
+            started: Instant::now(),
+            side,
+            metrics,
+            finished: false,
+        };
+        if let Some(metrics) = &call.metrics {
+            metrics.begin(call.method());
+        }
+        call
+    }
+
+    /// `package.Service/Method` (the path without its leading `/`).
+    fn method(&self) -> &str {
+        method_of(self.path.as_ref())
+    }
+
+    pub(crate) fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    pub(crate) fn finish(&mut self, code: Code) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        self.span
+            .record("rpc.response.status_code", code_name(code));
+        if is_error(self.side, code) {
+            self.span.record("otel.status_code", "ERROR");
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.end(self.method(), code, self.started.elapsed());
+        }
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.finish(Code::Cancelled);
+    }
+}
+
+/// The path prefixes of the services whose calls are neither traced nor measured:
+/// OpenTelemetry's OTLP collector services (a plugin exporting its spans to the host's relay: a
+/// span about exporting spans would be exported in turn, without end), and the plumbing of the
+/// protocol itself — go-plugin's broker, stdio and controller streams (they last as long as the
+/// plugin), the health checks a supervisor makes every few seconds, and reflection.
+pub const UNTRACED_SERVICES: &[&str] = &[
+    "/opentelemetry.proto.collector.",
+    "/plugin.GRPCBroker/",
+    "/plugin.GRPCStdio/",
+    "/plugin.GRPCController/",
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.",
+];
+
+/// Whether a call to `path` is left untraced ([`UNTRACED_SERVICES`]).
+pub(crate) fn untraced(path: Option<&PathAndQuery>) -> bool {
+    path.is_some_and(|p| UNTRACED_SERVICES.iter().any(|s| p.path().starts_with(s)))
+}
+
+/// `package.Service/Method` of a request path (`""` when there is none).
+pub(crate) fn method_of(path: Option<&PathAndQuery>) -> &str {
+    path.map_or("", |p| p.path().trim_start_matches('/'))
+}
+
+/// The `grpc-status` of a trailers block or of a trailers-only answer's headers.
+pub(crate) fn status_in(headers: &HeaderMap) -> Option<Code> {
+    let value = headers.get("grpc-status")?;
+    let code = value.to_str().ok()?.parse::<i32>().ok()?;
+    Some(Code::from_i32(code))
+}
+
+/// The status code's name in OpenTelemetry's `rpc.response.status_code` (gRPC's upper-case
+/// names: `OK`, `DEADLINE_EXCEEDED`, …).
+#[must_use]
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+fn is_error(side: Side, code: Code) -> bool {
+    match side {
+        Side::Client => code != Code::Ok,
+        Side::Server => matches!(
+            code,
+            Code::Unknown
+                | Code::DeadlineExceeded
+                | Code::Unimplemented
+                | Code::Internal
+                | Code::Unavailable
+                | Code::DataLoss
+        ),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that finishes its [`Call`] (if it is observed) when its trailers
+    /// arrive, when it ends, when it fails, or when it is dropped before its end.
+    pub(crate) struct ObservedBody<B> {
+        #[pin]
+        inner: B,
+        call: Option<Call>,
+    }
+}
+
+impl<B> ObservedBody<B> {
+    pub(crate) fn new(inner: B, call: Option<Call>) -> Self {
+        Self { inner, call }
+    }
+}
+
+impl<B> Body for ObservedBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, B::Error>>> {
+        let this = self.project();
+        let frame = ready!(this.inner.poll_frame(cx));
+        if let Some(call) = this.call {
+            match &frame {
+                Some(Ok(frame)) => {
+                    if let Some(trailers) = frame.trailers_ref() {
+                        call.finish(status_in(trailers).unwrap_or(Code::Unknown));
+                    }
+                }
+                Some(Err(_)) => call.finish(Code::Unknown),
+                // Ended without trailers: no status, which gRPC reads as UNKNOWN.
+                None => call.finish(Code::Unknown),
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Debug, Default)]
+    struct Recorded(Mutex<Vec<String>>);
+
+    impl CallMetrics for Recorded {
+        fn begin(&self, method: &str) {
+            self.0.lock().unwrap().push(format!("begin {method}"));
+        }
+        fn end(&self, method: &str, code: Code, _: Duration) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("end {method} {}", code_name(code)));
+        }
+    }
+
+    #[test]
+    fn a_call_is_finished_once_and_a_dropped_one_counts_as_cancelled() {
+        let metrics = Arc::new(Recorded::default());
+        let path = Some(PathAndQuery::from_static("/kv.KV/Get"));
+        let mut call = Call::begin(
+            tracing::Span::none(),
+            path.clone(),
+            Side::Client,
+            Some(metrics.clone()),
+        );
+        call.finish(Code::NotFound);
+        call.finish(Code::Ok);
+        drop(call);
+        drop(Call::begin(
+            tracing::Span::none(),
+            path,
+            Side::Server,
+            Some(metrics.clone()),
+        ));
+        assert_eq!(
+            *metrics.0.lock().unwrap(),
+            [
+                "begin kv.KV/Get",
+                "end kv.KV/Get NOT_FOUND",
+                "begin kv.KV/Get",
+                "end kv.KV/Get CANCELLED"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_status_is_read_from_grpc_status_and_a_bad_one_is_none() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(status_in(&headers), None);
+        headers.insert("grpc-status", "5".parse().unwrap());
+        assert_eq!(status_in(&headers), Some(Code::NotFound));
+        headers.insert("grpc-status", "five".parse().unwrap());
+        assert_eq!(status_in(&headers), None);
+    }
+
+    #[test]
+    fn the_protocols_own_plumbing_and_otlp_exports_are_untraced_and_app_calls_are_traced() {
+        for path in [
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            "/plugin.GRPCBroker/StartStream",
+            "/plugin.GRPCController/Shutdown",
+            "/grpc.health.v1.Health/Check",
+        ] {
+            assert!(untraced(Some(&PathAndQuery::from_static(path))), "{path}");
+        }
+        assert!(!untraced(Some(&PathAndQuery::from_static("/kv.KV/Get"))));
+        assert!(!untraced(Some(&PathAndQuery::from_static(
+            "/plugin.KV/Get"
+        ))));
+    }
+
+    #[test]
+    fn servers_mark_only_their_own_failures_as_errors() {
+        assert!(is_error(Side::Client, Code::NotFound));
+        assert!(!is_error(Side::Server, Code::NotFound));
+        assert!(is_error(Side::Server, Code::Internal));
+        assert!(!is_error(Side::Client, Code::Ok));
+    }
+}
