@@ -53,7 +53,9 @@ async fn granted_call_reaches_b(supervisor: &Supervisor) {
         .pid("b")
         .await
         .expect("b was started for the call");
-    assert_eq!(ask(&a, "b:pid:").await.unwrap(), b_pid.to_string());
+    // b reports its pid as it sees it: inside its world's pid namespace, the innermost of the
+    // host's process's NSpid entries.
+    assert_eq!(ask(&a, "b:pid:").await.unwrap(), innermost_pid(b_pid));
     // A second connection reuses the running b.
     assert_eq!(supervisor.starts("b"), 1);
 }
@@ -118,4 +120,15 @@ async fn a_go_plugin_v1_8_is_refused_another_catalog_plugin_with_the_grants_line
     {
         a_is_refused(&caller).await;
     }
+}
+
+/// Process `pid`'s id in its innermost pid namespace (the last field of `NSpid` in its status).
+fn innermost_pid(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("NSpid:"))
+        .and_then(|ids| ids.split_whitespace().last())
+        .unwrap()
+        .to_owned()
 }
