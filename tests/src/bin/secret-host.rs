@@ -55,7 +55,14 @@ fn calls() -> tokio::sync::mpsc::UnboundedReceiver<()> {
 async fn main() -> ExitCode {
     let mut args = std::env::args().skip(1).peekable();
     let mut builder_allowances = Vec::new();
-    while let Some(flag) = args.next_if(|a| a == "--allow-exec" || a == "--allow-read") {
+    let mut no_world = false;
+    while let Some(flag) =
+        args.next_if(|a| a == "--allow-exec" || a == "--allow-read" || a == "--no-world")
+    {
+        if flag == "--no-world" {
+            no_world = true;
+            continue;
+        }
         let Some(dir) = args.next() else {
             eprintln!("secret-host: {flag} needs a directory");
             return ExitCode::from(2);
@@ -65,7 +72,7 @@ async fn main() -> ExitCode {
     let args: Vec<String> = args.collect();
     let [delivery_dir, private_dir_base, program, rest @ ..] = args.as_slice() else {
         eprintln!(
-            "usage: secret-host [--allow-exec DIR]… [--allow-read DIR]… DELIVERY_DIR PRIVATE_DIR_BASE PROGRAM ARGS…"
+            "usage: secret-host [--no-world] [--allow-exec DIR]… [--allow-read DIR]… DELIVERY_DIR PRIVATE_DIR_BASE PROGRAM ARGS…"
         );
         return ExitCode::from(2);
     };
@@ -75,6 +82,9 @@ async fn main() -> ExitCode {
         .deliver(Delivery::new().secret("token", SecretSlice::from(SECRET.to_vec())))
         .delivery_dir(delivery_dir)
         .private_dir_base(private_dir_base);
+    if no_world {
+        builder = builder.namespaces(tether_broker::confine::NamespacesMode::Off);
+    }
     for (flag, dir) in builder_allowances {
         builder = match flag.as_str() {
             "--allow-exec" => builder.sandbox_allow_exec(dir),
