@@ -20,7 +20,7 @@ pub use manifest::{
     DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN,
     Manifest, RestartPolicy,
 };
-pub use request::{NotGranted, Request};
+pub use request::{NotGranted, Remedy, Request};
 pub use secrecy::SecretSlice;
 pub use sources::{DirValueSource, EnvValueSource, MAX_VALUE_LEN, MemoryValueSource, ValueSource};
 

@@ -123,6 +123,8 @@ pub enum StartErrorKind {
         gid: u32,
         /// The host's effective uid.
         host_uid: u32,
+        /// Where `run_as` was set when a catalog's grants file set it (`FILE:LINE`).
+        set_at: Option<String>,
     },
     /// The plugin cannot get a world of its own (namespaces) and the operator requires one, or
     /// its user cannot be mapped into one.
@@ -368,11 +370,27 @@ impl fmt::Display for StartError {
                 f,
                 "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the private-directory base exists, is writable and is short"
             ),
-            K::RunAsNeedsRoot { uid, gid, host_uid } => write!(
+            K::RunAsNeedsRoot {
+                uid,
+                gid,
+                host_uid,
+                set_at,
+            } => {
+                let at = set_at
+                    .as_ref()
+                    .map(|place| format!(" (`run_as` at {place})"))
+                    .unwrap_or_default();
+                write!(
+                    f,
+                    "plugin `{plugin}` is to run as uid {uid}, gid {gid}{at}, but the host runs as uid {host_uid} and only root can start a process as another user (phase: {}); run the host as root, or drop `run_as` (the plugin then runs as the host's user)",
+                    self.phase
+                )
+            }
+            K::World(source) => write!(
                 f,
-                "plugin `{plugin}` is to run as uid {uid}, gid {gid}, but the host runs as uid {host_uid} and only root can start a process as another user; run the host as root, or drop `run_as` (the plugin then runs as the host's user)"
+                "plugin `{plugin}` cannot start (phase: {}): {source}",
+                self.phase
             ),
-            K::World(source) => write!(f, "plugin `{plugin}` cannot start: {source}"),
             K::Integrity(source) => {
                 write!(f, "plugin `{plugin}` is refused before start: {source}")
             }
@@ -588,15 +606,19 @@ mod tests {
             uid: 65534,
             gid: 65534,
             host_uid: 1000,
+            set_at: Some("/etc/tether/grants.toml:4".into()),
         };
         let err = StartError::new("kv", Failure::new(kind), None);
         assert_eq!(err.phase(), Phase::Prepare);
         let text = err.to_string();
         assert!(
-            text.starts_with("plugin `kv` is to run as uid 65534"),
+            text.starts_with(
+                "plugin `kv` is to run as uid 65534, gid 65534 (`run_as` at /etc/tether/grants.toml:4)"
+            ),
             "{text}"
         );
         assert!(text.contains("host runs as uid 1000") && text.contains("drop `run_as`"));
+        assert!(text.contains("phase: prepare"), "{text}");
     }
 
     #[test]
