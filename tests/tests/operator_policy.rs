@@ -213,7 +213,11 @@ impl Site {
         let world = open_world();
         world.add_plugin(&PluginSpec::new("p", PROBE).extra(extra));
         // Written, not parsed: some tests give `tether` a grants file it must refuse.
-        std::fs::write(world.catalog().parent().unwrap().join("grants.toml"), grants).unwrap();
+        std::fs::write(
+            world.catalog().parent().unwrap().join("grants.toml"),
+            grants,
+        )
+        .unwrap();
         Self {
             world,
             tmp: tempfile::tempdir().unwrap(),
@@ -422,5 +426,67 @@ fn tether_check_shows_the_operators_run_as_and_refuses_it_on_a_host_that_is_not_
             .contains("grants.toml:2:10: key `plugins.p.run_as`: uid or gid 0 is the host's root"),
         "{}",
         text(&check)
+    );
+}
+
+/// The system's Python, readable by any user (a pyenv shim under `/root` is not).
+const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+/// Starts a Python "plugin" whose start-up code (a `sitecustomize` on its `PYTHONPATH`, run
+/// when the host asks the interpreter where it lives, before the plugin starts) tries to make
+/// a file only root may change world-writable, with `namespaces`; returns the file's mode
+/// afterwards, or `None` where the question does not arise (a non-root host's query runs as
+/// the host's user, whose own files are its to change; no system Python).
+async fn mode_after_startup_code(
+    namespaces: tether_broker::confine::NamespacesMode,
+) -> Option<u32> {
+    if !tether_tests::host_user::Host::current().is_root() || !Path::new(SYSTEM_PYTHON).exists() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let target = dir.path().join("roots-file");
+    std::fs::write(&target, "x").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let site = dir.path().join("site");
+    std::fs::create_dir(&site).unwrap();
+    std::fs::write(
+        site.join("sitecustomize.py"),
+        format!(
+            "import os\ntry:\n    os.chmod({:?}, 0o666)\nexcept OSError:\n    pass\n",
+            target.display().to_string()
+        ),
+    )
+    .unwrap();
+    let script = dir.path().join("plugin.py");
+    std::fs::write(&script, "import sys\nsys.exit(0)\n").unwrap();
+    let started = tether_broker::PluginClient::builder(SYSTEM_PYTHON)
+        .arg(&script)
+        .env("PYTHONPATH", &site)
+        .namespaces(namespaces)
+        .handshake(tether_broker::HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .start()
+        .await;
+    // The script exits without a handshake: what matters is what its start-up code changed.
+    assert!(started.is_err());
+    Some(std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777)
+}
+
+#[tokio::test]
+async fn without_a_world_a_root_hosts_interpreter_query_does_not_run_the_plugins_code_as_root() {
+    let mode = mode_after_startup_code(tether_broker::confine::NamespacesMode::Off).await;
+    assert!(
+        mode.is_none_or(|m| m == 0o600),
+        "the plugin's start-up code changed a file of root's: {mode:?} (decimal)"
+    );
+}
+
+#[tokio::test]
+#[ignore = "open hole: a root host's interpreter query runs as uid 0 when the plugin gets a world (issue 22 item 3)"]
+async fn in_a_world_a_root_hosts_interpreter_query_does_not_run_the_plugins_code_as_root() {
+    let mode = mode_after_startup_code(tether_broker::confine::NamespacesMode::Preferred).await;
+    assert!(
+        mode.is_none_or(|m| m == 0o600),
+        "the plugin's start-up code changed a file of root's: {mode:?} (decimal)"
     );
 }
