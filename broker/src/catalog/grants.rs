@@ -14,15 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-use toml::Spanned;
-
-use crate::catalog::confinement::{PathStyle, RawConfinement};
-use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
-use crate::catalog::keys::{self, Schema};
 use crate::catalog::manifest::Manifest;
 use crate::catalog::request::{NotGranted, Remedy, Request};
-use crate::catalog::text::{check_name, line_column, toml_key};
+use crate::catalog::text::toml_key;
 use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
 use crate::confine::paths::normalized;
@@ -84,59 +78,31 @@ use crate::confine::world::NamespacesMode;
 /// error of the grants file); a manifest may always ask `"required"`, even under `"off"`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
-    plugins: BTreeMap<String, Grant>,
+    pub(crate) plugins: BTreeMap<String, Grant>,
     /// The operator's policy for every plugin (top-level `namespaces`).
-    namespaces: NamespacesMode,
+    pub(crate) namespaces: NamespacesMode,
     /// Its line in [`file`](Self::file).
-    namespaces_line: Option<usize>,
+    pub(crate) namespaces_line: Option<usize>,
     /// Where each plugin's `run_as` is in [`file`](Self::file): its line.
-    run_as_lines: BTreeMap<String, usize>,
-    file: Option<PathBuf>,
+    pub(crate) run_as_lines: BTreeMap<String, usize>,
+    pub(crate) file: Option<PathBuf>,
     /// Where each plugin's table is in [`file`](Self::file): line and column of its name.
-    places: BTreeMap<String, (usize, usize)>,
+    pub(crate) places: BTreeMap<String, (usize, usize)>,
     /// Where each plugin's `calls` list is in [`file`](Self::file): the line of its first name.
-    calls_places: BTreeMap<String, usize>,
+    pub(crate) calls_places: BTreeMap<String, usize>,
 }
 
 /// One plugin's grant.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Grant {
-    secrets: BTreeSet<String>,
-    config: BTreeSet<String>,
+pub(crate) struct Grant {
+    pub(crate) secrets: BTreeSet<String>,
+    pub(crate) config: BTreeSet<String>,
     /// The catalog plugins it may call through the host.
-    calls: BTreeSet<String>,
+    pub(crate) calls: BTreeSet<String>,
     /// The loosest confinement its manifest may ask for: the loosest sandbox mode, the
     /// network and seccomp modes, the variables and the directories (with those below them);
     /// and what the operator decides for it: `run_as`, `allow_root`, `namespaces = "required"`.
-    confinement: Confinement,
-}
-
-/// One plugin's own keys as written, with the place of every name, so that errors point at
-/// it; its confinement keys are read by a second pass ([`GrantsConfinement`]).
-#[derive(Deserialize)]
-struct RawGrant {
-    #[serde(default)]
-    secrets: Vec<Spanned<String>>,
-    #[serde(default)]
-    config: Vec<Spanned<String>>,
-    #[serde(default)]
-    calls: Vec<Spanned<String>>,
-    #[serde(default)]
-    allow_root: bool,
-}
-
-#[derive(Deserialize)]
-struct GrantsFile {
-    namespaces: Option<Spanned<NamespacesMode>>,
-    #[serde(default)]
-    plugins: BTreeMap<Spanned<String>, RawGrant>,
-}
-
-/// The grants file's second pass: each plugin's confinement keys.
-#[derive(Deserialize)]
-struct GrantsConfinement {
-    #[serde(default)]
-    plugins: BTreeMap<String, RawConfinement>,
+    pub(crate) confinement: Confinement,
 }
 
 impl Grants {
@@ -440,136 +406,6 @@ impl Grants {
         }
         refused
     }
-
-    /// Parses a grants file's `text` (`file` names it in errors, and relative paths are
-    /// relative to its directory).
-    ///
-    /// # Errors
-    /// [`CatalogFileErrors`] (with [`FileKind::Grants`]), each naming file, line, column and key:
-    /// every unknown key, or else the first bad type or value or invalid name.
-    pub fn parse(text: &str, file: &Path) -> Result<Self, CatalogFileErrors> {
-        let document = keys::document(text, file, FileKind::Grants)?;
-        let grant = Schema::of::<RawGrant>().and::<RawConfinement>();
-        let schema = Schema::of::<GrantsFile>().table("plugins", Schema::any_key(grant));
-        keys::check(&document, &schema, file, text, FileKind::Grants)?;
-        Ok(Self::parse_known(text, file)?)
-    }
-
-    /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
-    fn parse_known(text: &str, file: &Path) -> Result<Self, CatalogFileError> {
-        let error = |offset, key: Option<String>, message: String| {
-            let mut e = CatalogFileError::at(file, text, offset, key, message);
-            e.file_kind = FileKind::Grants;
-            e
-        };
-        let located = |e: toml::de::Error| {
-            let offset = e.span().map_or(0, |s| s.start);
-            error(offset, None, e.message().trim().to_owned())
-        };
-        let parsed: GrantsFile = toml::from_str(text).map_err(located)?;
-        let mut confinements = toml::from_str::<GrantsConfinement>(text)
-            .map_err(located)?
-            .plugins;
-        let dir = file.parent().unwrap_or(Path::new("."));
-        let mut plugins = BTreeMap::new();
-        let mut places = BTreeMap::new();
-        let mut calls_places = BTreeMap::new();
-        let mut run_as_lines = BTreeMap::new();
-        let namespaces_line = parsed
-            .namespaces
-            .as_ref()
-            .map(|n| line_column(text, n.span().start).0);
-        let policy = parsed
-            .namespaces
-            .map_or_else(NamespacesMode::default, Spanned::into_inner);
-        for (plugin, raw) in parsed.plugins {
-            places.insert(
-                plugin.get_ref().clone(),
-                line_column(text, plugin.span().start),
-            );
-            let table = format!("plugins.{}", toml_key(plugin.get_ref()));
-            let at = |value: &Spanned<String>, key: &str, why: String| {
-                error(value.span().start, Some(format!("{table}.{key}")), why)
-            };
-            check_name(plugin.get_ref())
-                .map_err(|why| error(plugin.span().start, Some(table.clone()), why))?;
-            let mut grant = Grant::default();
-            if let Some(first) = raw.calls.first() {
-                calls_places.insert(
-                    plugin.get_ref().clone(),
-                    line_column(text, first.span().start).0,
-                );
-            }
-            for (key, names, into) in [
-                ("secrets", &raw.secrets, &mut grant.secrets),
-                ("config", &raw.config, &mut grant.config),
-                ("calls", &raw.calls, &mut grant.calls),
-            ] {
-                for name in names {
-                    check_name(name.get_ref()).map_err(|why| at(name, key, why))?;
-                    into.insert(name.get_ref().clone());
-                }
-            }
-            let raw_confinement = confinements.remove(plugin.get_ref()).unwrap_or_default();
-            let run_as = raw_confinement.run_as().cloned();
-            let namespaces_at = raw_confinement.namespaces_at();
-            grant.confinement = raw_confinement.read(dir, PathStyle::Literal, at)?;
-            grant.confinement.allow_root = raw.allow_root;
-            if let (Some(written), Some((uid, gid))) = (&run_as, grant.confinement.run_as) {
-                run_as_lines.insert(
-                    plugin.get_ref().clone(),
-                    line_column(text, written.span().start).0,
-                );
-                if (uid == 0 || gid == 0) && !raw.allow_root {
-                    return Err(at(
-                        written,
-                        "run_as",
-                        format!(
-                            "uid or gid 0 is the host's root: the plugin would hold root over every file it reaches; to mean it, add `allow_root = true` under `[{table}]`, else choose another user"
-                        ),
-                    ));
-                }
-            }
-            if let Some(span) = namespaces_at
-                && policy == NamespacesMode::Required
-                && grant.confinement.namespaces == NamespacesMode::Off
-            {
-                let line = namespaces_line.unwrap_or(1);
-                return Err(error(
-                    span.start,
-                    Some(format!("{table}.namespaces")),
-                    format!(
-                        "contradicts the top-level `namespaces = \"required\"` (line {line}), which no plugin's grant can loosen; remove one of them"
-                    ),
-                ));
-            }
-            plugins.insert(plugin.into_inner(), grant);
-        }
-        Ok(Self {
-            plugins,
-            namespaces: policy,
-            namespaces_line,
-            run_as_lines,
-            file: Some(file.to_owned()),
-            places,
-            calls_places,
-        })
-    }
-
-    /// Reads and parses the grants file at `path`.
-    ///
-    /// # Errors
-    /// As [`parse`](Self::parse), or when the file cannot be read.
-    pub fn load(path: &Path) -> Result<Self, CatalogFileErrors> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            CatalogFileErrors::from(CatalogFileError::whole_file(
-                path,
-                format!("cannot read: {e}"),
-            ))
-            .of_kind(FileKind::Grants)
-        })?;
-        Self::parse(&text, path)
-    }
 }
 
 /// What `asked` loosens beyond the default confinement that `allowed` does not cover, in
@@ -657,6 +493,7 @@ mod tests {
     use tether_proto::ValueKind;
 
     use super::*;
+    use crate::catalog::errors::FileKind;
 
     fn manifest_with(extra: &str) -> Manifest {
         let text = format!(

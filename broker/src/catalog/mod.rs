@@ -3,6 +3,7 @@
 pub(crate) mod confinement;
 pub(crate) mod errors;
 pub(crate) mod grants;
+pub(crate) mod grants_file;
 pub(crate) mod keys;
 #[cfg(feature = "kubernetes")]
 pub(crate) mod kubernetes;

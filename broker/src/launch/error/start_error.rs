@@ -364,7 +364,7 @@ impl StartError {
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use StartErrorKind as K;
-        let plugin = &self.plugin;
+        let (plugin, phase) = (&self.plugin, self.phase);
         match &self.kind {
             K::Prepare { what, source } => write!(
                 f,
@@ -376,20 +376,16 @@ impl fmt::Display for StartError {
                 host_uid,
                 set_at,
             } => {
-                let at = set_at
-                    .as_ref()
-                    .map(|place| format!(" (`run_as` at {place})"))
-                    .unwrap_or_default();
+                let at = set_at.as_ref().map(|p| format!(" (`run_as` at {p})"));
                 write!(
                     f,
-                    "plugin `{plugin}` is to run as uid {uid}, gid {gid}{at}, but the host runs as uid {host_uid} and only root can start a process as another user (phase: {}); run the host as root, or drop `run_as` (the plugin then runs as the host's user)",
-                    self.phase
+                    "plugin `{plugin}` is to run as uid {uid}, gid {gid}{}, but the host runs as uid {host_uid} and only root can start a process as another user (phase: {phase}); run the host as root, or drop `run_as` (the plugin then runs as the host's user)",
+                    at.unwrap_or_default()
                 )
             }
             K::World(source) => write!(
                 f,
-                "plugin `{plugin}` cannot start (phase: {}): {source}",
-                self.phase
+                "plugin `{plugin}` cannot start (phase: {phase}): {source}"
             ),
             K::Integrity(source) => {
                 write!(f, "plugin `{plugin}` is refused before start: {source}")
@@ -408,8 +404,7 @@ impl fmt::Display for StartError {
                 denial,
             } => write!(
                 f,
-                "plugin `{plugin}` exited ({status}) during start-up ({}) and was most likely refused something by its sandbox (mode `{mode}`: Landlock allows only its program's directory, the system paths, its private and working directories and what was explicitly allowed){denial}.",
-                self.phase
+                "plugin `{plugin}` exited ({status}) during start-up ({phase}) and was most likely refused something by its sandbox (mode `{mode}`: Landlock allows only its program's directory, the system paths, its private and working directories and what was explicitly allowed){denial}."
             ),
             K::RunnerMissing {
                 runner,
@@ -435,8 +430,7 @@ impl fmt::Display for StartError {
             ),
             K::Exited { status } => write!(
                 f,
-                "plugin `{plugin}` exited ({status}) during start-up ({}); its stderr usually says why.",
-                self.phase
+                "plugin `{plugin}` exited ({status}) during start-up ({phase}); its stderr usually says why."
             ),
             K::CookieRefused { status, cookie_key } => write!(
                 f,
