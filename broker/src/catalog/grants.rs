@@ -369,13 +369,16 @@ impl Grants {
             let forbidden = forbidden_off && matches!(request, Request::Namespaces(_));
             refused.push(NotGranted {
                 plugin: manifest.name.clone(),
-                manifest_line: manifest.key_lines.get(request.key()).copied(),
+                // Every request is a key of the manifest's file: 1 only if it were not.
+                manifest_line: manifest.key_lines.get(request.key()).copied().unwrap_or(1),
                 request,
                 manifest: manifest.file.clone(),
                 grants_file: self.file.clone(),
                 remedy: if forbidden {
                     Remedy::DropIt {
-                        policy_line: self.namespaces_line,
+                        policy_line: self
+                            .namespaces_line
+                            .and_then(|line| u32::try_from(line).ok()),
                     }
                 } else {
                     Remedy::Grant
@@ -585,7 +588,7 @@ mod tests {
         let m = manifest_with("run_as = \"65534:65534\"");
         let err = Grants::parse("", file).unwrap().check(&m).unwrap_err();
         assert_eq!(err.request, Request::RunAs(65534, 65534));
-        assert_eq!(err.manifest_line, Some(3));
+        assert_eq!(err.manifest_line, 3);
         let text = err.to_string();
         assert!(
             text.starts_with("plugin `a` requests `run_as = \"65534:65534\"` in /cat/a.toml:3,"),

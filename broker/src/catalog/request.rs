@@ -100,8 +100,9 @@ pub enum Remedy {
     /// Only dropping it from the manifest: the operator's policy for every plugin refuses it
     /// (a top-level `namespaces = "required"` refuses `namespaces = "off"`).
     DropIt {
-        /// The policy's line in the grants file, when read from one.
-        policy_line: Option<usize>,
+        /// The policy's line in the grants file, when read from one (`u32`: keeps
+        /// [`NotGranted`] small enough to return by value).
+        policy_line: Option<u32>,
     },
 }
 
@@ -116,8 +117,8 @@ pub struct NotGranted {
     pub request: Request,
     /// The plugin's manifest.
     pub manifest: PathBuf,
-    /// The line of the request's key in [`manifest`](Self::manifest).
-    pub manifest_line: Option<usize>,
+    /// The line of the request's key in [`manifest`](Self::manifest) (1-based).
+    pub manifest_line: usize,
     /// The grants file the line is to be added to; `None` for grants made in code.
     pub grants_file: Option<PathBuf>,
     /// What makes it start.
@@ -145,10 +146,7 @@ impl fmt::Display for NotGranted {
             Request::RunAs(uid, gid) => format!("run_as = \"{uid}:{gid}\""),
             _ => request.clone(),
         };
-        let manifest = match self.manifest_line {
-            Some(line) => format!("{}:{line}", self.manifest.display()),
-            None => self.manifest.display().to_string(),
-        };
+        let manifest = format!("{}:{}", self.manifest.display(), self.manifest_line);
         let key = self.request.key();
         if let Remedy::DropIt { policy_line } = self.remedy {
             let grants = self
