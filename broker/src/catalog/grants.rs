@@ -130,10 +130,12 @@ impl Grants {
         self
     }
 
-    /// Lets `plugin`'s manifest ask for anything up to `allowed` (its sandbox, network and
-    /// seccomp modes, variables and directories; the host-only parts and `limits` are not
-    /// compared), replacing what was granted before — the value the manifest's
-    /// [`confinement`](crate::Manifest::confinement) is checked against.
+    /// Lets `plugin`'s manifest ask for anything up to `allowed` (its sandbox, network,
+    /// seccomp and namespaces modes, `run_as`, variables and directories; `plugin_ids`, the
+    /// network mechanism and `limits` are not compared), replacing what was granted before —
+    /// the value the manifest's [`confinement`](crate::Manifest::confinement) is checked
+    /// against. Its `run_as`, `allow_root` and a `namespaces` of `Required` are also imposed
+    /// ([`confinement_of`](Self::confinement_of)).
     ///
     /// ```
     /// use tether_broker::confine::{Confinement, NetworkMode};
