@@ -10,7 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 uid=61234
 gid=61234
 # The test targets (tests/tests/NAME.rs) that attack or check the confinement.
-tests=(empty_world world escapes confinement network catalog_policy policy terminal_text warning_flood leftovers diagnosis)
+tests=(empty_world world escapes confinement network catalog_policy policy operator_policy terminal_text warning_flood leftovers diagnosis)
 
 [ "$(id -u)" -eq 0 ] || { echo "unprivileged-tests: run as root (it switches to uid $uid)" >&2; exit 1; }
 as_user() { setpriv --reuid="$uid" --regid="$gid" --clear-groups "$@"; }
@@ -33,7 +33,7 @@ for line in sys.stdin:
 	exit 1
 }
 
-for path in tests/Cargo.toml examples/proto/kv.proto target/debug/probe-plugin target/debug/tether "${binaries[@]}"; do
+for path in tests/Cargo.toml examples/proto/kv.proto target/debug/probe-plugin target/debug/no-userns target/debug/tether "${binaries[@]}"; do
 	as_user test -r "$path" || {
 		echo "unprivileged-tests: uid $uid cannot read $PWD/$path: the checkout and its target directory must be readable and searchable by every user (clone outside a 0700 home, or chmod o+rx its parent directories)" >&2
 		exit 1

@@ -122,6 +122,7 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
     let mut problems = Vec::new();
     let file = m.file.display();
     problems.extend(privileges::refusals(install.grants.refusals(m)));
+    problems.extend(privileges::host_problems(m, &install.grants));
     for (kind, names, source) in [
         (ValueKind::Secret, &m.secrets, &install.secrets),
         (ValueKind::Config, &m.config, &install.config),

@@ -1,13 +1,15 @@
 //! What a catalog plugin effectively gets, as `tether list` and `tether check` show it: its
 //! secrets and config, network (and how `none` is enforced here), sandbox mode and allowances,
-//! environment names, seccomp, runtime, how its world is isolated and uid — each request the operator's grants refuse marked as such (the plugin then does
-//! not start).
+//! environment names, seccomp, runtime, how its world is isolated and uid — each request the
+//! operator's grants refuse marked as such (the plugin then does not start). What it gets is
+//! the manifest's confinement with the operator's decisions applied
+//! ([`Grants::confinement_of`]: `run_as`, `allow_root`, the namespaces policy).
 
 use std::path::PathBuf;
 
 use tether_broker::catalog::NotGranted;
-use tether_broker::confine::NetworkMechanism;
-use tether_broker::launch::{DEFAULT_ENV_ALLOWLIST, ResolvedRuntime};
+use tether_broker::confine::{Confinement, NamespacesMode, NetworkMechanism, SandboxMode};
+use tether_broker::launch::{DEFAULT_ENV_ALLOWLIST, ResolvedRuntime, Runner};
 use tether_broker::{Grants, Manifest};
 
 /// One fact: a label and its value.
@@ -16,6 +18,7 @@ pub(crate) type Fact = (&'static str, String);
 /// The facts of `m` under `grants`, in a fixed order.
 pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
     let refused = grants.refusals(m);
+    let effective = grants.confinement_of(m);
     let refused_key = |key: &str| refused.iter().any(|r| r.request.key() == key);
     let mark = |key: &str, text: String| {
         if refused_key(key) {
@@ -68,18 +71,73 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
             mark("seccomp", m.confinement.seccomp.to_string()),
         ),
         ("runtime", m.runtime.to_string()),
-        ("world", world()),
-        ("uid", uid()),
+        ("world", mark("namespaces", world(m, &effective))),
+        ("uid", mark("run_as", uid(&effective))),
     ]
 }
 
-/// How this host isolates a plugin from its world: namespaces, or (where it cannot make
-/// them) the other layers only, with the reason.
-fn world() -> String {
-    match tether_broker::confine::worlds_available() {
-        Ok(()) => "namespaces (user, mount, pid, ipc, uts, cgroup, network)".to_owned(),
-        Err(reason) => format!("layers only: no namespaces on this host ({reason})"),
+/// How this host isolates `m`'s plugin, confined as `c`, from its world: namespaces, or the
+/// other layers only (with the reason), or nothing because the policy requires namespaces
+/// this host cannot make.
+fn world(m: &Manifest, c: &Confinement) -> String {
+    const WORLD: &str = "namespaces (user, mount, pid, ipc, uts, cgroup, network)";
+    if !matches!(m.runner, Runner::Process) {
+        return format!("the {} runner's own", m.runner);
     }
+    let off = match c.namespaces {
+        NamespacesMode::Off if m.confinement.namespaces == NamespacesMode::Off => {
+            Some("namespaces = \"off\", granted")
+        }
+        NamespacesMode::Off => Some("the operator's namespaces = \"off\""),
+        NamespacesMode::Preferred if c.sandbox == SandboxMode::Off => Some("sandbox = \"off\""),
+        _ => None,
+    };
+    if let Some(why) = off {
+        return format!("layers only: {why}");
+    }
+    match (tether_broker::confine::worlds_available(), c.namespaces) {
+        (Ok(()), NamespacesMode::Required) => format!("{WORLD}, required"),
+        (Ok(()), _) => WORLD.to_owned(),
+        (Err(reason), NamespacesMode::Required) => format!(
+            "none: namespaces are required but this host cannot make them ({reason}) (DOES NOT START)"
+        ),
+        (Err(reason), _) => format!("layers only: no namespaces on this host ({reason})"),
+    }
+}
+
+/// Why `m`'s plugin cannot start on this host although everything it asks is granted: a
+/// `run_as` on a host that is not root, namespaces required where none can be made.
+pub(crate) fn host_problems(m: &Manifest, grants: &Grants) -> Vec<String> {
+    let c = grants.confinement_of(m);
+    let mut problems = Vec::new();
+    let host = rustix::process::geteuid().as_raw();
+    if let Some((uid, gid)) = c.run_as
+        && host != 0
+    {
+        let at = grants
+            .run_as_place(&m.name)
+            .unwrap_or_else(|| m.file.display().to_string());
+        problems.push(format!(
+            "{at}: plugin `{}`: `run_as = \"{uid}:{gid}\"` needs a root host: this host runs as uid {host} and only root can start a process as another user; run the host as root, or remove `run_as` (the plugin then runs as the host's user)",
+            m.name
+        ));
+    }
+    if c.namespaces == NamespacesMode::Required
+        && matches!(m.runner, Runner::Process)
+        && let Err(reason) = tether_broker::confine::worlds_available()
+    {
+        problems.push(format!(
+            "{}: plugin `{}` does not start here: namespaces are required (by the {}) but this host cannot make a plugin's world: {reason}; allow user namespaces, or set `namespaces = \"preferred\"`",
+            m.file.display(),
+            m.name,
+            if m.confinement.namespaces == NamespacesMode::Required {
+                "manifest"
+            } else {
+                "operator's grants"
+            }
+        ));
+    }
+    problems
 }
 
 /// The network mode and, for `none`, the mechanism this host enforces it with.
@@ -90,14 +148,28 @@ fn network(m: &Manifest) -> String {
     }
 }
 
-/// The user plugins run as: a root host's run as unprivileged ids of
-/// [`DEFAULT_PLUGIN_IDS`](tether_broker::confine::DEFAULT_PLUGIN_IDS), never as root; another
-/// host's as the host's own.
-fn uid() -> String {
+/// The user a plugin confined as `c` runs as: `run_as` (root hosts only); else a root host's
+/// run as unprivileged ids of
+/// [`DEFAULT_PLUGIN_IDS`](tether_broker::confine::DEFAULT_PLUGIN_IDS), never as root unless
+/// `allow_root` where no world is made; another host's as the host's own.
+fn uid(c: &Confinement) -> String {
     use tether_broker::confine::{DEFAULT_PLUGIN_IDS, PluginIds};
     let host = rustix::process::geteuid().as_raw();
-    if host != 0 {
-        return format!("{host} (the host's)");
+    match c.run_as {
+        Some((uid, gid)) if host != 0 => {
+            return format!(
+                "{host} (the host's); run_as {uid}:{gid} needs a root host (DOES NOT START)"
+            );
+        }
+        Some((0, gid)) => return format!("0:{gid} (run_as: the host's root, allow_root)"),
+        Some((uid, gid)) => return format!("{uid}:{gid} (run_as)"),
+        None if host != 0 => return format!("{host} (the host's)"),
+        None => {}
+    }
+    let no_world =
+        c.namespaces == NamespacesMode::Off || tether_broker::confine::worlds_available().is_err();
+    if c.allow_root && no_world {
+        return "0 (the host's root without a world: allow_root)".to_owned();
     }
     match DEFAULT_PLUGIN_IDS {
         PluginIds::Range { first, count } => format!(

@@ -1,5 +1,5 @@
 //! The confinement keys a manifest and the grants file share (`sandbox`, `network`,
-//! `seccomp`, `namespaces`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read`): one struct deserializes
+//! `seccomp`, `namespaces`, `run_as`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read`): one struct deserializes
 //! them from both files and one function turns them into a [`Confinement`]. In a manifest they
 //! are what the plugin asks for; in a grants file's `[plugins.NAME]` what it may ask for.
 //!
@@ -30,8 +30,8 @@ pub(crate) struct RawConfinement {
     network: NetworkMode,
     #[serde(default)]
     seccomp: SeccompMode,
-    #[serde(default)]
-    namespaces: NamespacesMode,
+    namespaces: Option<Spanned<NamespacesMode>>,
+    run_as: Option<Spanned<String>>,
     #[serde(default)]
     env_allow: Vec<Spanned<String>>,
     #[serde(default)]
@@ -57,14 +57,24 @@ impl RawConfinement {
         &self.env_allow
     }
 
+    /// Where `namespaces` is written (its value's byte range), when it is.
+    pub(crate) fn namespaces_at(&self) -> Option<std::ops::Range<usize>> {
+        self.namespaces.as_ref().map(Spanned::span)
+    }
+
+    /// `run_as` as written, when it is.
+    pub(crate) fn run_as(&self) -> Option<&Spanned<String>> {
+        self.run_as.as_ref()
+    }
+
     /// The [`Confinement`] these keys describe, paths resolved against `dir`; other fields
-    /// (those no file sets: `run_as`, …) keep their defaults. `error` locates a problem at a
-    /// value under a key.
+    /// (those no file sets: `plugin_ids`, `allow_root`, …) keep their defaults. `error`
+    /// locates a problem at a value under a key.
     ///
     /// # Errors
-    /// The first bad value: an environment variable name that is empty or holds `=` or NUL, a
-    /// path that is empty or holds NUL, or (with [`PathStyle::Expanded`]) names an unset
-    /// variable.
+    /// The first bad value: a `run_as` that is not `"UID:GID"`, an environment variable name
+    /// that is empty or holds `=` or NUL, a path that is empty or holds NUL, or (with
+    /// [`PathStyle::Expanded`]) names an unset variable.
     pub(crate) fn read(
         self,
         dir: &Path,
@@ -75,7 +85,15 @@ impl RawConfinement {
             .sandbox(self.sandbox)
             .network(self.network)
             .seccomp(self.seccomp)
-            .namespaces(self.namespaces);
+            .namespaces(
+                self.namespaces
+                    .map_or_else(NamespacesMode::default, Spanned::into_inner),
+            );
+        if let Some(written) = &self.run_as {
+            let (uid, gid) =
+                run_as(written.get_ref()).map_err(|why| error(written, "run_as", why))?;
+            confinement = confinement.run_as(uid, gid);
+        }
         for name in &self.env_allow {
             let value = name.get_ref();
             if value.is_empty() || value.contains(['=', '\0']) {
@@ -107,6 +125,28 @@ impl RawConfinement {
     }
 }
 
+/// The ids of `run_as = "UID:GID"`: two decimal numbers, neither `4294967295` (which the
+/// kernel's `setresuid` reads as "unchanged"). Names are not looked up: the ids are the same
+/// on every host that reads the file, and `/etc/passwd` is not consulted.
+pub(crate) fn run_as(written: &str) -> Result<(u32, u32), String> {
+    let id = |part: &str| {
+        part.parse::<u32>()
+            .ok()
+            .filter(|id| *id != u32::MAX && part.bytes().all(|b| b.is_ascii_digit()))
+    };
+    match written.split_once(':') {
+        Some((uid, gid)) => match (id(uid), id(gid)) {
+            (Some(uid), Some(gid)) => Ok((uid, gid)),
+            _ => Err(format!(
+                "`{written}` is not `\"UID:GID\"`: write two numeric ids below 4294967295, e.g. `run_as = \"65534:65534\"` (names are not looked up)"
+            )),
+        },
+        None => Err(format!(
+            "`{written}` is not `\"UID:GID\"`: write the user id and the group id, e.g. `run_as = \"65534:65534\"`"
+        )),
+    }
+}
+
 /// One confinement path of a file in directory `dir`.
 fn path(
     value: &Spanned<String>,
@@ -129,4 +169,30 @@ fn path(
     }
     // An absolute entry replaces `dir` in the join.
     Ok(dir.join(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_as_is_two_numeric_ids_and_nothing_else() {
+        assert_eq!(run_as("65534:65534"), Ok((65534, 65534)));
+        assert_eq!(run_as("0:0"), Ok((0, 0)));
+        assert_eq!(run_as("1000:100"), Ok((1000, 100)));
+        for bad in [
+            "65534",
+            "nobody:nogroup",
+            "1000:",
+            ":1000",
+            "+1:1",
+            "1:2:3",
+            " 1:1",
+            "4294967295:1",
+            "1:4294967296",
+        ] {
+            let why = run_as(bad).expect_err(bad);
+            assert!(why.contains("UID:GID"), "{bad}: {why}");
+        }
+    }
 }

@@ -3,22 +3,20 @@
 //!
 //! A manifest is written by the plugin's author; the grants file by the operator. Everything a
 //! manifest asks for beyond the defaults — a secret, a config file, `sandbox = "off"`,
-//! `network = "host"`, `seccomp = "off"`, `namespaces = "off"`, an `env_allow` name, a
-//! `sandbox_allow_*` path — takes effect only when granted here, and a plugin asking for more does not start
-//! ([`NotGranted`] names the grants line to add).
+//! `network = "host"`, `seccomp = "off"`, `namespaces = "off"`, a `run_as` user, an
+//! `env_allow` name, a `sandbox_allow_*` path — takes effect only when granted here, and a
+//! plugin asking for more does not start ([`NotGranted`] names the grants line to add).
+//!
+//! Some things only the operator decides, whatever a manifest says: the user a plugin runs as
+//! (`run_as`, `allow_root`) and whether plugins must have a world of their own (the top-level
+//! `namespaces`); [`Grants::confinement_of`] applies them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-use toml::Spanned;
-
-use crate::catalog::confinement::{PathStyle, RawConfinement};
-use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
-use crate::catalog::keys::{self, Schema};
 use crate::catalog::manifest::Manifest;
-use crate::catalog::request::{NotGranted, Request};
-use crate::catalog::text::{check_name, line_column, toml_key};
+use crate::catalog::request::{NotGranted, Remedy, Request};
+use crate::catalog::text::toml_key;
 use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
 use crate::confine::paths::normalized;
@@ -54,56 +52,57 @@ use crate::confine::world::NamespacesMode;
 /// # seccomp = "off"                      # may run without the system-call filter
 /// # namespaces = "off"                   # may run without a world of its own
 /// # sandbox_allow_exec = ["/opt/tools"]  # may read and execute below these
+/// # run_as = "65534:65534"              # runs as this uid:gid (root hosts), asked or not
+/// # allow_root = true                    # run_as may be uid or gid 0 (the host's root)
+/// ```
+/// A top-level key sets the policy for every plugin:
+/// ```toml
+/// namespaces = "required"   # no plugin starts without a world of its own
+/// #            "preferred"  # (the default) a world where the host can make one
+/// #            "off"        # no worlds: every plugin runs with the other layers only
 /// ```
 /// A granted path covers the manifest's path when it is the same directory or a parent of it,
 /// both taken after symbolic links are resolved (and the manifest's `${VAR}`s expanded);
 /// relative grant paths are relative to the grants file's directory. `sandbox = "off"` also
 /// grants `best-effort`; a `sandbox_allow_exec` path also covers a `sandbox_allow_read` below it.
+///
+/// `run_as = "UID:GID"` is the operator's choice of the plugin's user on a root host: the
+/// plugin runs as it whether or not its manifest asks, and a manifest's `run_as` is granted
+/// only when it names the same ids. uid or gid 0 also needs `allow_root = true` (a grants file
+/// without it is refused at that line); so does a root host's plugin running as the host's
+/// root where no world can be made. A non-root host cannot switch users: a plugin with
+/// `run_as` does not start there (located at its grants line).
+///
+/// The top-level `namespaces = "required"` cannot be defeated by a manifest: a manifest's
+/// `namespaces = "off"` is refused (and a plugin's `namespaces = "off"` grant under it is an
+/// error of the grants file); a manifest may always ask `"required"`, even under `"off"`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
-    plugins: BTreeMap<String, Grant>,
-    file: Option<PathBuf>,
+    pub(crate) plugins: BTreeMap<String, Grant>,
+    /// The operator's policy for every plugin (top-level `namespaces`).
+    pub(crate) namespaces: NamespacesMode,
+    /// Its line in [`file`](Self::file).
+    pub(crate) namespaces_line: Option<usize>,
+    /// Where each plugin's `run_as` is in [`file`](Self::file): its line.
+    pub(crate) run_as_lines: BTreeMap<String, usize>,
+    pub(crate) file: Option<PathBuf>,
     /// Where each plugin's table is in [`file`](Self::file): line and column of its name.
-    places: BTreeMap<String, (usize, usize)>,
+    pub(crate) places: BTreeMap<String, (usize, usize)>,
     /// Where each plugin's `calls` list is in [`file`](Self::file): the line of its first name.
-    calls_places: BTreeMap<String, usize>,
+    pub(crate) calls_places: BTreeMap<String, usize>,
 }
 
 /// One plugin's grant.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Grant {
-    secrets: BTreeSet<String>,
-    config: BTreeSet<String>,
+pub(crate) struct Grant {
+    pub(crate) secrets: BTreeSet<String>,
+    pub(crate) config: BTreeSet<String>,
     /// The catalog plugins it may call through the host.
-    calls: BTreeSet<String>,
+    pub(crate) calls: BTreeSet<String>,
     /// The loosest confinement its manifest may ask for: the loosest sandbox mode, the
-    /// network and seccomp modes, the variables and the directories (with those below them).
-    confinement: Confinement,
-}
-
-/// One plugin's own keys as written, with the place of every name, so that errors point at
-/// it; its confinement keys are read by a second pass ([`GrantsConfinement`]).
-#[derive(Deserialize)]
-struct RawGrant {
-    #[serde(default)]
-    secrets: Vec<Spanned<String>>,
-    #[serde(default)]
-    config: Vec<Spanned<String>>,
-    #[serde(default)]
-    calls: Vec<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-struct GrantsFile {
-    #[serde(default)]
-    plugins: BTreeMap<Spanned<String>, RawGrant>,
-}
-
-/// The grants file's second pass: each plugin's confinement keys.
-#[derive(Deserialize)]
-struct GrantsConfinement {
-    #[serde(default)]
-    plugins: BTreeMap<String, RawConfinement>,
+    /// network and seccomp modes, the variables and the directories (with those below them);
+    /// and what the operator decides for it: `run_as`, `allow_root`, `namespaces = "required"`.
+    pub(crate) confinement: Confinement,
 }
 
 impl Grants {
@@ -131,10 +130,12 @@ impl Grants {
         self
     }
 
-    /// Lets `plugin`'s manifest ask for anything up to `allowed` (its sandbox, network and
-    /// seccomp modes, variables and directories; the host-only parts and `limits` are not
-    /// compared), replacing what was granted before — the value the manifest's
-    /// [`confinement`](crate::Manifest::confinement) is checked against.
+    /// Lets `plugin`'s manifest ask for anything up to `allowed` (its sandbox, network,
+    /// seccomp and namespaces modes, `run_as`, variables and directories; `plugin_ids`, the
+    /// network mechanism and `limits` are not compared), replacing what was granted before —
+    /// the value the manifest's [`confinement`](crate::Manifest::confinement) is checked
+    /// against. Its `run_as`, `allow_root` and a `namespaces` of `Required` are also imposed
+    /// ([`confinement_of`](Self::confinement_of)).
     ///
     /// ```
     /// use tether_broker::confine::{Confinement, NetworkMode};
@@ -166,6 +167,79 @@ impl Grants {
     pub fn seccomp(mut self, plugin: impl Into<String>, mode: SeccompMode) -> Self {
         self.grant(plugin).confinement.seccomp = mode;
         self
+    }
+
+    /// Sets the policy for every plugin (the top-level `namespaces`): `Required` refuses to
+    /// start a plugin without a world of its own (and any manifest's `namespaces = "off"`),
+    /// `Off` runs every plugin without one (a manifest may still require one).
+    #[must_use]
+    pub fn namespaces(mut self, mode: NamespacesMode) -> Self {
+        self.namespaces = mode;
+        self
+    }
+
+    /// Runs `plugin` as `uid`:`gid` on a root host (`run_as = "UID:GID"`), whether or not its
+    /// manifest asks; a manifest's `run_as` is granted only when it is the same. uid or gid 0
+    /// also needs [`allow_root`](Self::allow_root).
+    #[must_use]
+    pub fn run_as(mut self, plugin: impl Into<String>, uid: u32, gid: u32) -> Self {
+        self.grant(plugin).confinement.run_as = Some((uid, gid));
+        self
+    }
+
+    /// Lets `plugin` run as the host's root (`allow_root = true`): a `run_as` of uid or gid 0,
+    /// or, where a root host cannot make it a world, the host's own uid 0 (see
+    /// [`Confinement::allow_root`]).
+    #[must_use]
+    pub fn allow_root(mut self, plugin: impl Into<String>) -> Self {
+        self.grant(plugin).confinement.allow_root = true;
+        self
+    }
+
+    /// The operator's namespaces policy for every plugin.
+    #[must_use]
+    pub fn namespaces_policy(&self) -> NamespacesMode {
+        self.namespaces
+    }
+
+    /// Where `plugin`'s `run_as` is decided, for messages: `FILE:LINE` of the grants file, or
+    /// `the grants` for grants made in code; `None` when the grants set none.
+    #[must_use]
+    pub fn run_as_place(&self, plugin: &str) -> Option<String> {
+        self.plugins.get(plugin)?.confinement.run_as?;
+        Some(match (&self.file, self.run_as_lines.get(plugin)) {
+            (Some(file), Some(line)) => format!("{}:{line}", file.display()),
+            (Some(file), None) => file.display().to_string(),
+            (None, _) => "the grants".to_owned(),
+        })
+    }
+
+    /// The confinement `manifest`'s plugin launches with: the manifest's own (checked with
+    /// [`check`](Self::check) first), with what the operator decides for it — its grant's
+    /// `run_as` and `allow_root`, and its world: `required` when the manifest, its grant or
+    /// the top-level policy says so, else `off` when a granted manifest or the policy says so,
+    /// else `preferred`.
+    #[must_use]
+    pub fn confinement_of(&self, manifest: &Manifest) -> Confinement {
+        let mut confinement = manifest.confinement.clone();
+        let Some(grant) = self.plugins.get(&manifest.name) else {
+            confinement.namespaces = world(
+                self.namespaces,
+                NamespacesMode::Preferred,
+                confinement.namespaces,
+            );
+            return confinement;
+        };
+        if grant.confinement.run_as.is_some() {
+            confinement.run_as = grant.confinement.run_as;
+        }
+        confinement.allow_root = grant.confinement.allow_root;
+        confinement.namespaces = world(
+            self.namespaces,
+            grant.confinement.namespaces,
+            confinement.namespaces,
+        );
+        confinement
     }
 
     /// Lets `plugin`'s manifest pass the host's variable `name` (`env_allow`).
@@ -284,20 +358,33 @@ impl Grants {
     }
 
     /// Every request of `manifest` that is not granted, in manifest-key order: secrets,
-    /// config, sandbox, network, seccomp, namespaces, env_allow, sandbox_allow_exec,
+    /// config, sandbox, network, seccomp, namespaces, run_as, env_allow, sandbox_allow_exec,
     /// sandbox_allow_read.
     /// Paths are compared after resolving symbolic links, so this reads the file system.
     #[must_use]
     pub fn refusals(&self, manifest: &Manifest) -> Vec<NotGranted> {
         let empty = Grant::default();
         let grant = self.plugins.get(&manifest.name).unwrap_or(&empty);
+        let forbidden_off = self.namespaces == NamespacesMode::Required;
         let mut refused = Vec::new();
-        let mut refuse = |request| {
+        let mut refuse = |request: Request| {
+            let forbidden = forbidden_off && matches!(request, Request::Namespaces(_));
             refused.push(NotGranted {
                 plugin: manifest.name.clone(),
+                // Every request is a key of the manifest's file: 1 only if it were not.
+                manifest_line: manifest.key_lines.get(request.key()).copied().unwrap_or(1),
                 request,
                 manifest: manifest.file.clone(),
                 grants_file: self.file.clone(),
+                remedy: if forbidden {
+                    Remedy::DropIt {
+                        policy_line: self
+                            .namespaces_line
+                            .and_then(|line| u32::try_from(line).ok()),
+                    }
+                } else {
+                    Remedy::Grant
+                },
             });
         };
         for name in manifest
@@ -314,109 +401,25 @@ impl Grants {
         {
             refuse(Request::Config(name.clone()));
         }
-        for request in ungranted(&manifest.confinement, &grant.confinement) {
+        let mut allowed = grant.confinement.clone();
+        if forbidden_off {
+            // The policy for every plugin: no plugin's grant of `off` counts.
+            allowed.namespaces = NamespacesMode::Required;
+        }
+        for request in ungranted(&manifest.confinement, &allowed) {
             refuse(request);
         }
         refused
     }
-
-    /// Parses a grants file's `text` (`file` names it in errors, and relative paths are
-    /// relative to its directory).
-    ///
-    /// # Errors
-    /// [`CatalogFileErrors`] (with [`FileKind::Grants`]), each naming file, line, column and key:
-    /// every unknown key, or else the first bad type or value or invalid name.
-    pub fn parse(text: &str, file: &Path) -> Result<Self, CatalogFileErrors> {
-        let document = keys::document(text, file, FileKind::Grants)?;
-        let grant = Schema::of::<RawGrant>().and::<RawConfinement>();
-        let schema = Schema::of::<GrantsFile>().table("plugins", Schema::any_key(grant));
-        keys::check(&document, &schema, file, text, FileKind::Grants)?;
-        Ok(Self::parse_known(text, file)?)
-    }
-
-    /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
-    fn parse_known(text: &str, file: &Path) -> Result<Self, CatalogFileError> {
-        let error = |offset, key: Option<String>, message: String| {
-            let mut e = CatalogFileError::at(file, text, offset, key, message);
-            e.file_kind = FileKind::Grants;
-            e
-        };
-        let located = |e: toml::de::Error| {
-            let offset = e.span().map_or(0, |s| s.start);
-            error(offset, None, e.message().trim().to_owned())
-        };
-        let parsed: GrantsFile = toml::from_str(text).map_err(located)?;
-        let mut confinements = toml::from_str::<GrantsConfinement>(text)
-            .map_err(located)?
-            .plugins;
-        let dir = file.parent().unwrap_or(Path::new("."));
-        let mut plugins = BTreeMap::new();
-        let mut places = BTreeMap::new();
-        let mut calls_places = BTreeMap::new();
-        for (plugin, raw) in parsed.plugins {
-            places.insert(
-                plugin.get_ref().clone(),
-                line_column(text, plugin.span().start),
-            );
-            let table = format!("plugins.{}", toml_key(plugin.get_ref()));
-            let at = |value: &Spanned<String>, key: &str, why: String| {
-                error(value.span().start, Some(format!("{table}.{key}")), why)
-            };
-            check_name(plugin.get_ref())
-                .map_err(|why| error(plugin.span().start, Some(table.clone()), why))?;
-            let mut grant = Grant::default();
-            if let Some(first) = raw.calls.first() {
-                calls_places.insert(
-                    plugin.get_ref().clone(),
-                    line_column(text, first.span().start).0,
-                );
-            }
-            for (key, names, into) in [
-                ("secrets", &raw.secrets, &mut grant.secrets),
-                ("config", &raw.config, &mut grant.config),
-                ("calls", &raw.calls, &mut grant.calls),
-            ] {
-                for name in names {
-                    check_name(name.get_ref()).map_err(|why| at(name, key, why))?;
-                    into.insert(name.get_ref().clone());
-                }
-            }
-            grant.confinement = confinements
-                .remove(plugin.get_ref())
-                .unwrap_or_default()
-                .read(dir, PathStyle::Literal, at)?;
-            plugins.insert(plugin.into_inner(), grant);
-        }
-        Ok(Self {
-            plugins,
-            file: Some(file.to_owned()),
-            places,
-            calls_places,
-        })
-    }
-
-    /// Reads and parses the grants file at `path`.
-    ///
-    /// # Errors
-    /// As [`parse`](Self::parse), or when the file cannot be read.
-    pub fn load(path: &Path) -> Result<Self, CatalogFileErrors> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            CatalogFileErrors::from(CatalogFileError::whole_file(
-                path,
-                format!("cannot read: {e}"),
-            ))
-            .of_kind(FileKind::Grants)
-        })?;
-        Self::parse(&text, path)
-    }
 }
 
 /// What `asked` loosens beyond the default confinement that `allowed` does not cover, in
-/// manifest-key order: sandbox, network, seccomp, namespaces, env_allow, sandbox_allow_exec,
-/// sandbox_allow_read. `sandbox = "off"` covers `best-effort`; a directory covers itself and
-/// what is below it; an exec directory covers reading too. The host-only parts (`run_as`, the
-/// network mechanism, `env_allow_defaults`) are not compared, as no manifest sets them; nor are
-/// `limits`, which a manifest sets without a grant.
+/// manifest-key order: sandbox, network, seccomp, namespaces, run_as, env_allow,
+/// sandbox_allow_exec, sandbox_allow_read. `sandbox = "off"` covers `best-effort`; a directory
+/// covers itself and what is below it; an exec directory covers reading too; `run_as` is
+/// covered by the same ids only (and root ids only with `allow_root`). The host-only parts
+/// (`plugin_ids`, the network mechanism, `env_allow_defaults`) are not compared, as no
+/// manifest sets them; nor are `limits`, which a manifest sets without a grant.
 fn ungranted(asked: &Confinement, allowed: &Confinement) -> Vec<Request> {
     let mut refused = Vec::new();
     let sandbox_granted = match asked.sandbox {
@@ -436,6 +439,11 @@ fn ungranted(asked: &Confinement, allowed: &Confinement) -> Vec<Request> {
     // `required` and `preferred` ask for nothing; `off` gives up the world.
     if asked.namespaces == NamespacesMode::Off && allowed.namespaces != NamespacesMode::Off {
         refused.push(Request::Namespaces(asked.namespaces));
+    }
+    if let Some((uid, gid)) = asked.run_as
+        && (allowed.run_as != asked.run_as || ((uid == 0 || gid == 0) && !allowed.allow_root))
+    {
+        refused.push(Request::RunAs(uid, gid));
     }
     for name in asked
         .env_allow
@@ -461,6 +469,19 @@ fn ungranted(asked: &Confinement, allowed: &Confinement) -> Vec<Request> {
     refused
 }
 
+/// A plugin's world from the operator's `policy`, its grant's `granted` mode and the mode its
+/// manifest `asked` (granted): `required` wins, then `off`.
+fn world(policy: NamespacesMode, granted: NamespacesMode, asked: NamespacesMode) -> NamespacesMode {
+    use NamespacesMode::{Off, Preferred, Required};
+    if [policy, granted, asked].contains(&Required) {
+        Required
+    } else if asked == Off || policy == Off {
+        Off
+    } else {
+        Preferred
+    }
+}
+
 /// Whether the granted directory `granted` covers `requested`: the same directory or a parent
 /// of it, after symbolic links are resolved (lexically normalised when a path does not exist,
 /// so `..` cannot climb out of a grant).
@@ -477,6 +498,7 @@ mod tests {
     use tether_proto::ValueKind;
 
     use super::*;
+    use crate::catalog::errors::FileKind;
 
     fn manifest_with(extra: &str) -> Manifest {
         let text = format!(
@@ -560,6 +582,165 @@ mod tests {
         );
         assert!(ungranted(&asked, &asked).is_empty());
         assert_eq!(ungranted(&asked, &Confinement::default()).len(), 7);
+    }
+
+    #[test]
+    fn a_manifests_run_as_is_granted_only_by_the_same_ids_and_refused_at_its_line() {
+        let file = Path::new("/etc/tether/grants.toml");
+        let m = manifest_with("run_as = \"65534:65534\"");
+        let err = Grants::parse("", file).unwrap().check(&m).unwrap_err();
+        assert_eq!(err.request, Request::RunAs(65534, 65534));
+        assert_eq!(err.manifest_line, 3);
+        let text = err.to_string();
+        assert!(
+            text.starts_with("plugin `a` requests `run_as = \"65534:65534\"` in /cat/a.toml:3,"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "add `run_as = \"65534:65534\"` under `[plugins.a]` in /etc/tether/grants.toml"
+            ),
+            "{text}"
+        );
+        let same = Grants::parse("[plugins.a]\nrun_as = \"65534:65534\"\n", file).unwrap();
+        same.check(&m).unwrap();
+        assert_eq!(same.confinement_of(&m).run_as, Some((65534, 65534)));
+        let other = Grants::parse("[plugins.a]\nrun_as = \"1000:1000\"\n", file).unwrap();
+        assert_eq!(
+            other.check(&m).unwrap_err().request,
+            Request::RunAs(65534, 65534)
+        );
+    }
+
+    #[test]
+    fn the_operators_run_as_applies_without_a_manifest_asking_and_is_located() {
+        let file = Path::new("/etc/tether/grants.toml");
+        let grants =
+            Grants::parse("[plugins.a]\nsecrets = []\nrun_as = \"4000:4001\"\n", file).unwrap();
+        let m = manifest_with("");
+        grants.check(&m).unwrap();
+        let confinement = grants.confinement_of(&m);
+        assert_eq!(
+            (confinement.run_as, confinement.allow_root),
+            (Some((4000, 4001)), false)
+        );
+        assert_eq!(
+            grants.run_as_place("a").as_deref(),
+            Some("/etc/tether/grants.toml:3")
+        );
+        assert_eq!(grants.run_as_place("b"), None);
+        assert_eq!(Grants::new().confinement_of(&m).run_as, None);
+        assert_eq!(grants, {
+            let mut built = Grants::new().secret("a", "x").run_as("a", 4000, 4001);
+            built.plugins.get_mut("a").unwrap().secrets.clear();
+            built.file = Some(file.to_owned());
+            built.places = [("a".to_owned(), (1, 10))].into();
+            built.run_as_lines = [("a".to_owned(), 3)].into();
+            built
+        });
+    }
+
+    #[test]
+    fn root_as_the_plugins_user_needs_allow_root_in_the_grants_file() {
+        let file = Path::new("/etc/tether/grants.toml");
+        for ids in ["0:0", "0:100", "100:0"] {
+            let text = format!("[plugins.a]\nrun_as = \"{ids}\"\n");
+            let err = Grants::parse(&text, file).unwrap_err().first().clone();
+            assert_eq!(
+                (err.line, err.key.as_deref()),
+                (2, Some("plugins.a.run_as")),
+                "{err}"
+            );
+            assert!(
+                err.message
+                    .contains("add `allow_root = true` under `[plugins.a]`"),
+                "{err}"
+            );
+            let allowed = Grants::parse(&format!("{text}allow_root = true\n"), file).unwrap();
+            let m = manifest_with(&format!("run_as = \"{ids}\""));
+            allowed.check(&m).unwrap();
+            assert!(allowed.confinement_of(&m).allow_root);
+        }
+        // A manifest asking for root: both lines named.
+        let err = Grants::new()
+            .check(&manifest_with("run_as = \"0:0\""))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("add `run_as = \"0:0\"` and `allow_root = true` under `[plugins.a]`"),
+            "{err}"
+        );
+        // Granted in code without allow_root: still refused.
+        let in_code = Grants::new().run_as("a", 0, 0);
+        assert!(in_code.check(&manifest_with("run_as = \"0:0\"")).is_err());
+        assert!(Grants::parse("[plugins.a]\nrun_as = \"nobody\"\n", file).is_err());
+    }
+
+    #[test]
+    fn the_operators_namespaces_policy_cannot_be_defeated_by_a_manifest() {
+        use NamespacesMode::{Off, Preferred, Required};
+        let file = Path::new("/etc/tether/grants.toml");
+        let required = Grants::parse(
+            "namespaces = \"required\"\n[plugins.a]\nsecrets = []\n",
+            file,
+        )
+        .unwrap();
+        assert_eq!(required.namespaces_policy(), Required);
+        let off = manifest_with("namespaces = \"off\"");
+        let err = required.check(&off).unwrap_err();
+        assert_eq!(
+            (err.request.clone(), err.remedy),
+            (
+                Request::Namespaces(Off),
+                Remedy::DropIt {
+                    policy_line: Some(1)
+                }
+            )
+        );
+        let text = err.to_string();
+        assert!(text.contains("refuses for every plugin (`namespaces = \"required\"` at /etc/tether/grants.toml:1)"), "{text}");
+        assert!(
+            text.ends_with("Remove `namespaces` from the manifest"),
+            "{text}"
+        );
+        // Nor by a plugin's grant: in the file an error at its line, in code no effect.
+        let err = Grants::parse(
+            "namespaces = \"required\"\n[plugins.a]\nnamespaces = \"off\"\n",
+            file,
+        )
+        .unwrap_err()
+        .first()
+        .clone();
+        assert_eq!(
+            (err.line, err.key.as_deref()),
+            (3, Some("plugins.a.namespaces")),
+            "{err}"
+        );
+        let in_code = Grants::new()
+            .confinement("a", Confinement::default().namespaces(Off))
+            .namespaces(Required);
+        assert!(in_code.check(&off).is_err());
+        let plain = manifest_with("");
+        assert_eq!(required.confinement_of(&plain).namespaces, Required);
+        assert_eq!(
+            Grants::new()
+                .namespaces(Required)
+                .confinement_of(&plain)
+                .namespaces,
+            Required
+        );
+        // `off` for every plugin; a manifest may still require a world.
+        let all_off = Grants::new().namespaces(Off);
+        assert_eq!(all_off.confinement_of(&plain).namespaces, Off);
+        let strict = manifest_with("namespaces = \"required\"");
+        all_off.check(&strict).unwrap();
+        assert_eq!(all_off.confinement_of(&strict).namespaces, Required);
+        // A plugin's grant: `required` imposes, `off` only allows.
+        let one = Grants::parse("[plugins.a]\nnamespaces = \"required\"\n", file).unwrap();
+        assert_eq!(one.confinement_of(&plain).namespaces, Required);
+        let allows = Grants::new().confinement("a", Confinement::default().namespaces(Off));
+        assert_eq!(allows.confinement_of(&plain).namespaces, Preferred);
+        assert_eq!(allows.confinement_of(&off).namespaces, Off);
     }
 
     #[test]

@@ -87,12 +87,12 @@ pub struct Manifest {
     /// Names of the config files the plugin asks for.
     pub config: Vec<String>,
     /// What the plugin asks to be allowed: the keys `sandbox`, `network`, `seccomp`,
-    /// `namespaces`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read` and the table
-    /// `[limits]`. All
-    /// but `[limits]` need the operator's grant when they loosen the default (see
-    /// [`Grants`](crate::Grants)). `sandbox_allow_*` paths are resolved when the manifest is
-    /// parsed; see [`Manifest::parse`]. The host-only parts (`run_as`, the network mechanism)
-    /// stay at their defaults.
+    /// `namespaces`, `run_as`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read` and the
+    /// table `[limits]`. All but `[limits]` need the operator's grant when they loosen the
+    /// default (see [`Grants`](crate::Grants)); what the plugin launches with is
+    /// [`Grants::confinement_of`](crate::Grants::confinement_of) this. `sandbox_allow_*` paths
+    /// are resolved when the manifest is parsed; see [`Manifest::parse`]. The host-only parts
+    /// (`plugin_ids`, `allow_root`, the network mechanism) stay at their defaults.
     pub confinement: Confinement,
     /// Where the plugin runs (manifest key `runner`: `"process"`, the default, or `"gvisor"`;
     /// the table `[gvisor]` sets the sandbox's cgroup limits `memory_mib` and `cpu_millis`,
@@ -110,6 +110,8 @@ pub struct Manifest {
     pub restart: RestartPolicy,
     /// Where the `name` value is in [`file`](Self::file): 1-based line and column.
     pub(crate) name_at: (usize, usize),
+    /// The line of each top-level key in [`file`](Self::file) (a refused request names it).
+    pub(crate) key_lines: std::collections::BTreeMap<String, usize>,
 }
 
 /// When and how fast a crashed plugin is started again.
@@ -233,7 +235,8 @@ impl Manifest {
     /// # What needs the operator's grant
     /// A manifest is written by the plugin's author. `sandbox = "best-effort" | "off"`,
     /// `sandbox_allow_exec`, `sandbox_allow_read`, `env_allow`, `network = "host"`,
-    /// `seccomp = "off"` and `namespaces = "off"` take effect only when the grants file allows
+    /// `seccomp = "off"`, `namespaces = "off"` and `run_as = "UID:GID"` (the user a root
+    /// host runs the plugin as: two numeric ids) take effect only when the grants file allows
     /// them for this plugin
     /// (see [`Grants`](crate::Grants)), like `secrets` and `config`; otherwise the plugin does
     /// not start.
@@ -242,7 +245,16 @@ impl Manifest {
         let declared = keys::string(&document, "name");
         keys::check(&document, &schema(), file, text, FileKind::Manifest)
             .map_err(|e| e.declared_by(declared))?;
-        Self::parse_known(text, file).map_err(|e| CatalogFileErrors::from(e).declared_by(declared))
+        let mut manifest = Self::parse_known(text, file)
+            .map_err(|e| CatalogFileErrors::from(e).declared_by(declared))?;
+        manifest.key_lines = document
+            .iter()
+            .map(|(key, _)| {
+                let name: &str = key.get_ref();
+                (name.to_owned(), line_column(text, key.span().start).0)
+            })
+            .collect();
+        Ok(manifest)
     }
 
     /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
@@ -326,6 +338,7 @@ impl Manifest {
         let name_at = line_column(text, raw.name.span().start);
         Ok(Self {
             name_at,
+            key_lines: std::collections::BTreeMap::new(),
             name: raw.name.into_inner(),
             file: file.to_owned(),
             command: dir.join(command),

@@ -3,6 +3,7 @@
 pub(crate) mod confinement;
 pub(crate) mod errors;
 pub(crate) mod grants;
+pub(crate) mod grants_file;
 pub(crate) mod keys;
 #[cfg(feature = "kubernetes")]
 pub(crate) mod kubernetes;
@@ -20,7 +21,7 @@ pub use manifest::{
     DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, FileKind, MAX_NAME_LEN,
     Manifest, RestartPolicy,
 };
-pub use request::{NotGranted, Request};
+pub use request::{NotGranted, Remedy, Request};
 pub use secrecy::SecretSlice;
 pub use sources::{DirValueSource, EnvValueSource, MAX_VALUE_LEN, MemoryValueSource, ValueSource};
 

@@ -29,6 +29,9 @@ pub enum Request {
     /// No world of its own (`namespaces = "off"`): the host's mount table, processes, IPC and
     /// user shared, only the other layers confining it.
     Namespaces(NamespacesMode),
+    /// Running as this uid and gid (`run_as = "UID:GID"`, root hosts): granted by the same
+    /// `run_as` in the grants file, and for uid or gid 0 `allow_root = true` too.
+    RunAs(u32, u32),
     /// A host environment variable (`env_allow = ["NAME"]`).
     EnvAllow(String),
     /// Reading and executing below a directory (`sandbox_allow_exec`), as resolved from the
@@ -49,6 +52,7 @@ impl Request {
             Self::Network(_) => "network",
             Self::Seccomp(_) => "seccomp",
             Self::Namespaces(_) => "namespaces",
+            Self::RunAs(..) => "run_as",
             Self::EnvAllow(_) => "env_allow",
             Self::SandboxAllowExec(_) => "sandbox_allow_exec",
             Self::SandboxAllowRead(_) => "sandbox_allow_read",
@@ -56,7 +60,8 @@ impl Request {
     }
 
     /// The TOML line that grants it, e.g. `network = "host"` or `secrets = ["token"]` (merge
-    /// a list entry into an existing list of that key).
+    /// a list entry into an existing list of that key); for a `run_as` of root, two lines
+    /// (`allow_root = true` the second).
     #[must_use]
     pub fn grants_line(&self) -> String {
         let key = self.key();
@@ -71,6 +76,10 @@ impl Request {
             Self::Network(mode) => format!("{key} = \"{mode}\""),
             Self::Seccomp(mode) => format!("{key} = \"{mode}\""),
             Self::Namespaces(mode) => format!("{key} = \"{mode}\""),
+            Self::RunAs(uid, gid) if *uid == 0 || *gid == 0 => {
+                format!("{key} = \"{uid}:{gid}\"\nallow_root = true")
+            }
+            Self::RunAs(uid, gid) => format!("{key} = \"{uid}:{gid}\""),
         }
     }
 }
@@ -80,6 +89,21 @@ impl fmt::Display for Request {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.grants_line())
     }
+}
+
+/// What makes a refused [`Request`] start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Remedy {
+    /// The operator adds [`Request::grants_line`] under the plugin's `[plugins.NAME]`.
+    Grant,
+    /// Only dropping it from the manifest: the operator's policy for every plugin refuses it
+    /// (a top-level `namespaces = "required"` refuses `namespaces = "off"`).
+    DropIt {
+        /// The policy's line in the grants file, when read from one (`u32`: keeps
+        /// [`NotGranted`] small enough to return by value).
+        policy_line: Option<u32>,
+    },
 }
 
 /// Something a plugin's manifest asks for that the operator's policy does not grant: the
@@ -93,8 +117,12 @@ pub struct NotGranted {
     pub request: Request,
     /// The plugin's manifest.
     pub manifest: PathBuf,
+    /// The line of the request's key in [`manifest`](Self::manifest) (1-based).
+    pub manifest_line: usize,
     /// The grants file the line is to be added to; `None` for grants made in code.
     pub grants_file: Option<PathBuf>,
+    /// What makes it start.
+    pub remedy: Remedy,
 }
 
 impl NotGranted {
@@ -112,12 +140,28 @@ impl NotGranted {
 impl fmt::Display for NotGranted {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let plugin = &self.plugin;
+        let request = self.request.grants_line().replace('\n', "` and `");
+        let asked = match &self.request {
+            // What the manifest says, not what grants it.
+            Request::RunAs(uid, gid) => format!("run_as = \"{uid}:{gid}\""),
+            _ => request.clone(),
+        };
+        let manifest = format!("{}:{}", self.manifest.display(), self.manifest_line);
+        let key = self.request.key();
+        if let Remedy::DropIt { policy_line } = self.remedy {
+            let grants = self
+                .grants_file
+                .as_ref()
+                .map_or_else(|| "the grants".to_owned(), |f| f.display().to_string());
+            let at = policy_line.map_or(grants.clone(), |line| format!("{grants}:{line}"));
+            return write!(
+                f,
+                "plugin `{plugin}` requests `{asked}` in {manifest}, which the operator's policy refuses for every plugin (`namespaces = \"required\"` at {at}); it does not start. Remove `{key}` from the manifest"
+            );
+        }
         write!(
             f,
-            "plugin `{plugin}` requests `{}` in {}, which the operator's policy does not grant; it does not start. To allow it, add `{}` under `[plugins.{plugin}]` in ",
-            self.request,
-            self.manifest.display(),
-            self.request.grants_line(),
+            "plugin `{plugin}` requests `{asked}` in {manifest}, which the operator's policy does not grant; it does not start. To allow it, add `{request}` under `[plugins.{plugin}]` in ",
         )?;
         match &self.grants_file {
             Some(file) => write!(f, "{}", file.display())?,

@@ -65,6 +65,7 @@ impl PluginClientBuilder<NoHandshake> {
                 output_limits: OutputLimits::default(),
                 telemetry: Telemetry::default(),
                 working_dir_is_hosts: false,
+                run_as_set_at: None,
                 runtime: Runtime::Auto,
                 sha256: None,
                 delivery: None,
@@ -402,6 +403,13 @@ impl<H> PluginClientBuilder<H> {
     /// plugin's user.
     pub(crate) fn working_dir_is_hosts(mut self) -> Self {
         self.settings.working_dir_is_hosts = true;
+        self
+    }
+
+    /// Names where [`run_as`](Self::run_as) was decided (a grants file's line), for the error
+    /// of a host that cannot switch users.
+    pub(crate) fn run_as_set_at(mut self, place: String) -> Self {
+        self.settings.run_as_set_at = Some(place);
         self
     }
 

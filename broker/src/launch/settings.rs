@@ -81,6 +81,9 @@ pub(crate) struct Settings {
     /// Whether the working directory was made by the host for this plugin (a supervisor's
     /// state directory): then it is given to the confinement's `run_as` user.
     pub(crate) working_dir_is_hosts: bool,
+    /// Where the confinement's `run_as` was decided (`FILE:LINE` of a grants file), for the
+    /// error of a host that cannot switch users.
+    pub(crate) run_as_set_at: Option<String>,
     pub(crate) runtime: Runtime,
     pub(crate) sha256: Option<String>,
     pub(crate) delivery: Option<Arc<Delivery>>,

@@ -149,7 +149,15 @@ pub(crate) async fn launch(
     let resources =
         stage_span("prepare").in_scope(|| prepare(settings, connects, world.as_mut(), name))?;
     let mut plan = plan(settings, handshake, &resources);
-    let resolved = interpreted::interpreter(settings, &mut plan, name).await?;
+    // Without a world, the interpreter's start-up code (a plugin's `.pth` files) runs as the
+    // plugin will, never as a root host's uid 0; in a world the plugin's view of root-owned
+    // paths differs (idmapped), so the query keeps the configured user.
+    let query_ids = if world.is_none() {
+        resources.ids
+    } else {
+        settings.confinement.run_as
+    };
+    let resolved = interpreted::interpreter(settings, &mut plan, name, query_ids).await?;
     interpreted::allow_program(&mut plan);
     let spawned = match &settings.runner {
         Runner::Process => process::start(settings, &mut plan, resources, world, name)?,
@@ -180,7 +188,13 @@ fn prepare(
     if let Some((uid, gid)) = settings.confinement.run_as
         && !user::may_run_as(host_uid)
     {
-        return Err(StartErrorKind::RunAsNeedsRoot { uid, gid, host_uid }.into());
+        return Err(StartErrorKind::RunAsNeedsRoot {
+            uid,
+            gid,
+            host_uid,
+            set_at: settings.run_as_set_at.clone(),
+        }
+        .into());
     }
     let verified = match &settings.sha256 {
         Some(expected) => Some(

@@ -19,7 +19,8 @@ use crate::supervisor::Slot;
 use crate::supervisor::error::{UseError, UseErrorKind};
 
 /// The builder for `manifest`'s plugin, if `grants` allow what it requests (secrets, config
-/// and every loosening of its confinement: see [`Grants`]), with its secrets
+/// and every loosening of its confinement: see [`Grants`]), confined as
+/// [`Grants::confinement_of`] says (the operator's `run_as` and namespaces policy applied), with its secrets
 /// from `secrets` and config files from `config` to be delivered. The caller adds what is
 /// its own to decide (working directory, timeouts…) and starts it.
 ///
@@ -37,7 +38,7 @@ pub fn launch(
     let mut builder = PluginClient::builder(&manifest.command)
         .name(manifest.name.clone())
         .args(&manifest.args)
-        .confinement(manifest.confinement.clone())
+        .confinement(grants.confinement_of(manifest))
         .runtime(manifest.runtime)
         .runner(manifest.runner.clone())
         .handshake(
@@ -49,6 +50,9 @@ pub fn launch(
     }
     if let Some(hash) = &manifest.sha256 {
         builder = builder.sha256(hash.clone());
+    }
+    if let Some(place) = grants.run_as_place(&manifest.name) {
+        builder = builder.run_as_set_at(place);
     }
     Ok(builder)
 }

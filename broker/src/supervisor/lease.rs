@@ -98,6 +98,13 @@ impl Lease {
         &self.running.process_limit
     }
 
+    /// How the plugin is isolated from the host's world (see
+    /// [`PluginClient::world_mechanism`](crate::PluginClient::world_mechanism)).
+    #[must_use]
+    pub fn world_mechanism(&self) -> crate::confine::WorldMechanism {
+        self.running.world
+    }
+
     /// Runs one call (`f` gets the channel); if the plugin crashes or hangs meanwhile the call
     /// fails at once with [`UseErrorKind::Crashed`] (exit status or signal and the tail of its
     /// stderr) or [`UseErrorKind::Hung`]. `f` may hold a whole streaming conversation (open the

@@ -121,6 +121,7 @@ pub(super) struct Running {
     pub(super) broker: crate::callbacks::GrpcBroker,
     pub(super) pid: u32,
     pub(super) process_limit: crate::confine::ProcessLimit,
+    pub(super) world: crate::confine::WorldMechanism,
     pub(super) leases: watch::Sender<usize>,
     pub(super) last_release: StdMutex<Instant>,
     pub(super) ended: watch::Sender<Option<Ended>>,
@@ -188,6 +189,7 @@ impl Supervisor {
         let running = Arc::new(Running {
             pid: client.pid(),
             process_limit: client.process_limit().clone(),
+            world: client.world_mechanism(),
             channel: client.channel(),
             broker: client.broker(),
             client: StdMutex::new(Some(client)),

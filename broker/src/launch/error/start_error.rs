@@ -123,6 +123,8 @@ pub enum StartErrorKind {
         gid: u32,
         /// The host's effective uid.
         host_uid: u32,
+        /// Where `run_as` was set when a catalog's grants file set it (`FILE:LINE`).
+        set_at: Option<String>,
     },
     /// The plugin cannot get a world of its own (namespaces) and the operator requires one, or
     /// its user cannot be mapped into one.
@@ -482,15 +484,19 @@ mod tests {
             uid: 65534,
             gid: 65534,
             host_uid: 1000,
+            set_at: Some("/etc/tether/grants.toml:4".into()),
         };
         let err = StartError::new("kv", Failure::new(kind), None);
         assert_eq!(err.phase(), Phase::Prepare);
         let text = err.to_string();
         assert!(
-            text.starts_with("plugin `kv` is to run as uid 65534"),
+            text.starts_with(
+                "plugin `kv` is to run as uid 65534, gid 65534 (`run_as` at /etc/tether/grants.toml:4)"
+            ),
             "{text}"
         );
         assert!(text.contains("host runs as uid 1000") && text.contains("drop `run_as`"));
+        assert!(text.contains("phase: prepare"), "{text}");
     }
 
     #[test]

@@ -19,11 +19,25 @@ impl fmt::Display for StartError {
                 f,
                 "cannot prepare the launch of plugin `{plugin}`: {what} failed: {source}; check that the private-directory base exists, is writable and is short"
             ),
-            K::RunAsNeedsRoot { uid, gid, host_uid } => write!(
+            K::RunAsNeedsRoot {
+                uid,
+                gid,
+                host_uid,
+                set_at,
+            } => {
+                let at = set_at.as_ref().map(|p| format!(" (`run_as` at {p})"));
+                write!(
+                    f,
+                    "plugin `{plugin}` is to run as uid {uid}, gid {gid}{}, but the host runs as uid {host_uid} and only root can start a process as another user (phase: {}); run the host as root, or drop `run_as` (the plugin then runs as the host's user)",
+                    at.unwrap_or_default(),
+                    self.phase()
+                )
+            }
+            K::World(source) => write!(
                 f,
-                "plugin `{plugin}` is to run as uid {uid}, gid {gid}, but the host runs as uid {host_uid} and only root can start a process as another user; run the host as root, or drop `run_as` (the plugin then runs as the host's user)"
+                "plugin `{plugin}` cannot start (phase: {}): {source}",
+                self.phase()
             ),
-            K::World(source) => write!(f, "plugin `{plugin}` cannot start: {source}"),
             K::Integrity(source) => {
                 write!(f, "plugin `{plugin}` is refused before start: {source}")
             }

@@ -30,19 +30,20 @@ use crate::launch::runner::process::spawn;
 use crate::launch::settings::Settings;
 
 /// Stage 2b: an interpreted plugin's interpreter, asked where it lives (outside the pure
-/// plan), fed into the plan. Skipped when a digest is configured: then the verified file
-/// itself is executed.
+/// plan), fed into the plan, the interpreter run as `run_as` (when not the host's user).
+/// Skipped when a digest is configured: then the verified file itself is executed.
 pub(crate) async fn interpreter(
     settings: &Settings,
     plan: &mut LaunchPlan,
     plugin: &str,
+    run_as: Option<(u32, u32)>,
 ) -> Result<Option<ResolvedRuntime>, Failure> {
     // The gVisor runner builds its own file view of the program (its ELF closure and the
     // allowed paths); a digest means the verified file itself is executed.
     if settings.sha256.is_some() || !matches!(settings.runner, Runner::Process) {
         return Ok(None);
     }
-    let resolved = resolve_with_env(settings, &plan.env.vars, plugin)
+    let resolved = resolve_with_env(settings, &plan.env.vars, plugin, run_as)
         .await
         .map_err(|e| StartErrorKind::Runtime(Box::new(e)))?;
     if let Some(runtime) = &resolved {
@@ -65,13 +66,14 @@ async fn resolve_runtime(
         Vec::new(),
         "",
     );
-    resolve_with_env(settings, &env.vars, plugin).await
+    resolve_with_env(settings, &env.vars, plugin, settings.confinement.run_as).await
 }
 
 async fn resolve_with_env(
     settings: &Settings,
     env: &BTreeMap<OsString, OsString>,
     plugin: &str,
+    run_as: Option<(u32, u32)>,
 ) -> Result<Option<ResolvedRuntime>, RuntimeError> {
     let path_var = env.get(OsStr::new("PATH"));
     let lookup = |program: &Path| spawn::resolve_program(program, path_var);
@@ -81,7 +83,7 @@ async fn resolve_with_env(
         runtime: settings.runtime,
         sandbox: settings.confinement.sandbox,
         seccomp: settings.confinement.seccomp,
-        run_as: settings.confinement.run_as,
+        run_as,
         program: &settings.program,
         resolved: &resolved,
         args: &settings.args,
