@@ -130,6 +130,21 @@ pub(crate) struct RunArgs {
     /// next to the catalog].
     #[arg(long, value_name = "DIR")]
     pub(crate) artifacts: Option<PathBuf>,
+    /// Serve the plugins' metrics (docs/telemetry.md) in Prometheus's text format at
+    /// http://ADDR/metrics while the workflow runs (e.g. 127.0.0.1:9464; port 0 picks a free
+    /// one, printed on stderr).
+    #[arg(long = "metrics-listen", value_name = "ADDR")]
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
+    /// After the run, keep serving --metrics-listen this long (e.g. 30s), or until SIGINT or
+    /// SIGTERM, for a last scrape of the final values.
+    #[arg(long = "metrics-linger", value_name = "DURATION", value_parser = humantime::parse_duration, requires = "metrics_listen")]
+    pub(crate) metrics_linger: Option<std::time::Duration>,
+    /// Export the plugins' metrics over OTLP, configured by the standard variables:
+    /// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT), …_PROTOCOL
+    /// (http/protobuf, the default, or grpc), …_HEADERS, …_TIMEOUT, and
+    /// OTEL_METRIC_EXPORT_INTERVAL (default 60 s); the last values are sent when the run ends.
+    #[arg(long = "otlp-metrics")]
+    pub(crate) otlp_metrics: bool,
 }
 
 /// Which plugin: a command line and cookie, or a catalog plugin launched as its manifest says.

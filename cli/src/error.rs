@@ -214,6 +214,10 @@ pub(crate) enum CliError {
     /// The state directory cannot be made.
     #[error("cannot create a temporary state directory")]
     StateDir(#[source] std::io::Error),
+    /// `--metrics-listen` / `--otlp-metrics` could not be set up: the address cannot be bound,
+    /// an `OTEL_*` variable has a value this build cannot use, the exporter cannot be built.
+    #[error("metrics: {what}: {reason}")]
+    Metrics { what: String, reason: String },
     /// A step could not run, or ran and reported failure.
     #[error(transparent)]
     Run(tether_agent::host::RunError),
@@ -276,7 +280,8 @@ impl CliError {
             Self::Usage(_)
             | Self::BadCommand { .. }
             | Self::BadCookie(_)
-            | Self::BadMethodSyntax(_) => EXIT_USAGE,
+            | Self::BadMethodSyntax(_)
+            | Self::Metrics { .. } => EXIT_USAGE,
             Self::Start { .. }
             | Self::MissingBinary { .. }
             | Self::Crashed { .. }

@@ -56,6 +56,7 @@ mod json_messages;
 mod limits;
 mod list;
 mod logging;
+mod metrics;
 mod output;
 mod privileges;
 mod run;

@@ -62,10 +62,14 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     let counts = Arc::new(CallbackCounts::default());
     let total_steps = workflow.steps.len() as u64 * u64::from(args.repeat);
     let progress = Arc::new(Progress::new(total_steps));
-    let builder = Supervisor::builder(install.catalog, state_dir)
+    let metrics = crate::metrics::start(&args).await?;
+    let mut builder = Supervisor::builder(install.catalog, state_dir)
         .grants(install.grants)
         .secrets(install.secrets)
         .config_source(install.config);
+    if let Some(metrics) = &metrics {
+        builder = builder.meter(&metrics.meter());
+    }
     let broker = host::serve_host(
         builder,
         policy,
@@ -84,22 +88,29 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
         .map(String::as_str)
         .collect();
     broker.shutdown().await;
-    let outcome = result.map_err(CliError::Run)?;
-    let report = RunReport {
-        workflow: &workflow.name,
-        file: &file.display().to_string(),
-        catalog: &catalog,
-        steps: workflow.steps.len(),
-        runs: args.repeat,
-        started: &started_plugins,
-        in_catalog,
-        callbacks: &counts.summary(),
-        output: &outcome.output,
-        elapsed,
-        latencies: &outcome.latencies,
-    };
-    outln!("{report}")?;
-    Ok(())
+    // The summary first, then the metrics' last scrape and export (on failure too).
+    let printed = (|| {
+        let outcome = result.map_err(CliError::Run)?;
+        let report = RunReport {
+            workflow: &workflow.name,
+            file: &file.display().to_string(),
+            catalog: &catalog,
+            steps: workflow.steps.len(),
+            runs: args.repeat,
+            started: &started_plugins,
+            in_catalog,
+            callbacks: &counts.summary(),
+            output: &outcome.output,
+            elapsed,
+            latencies: &outcome.latencies,
+        };
+        outln!("{report}")?;
+        Ok(())
+    })();
+    if let Some(metrics) = metrics {
+        metrics.finish().await;
+    }
+    printed
 }
 
 /// A progress bar on a terminal, plain lines (first run only) otherwise.

@@ -2,6 +2,7 @@
 //! `promcheck`), built once per test process, and a running collector whose file exporter the
 //! tests read back.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,10 @@ use crate::procs::target_profile_dir;
 
 /// How long the collector may take to say it is ready.
 const COLLECTOR_READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The last value of every metric series the collector received, keyed by the metric's name
+/// and its data point's attributes (sorted): [`Collector::metric_values`].
+pub type MetricValues = BTreeMap<(String, Vec<(String, String)>), f64>;
 
 /// The binaries `tests/otel/build.sh` built.
 #[derive(Debug, Clone)]
@@ -201,6 +206,81 @@ impl Collector {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+impl Collector {
+    /// The last value the collector received of every metric series: a histogram's count, a
+    /// sum's or gauge's value, keyed by the metric's name and its data point's attributes
+    /// (sorted). Cumulative series: the last export holds the final values.
+    #[must_use]
+    pub fn metric_values(&self) -> MetricValues {
+        let mut values = BTreeMap::new();
+        let Ok(text) = std::fs::read_to_string(self.out.path().join("metrics.jsonl")) else {
+            return values;
+        };
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let Ok(request) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            for resource in request["resourceMetrics"].as_array().into_iter().flatten() {
+                for scope in resource["scopeMetrics"].as_array().into_iter().flatten() {
+                    for metric in scope["metrics"].as_array().into_iter().flatten() {
+                        let name = text_of(&metric["name"]);
+                        for (kind, field) in [
+                            ("histogram", "count"),
+                            ("sum", "asInt"),
+                            ("sum", "asDouble"),
+                            ("gauge", "asInt"),
+                            ("gauge", "asDouble"),
+                        ] {
+                            for point in metric[kind]["dataPoints"].as_array().into_iter().flatten()
+                            {
+                                let Some(value) = number(&point[field]) else {
+                                    continue;
+                                };
+                                let mut labels = attributes(&point["attributes"]);
+                                labels.sort();
+                                values.insert((name.clone(), labels), value);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        values
+    }
+
+    /// Waits (at most `timeout`) until `done` holds for [`metric_values`](Self::metric_values),
+    /// and returns them.
+    ///
+    /// # Panics
+    /// When it does not hold in time, with the values received.
+    pub fn wait_for_metrics(
+        &self,
+        timeout: Duration,
+        done: impl Fn(&MetricValues) -> bool,
+    ) -> MetricValues {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let values = self.metric_values();
+            if done(&values) {
+                return values;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the collector did not receive the expected metrics within {timeout:?}; it has:\n{values:#?}"
+            );
+            // The file exporter flushes every 100 ms (tests/otel/otelcol.yaml): no event to wait on.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// An OTLP JSON number: a 64-bit integer is a string, a double a number.
+fn number(value: &Value) -> Option<f64> {
+    value
+        .as_f64()
+        .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
 }
 
 impl Drop for Collector {
