@@ -35,6 +35,27 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         list(&shown)
     };
+    #[cfg(feature = "kubernetes")]
+    if m.runner.name() == "kubernetes" {
+        // Nothing of it runs on this host: the Pod's own settings, not this host's layers.
+        return vec![
+            ("secrets", mark("secrets", list(&m.secrets))),
+            ("config", mark("config", list(&m.config))),
+            (
+                "network",
+                "the Pod's: what the cluster's NetworkPolicy allows (examples/kubernetes/networkpolicy.yaml)".to_owned(),
+            ),
+            ("env", "the protocol's variables only".to_owned()),
+            ("world", mark("runner", world(m))),
+            (
+                "uid",
+                format!(
+                    "{} in its Pod unless the host sets another (never root)",
+                    tether_broker::launch::DEFAULT_RUN_AS_USER
+                ),
+            ),
+        ];
+    }
     let mut env: Vec<String> = DEFAULT_ENV_ALLOWLIST
         .iter()
         .map(|&s| s.to_owned())
@@ -68,14 +89,17 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
             mark("seccomp", m.confinement.seccomp.to_string()),
         ),
         ("runtime", m.runtime.to_string()),
-        ("world", world()),
+        ("world", world(m)),
         ("uid", uid()),
     ]
 }
 
-/// How this host isolates a plugin from its world: namespaces, or (where it cannot make
-/// them) the other layers only, with the reason.
-fn world() -> String {
+/// How a plugin is isolated from its world: a Pod of its own for the Pod runner, else this
+/// host's namespaces, or (where it cannot make them) the other layers only, with the reason.
+fn world(m: &Manifest) -> String {
+    if m.runner.name() == "kubernetes" {
+        return "pod (a Pod of its own: non-root, read-only root, no capabilities, RuntimeDefault seccomp, no service-account token)".to_owned();
+    }
     match tether_broker::confine::worlds_available() {
         Ok(()) => "namespaces (user, mount, pid, ipc, uts, cgroup, network)".to_owned(),
         Err(reason) => format!("layers only: no namespaces on this host ({reason})"),

@@ -18,6 +18,7 @@ use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
 use crate::catalog::keys::{self, Schema};
 use crate::catalog::manifest::Manifest;
 use crate::catalog::request::{NotGranted, Request};
+use crate::catalog::runner::RawRunner;
 use crate::catalog::text::{check_name, line_column, toml_key};
 use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
@@ -54,6 +55,7 @@ use crate::confine::world::NamespacesMode;
 /// # seccomp = "off"                      # may run without the system-call filter
 /// # namespaces = "off"                   # may run without a world of its own
 /// # sandbox_allow_exec = ["/opt/tools"]  # may read and execute below these
+/// # runner = "kubernetes"                # may run in a Pod (its values in a Secret there)
 /// ```
 /// A granted path covers the manifest's path when it is the same directory or a parent of it,
 /// both taken after symbolic links are resolved (and the manifest's `${VAR}`s expanded);
@@ -76,6 +78,8 @@ struct Grant {
     config: BTreeSet<String>,
     /// The catalog plugins it may call through the host.
     calls: BTreeSet<String>,
+    /// Whether its manifest may choose the Pod runner (`runner = "kubernetes"`).
+    kubernetes_runner: bool,
     /// The loosest confinement its manifest may ask for: the loosest sandbox mode, the
     /// network and seccomp modes, the variables and the directories (with those below them).
     confinement: Confinement,
@@ -91,6 +95,7 @@ struct RawGrant {
     config: Vec<Spanned<String>>,
     #[serde(default)]
     calls: Vec<Spanned<String>>,
+    runner: Option<Spanned<RawRunner>>,
 }
 
 #[derive(Deserialize)]
@@ -205,6 +210,24 @@ impl Grants {
         self
     }
 
+    /// Lets `plugin`'s manifest choose the Pod runner (`runner = "kubernetes"`; file: the same
+    /// line under `[plugins.NAME]`): the plugin then runs in a Pod anywhere in the cluster and
+    /// its granted values travel in a Secret there. The process and gVisor runners need no
+    /// grant.
+    #[must_use]
+    pub fn kubernetes_runner(mut self, plugin: impl Into<String>) -> Self {
+        self.grant(plugin).kubernetes_runner = true;
+        self
+    }
+
+    /// Whether `plugin`'s manifest may choose the Pod runner.
+    #[must_use]
+    pub fn allows_kubernetes_runner(&self, plugin: &str) -> bool {
+        self.plugins
+            .get(plugin)
+            .is_some_and(|g| g.kubernetes_runner)
+    }
+
     /// Whether `plugin` may receive the secret `name`.
     #[must_use]
     pub fn allows_secret(&self, plugin: &str, name: &str) -> bool {
@@ -285,16 +308,17 @@ impl Grants {
 
     /// Every request of `manifest` that is not granted, in manifest-key order: secrets,
     /// config, sandbox, network, seccomp, namespaces, env_allow, sandbox_allow_exec,
-    /// sandbox_allow_read.
+    /// sandbox_allow_read, runner; each with the line of its key in the manifest.
     /// Paths are compared after resolving symbolic links, so this reads the file system.
     #[must_use]
     pub fn refusals(&self, manifest: &Manifest) -> Vec<NotGranted> {
         let empty = Grant::default();
         let grant = self.plugins.get(&manifest.name).unwrap_or(&empty);
         let mut refused = Vec::new();
-        let mut refuse = |request| {
+        let mut refuse = |request: Request| {
             refused.push(NotGranted {
                 plugin: manifest.name.clone(),
+                manifest_line: manifest.key_lines.get(request.key()).copied(),
                 request,
                 manifest: manifest.file.clone(),
                 grants_file: self.file.clone(),
@@ -316,6 +340,9 @@ impl Grants {
         }
         for request in ungranted(&manifest.confinement, &grant.confinement) {
             refuse(request);
+        }
+        if manifest.runner.name() == "kubernetes" && !grant.kubernetes_runner {
+            refuse(Request::Runner("kubernetes"));
         }
         refused
     }
@@ -365,6 +392,19 @@ impl Grants {
             check_name(plugin.get_ref())
                 .map_err(|why| error(plugin.span().start, Some(table.clone()), why))?;
             let mut grant = Grant::default();
+            if let Some(runner) = &raw.runner {
+                if *runner.get_ref() != RawRunner::Kubernetes {
+                    return Err(error(
+                        runner.span().start,
+                        Some(format!("{table}.runner")),
+                        format!(
+                            "the {} runner needs no grant; only `runner = \"kubernetes\"` does",
+                            runner.get_ref().name()
+                        ),
+                    ));
+                }
+                grant.kubernetes_runner = true;
+            }
             if let Some(first) = raw.calls.first() {
                 calls_places.insert(
                     plugin.get_ref().clone(),

@@ -36,6 +36,9 @@ pub enum Request {
     SandboxAllowExec(PathBuf),
     /// Reading below a directory (`sandbox_allow_read`), as resolved from the manifest.
     SandboxAllowRead(PathBuf),
+    /// A runner that takes the plugin and its granted values off this host (`runner =
+    /// "kubernetes"`: a Pod, and a Secret in the cluster).
+    Runner(&'static str),
 }
 
 impl Request {
@@ -52,6 +55,7 @@ impl Request {
             Self::EnvAllow(_) => "env_allow",
             Self::SandboxAllowExec(_) => "sandbox_allow_exec",
             Self::SandboxAllowRead(_) => "sandbox_allow_read",
+            Self::Runner(_) => "runner",
         }
     }
 
@@ -71,6 +75,7 @@ impl Request {
             Self::Network(mode) => format!("{key} = \"{mode}\""),
             Self::Seccomp(mode) => format!("{key} = \"{mode}\""),
             Self::Namespaces(mode) => format!("{key} = \"{mode}\""),
+            Self::Runner(name) => format!("{key} = \"{name}\""),
         }
     }
 }
@@ -93,6 +98,8 @@ pub struct NotGranted {
     pub request: Request,
     /// The plugin's manifest.
     pub manifest: PathBuf,
+    /// The line of the manifest where the request's key is, when it is known.
+    pub manifest_line: Option<usize>,
     /// The grants file the line is to be added to; `None` for grants made in code.
     pub grants_file: Option<PathBuf>,
 }
@@ -114,9 +121,16 @@ impl fmt::Display for NotGranted {
         let plugin = &self.plugin;
         write!(
             f,
-            "plugin `{plugin}` requests `{}` in {}, which the operator's policy does not grant; it does not start. To allow it, add `{}` under `[plugins.{plugin}]` in ",
+            "plugin `{plugin}` requests `{}` in {}",
             self.request,
             self.manifest.display(),
+        )?;
+        if let Some(line) = self.manifest_line {
+            write!(f, ":{line}")?;
+        }
+        write!(
+            f,
+            ", which the operator's policy does not grant; it does not start. To allow it, add `{}` under `[plugins.{plugin}]` in ",
             self.request.grants_line(),
         )?;
         match &self.grants_file {
