@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use tether_broker::callbacks::BrokerMode;
+use tether_broker::confine::WorldMechanism;
 use tether_broker::launch::{MANAGED_BY, MANAGED_BY_LABEL, Runner};
 use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::adder::Adder;
@@ -39,6 +40,8 @@ async fn counter_round_trip(world: &PodWorld, image: &str, program: &str, args: 
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(plugin.broker_mode(), BrokerMode::Multiplexed);
+    // Not this host's layers: a Pod of its own, and the client says so.
+    assert_eq!(plugin.world_mechanism(), WorldMechanism::Pod);
     let pods: Api<Pod> = Api::namespaced(world.cluster.client.clone(), &world.cluster.namespace);
     let listed = pods
         .list(&ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")))
