@@ -111,7 +111,8 @@ async fn runtime_of(
     for name in &m.confinement.env_allow {
         builder = builder.env_allow(name);
     }
-    if m.sha256.is_some() {
+    // A pinned binary is not run to ask; the Pod runner's program is in its image.
+    if m.sha256.is_some() || m.runner.name() == "kubernetes" {
         return Ok(None);
     }
     builder.resolve_runtime().await
@@ -165,6 +166,10 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
             m.name,
             options.runsc_program().display()
         ));
+    }
+    if m.runner.name() == "kubernetes" {
+        // Its program is a path in the image the manifest pins; nothing of it is on this host.
+        return problems;
     }
     match std::fs::metadata(&m.command) {
         Err(e) => problems.push(match install.check_binary(&m.name) {

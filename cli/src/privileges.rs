@@ -38,6 +38,27 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         list(&shown)
     };
+    #[cfg(feature = "kubernetes")]
+    if m.runner.name() == "kubernetes" {
+        // Nothing of it runs on this host: the Pod's own settings, not this host's layers.
+        return vec![
+            ("secrets", mark("secrets", list(&m.secrets))),
+            ("config", mark("config", list(&m.config))),
+            (
+                "network",
+                "the Pod's: what the cluster's NetworkPolicy allows (examples/kubernetes/networkpolicy.yaml)".to_owned(),
+            ),
+            ("env", "the protocol's variables only".to_owned()),
+            ("world", mark("runner", POD_WORLD.to_owned())),
+            (
+                "uid",
+                format!(
+                    "{} in its Pod unless the host sets another (never root)",
+                    tether_broker::launch::DEFAULT_RUN_AS_USER
+                ),
+            ),
+        ];
+    }
     let mut env: Vec<String> = DEFAULT_ENV_ALLOWLIST
         .iter()
         .map(|&s| s.to_owned())
@@ -76,11 +97,17 @@ pub(crate) fn facts(m: &Manifest, grants: &Grants) -> Vec<Fact> {
     ]
 }
 
+/// How the Pod runner isolates a plugin: a Pod of its own.
+const POD_WORLD: &str = "pod (a Pod of its own: non-root, read-only root, no capabilities, RuntimeDefault seccomp, no service-account token)";
+
 /// How this host isolates `m`'s plugin, confined as `c`, from its world: namespaces, or the
 /// other layers only (with the reason), or nothing because the policy requires namespaces
 /// this host cannot make.
 fn world(m: &Manifest, c: &Confinement) -> String {
     const WORLD: &str = "namespaces (user, mount, pid, ipc, uts, cgroup, network)";
+    if m.runner.name() == "kubernetes" {
+        return POD_WORLD.to_owned();
+    }
     if !matches!(m.runner, Runner::Process) {
         return format!("the {} runner's own", m.runner);
     }

@@ -78,6 +78,19 @@ impl PodWorld {
             .host_id(&self.cluster.namespace)
     }
 
+    /// The host's part of the Pod runner's options in this world, for a supervisor whose
+    /// catalog's manifests name their images (`SupervisorBuilder::kubernetes`).
+    #[must_use]
+    pub fn host_options(&self) -> KubernetesOptions {
+        KubernetesOptions::for_catalog()
+            .access(ClusterAccess::Kubeconfig(self.cluster.kubeconfig.clone()))
+            .namespace(&self.cluster.namespace)
+            .node_selector("kubernetes.io/hostname", self.kubelet.node())
+            .shim_image(&self.shim)
+            .connection(Connection::PortForward)
+            .host_id(&self.cluster.namespace)
+    }
+
     /// The Pods, Secrets and ConfigMaps of the Pod runner in this world's namespace, as
     /// `kind/name`.
     pub async fn leftovers(&self) -> Vec<String> {

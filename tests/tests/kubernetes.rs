@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use tether_broker::callbacks::BrokerMode;
+use tether_broker::confine::WorldMechanism;
 use tether_broker::launch::{MANAGED_BY, MANAGED_BY_LABEL, Runner};
 use tether_broker::{HandshakeConfig, PluginClient};
 use tether_examples::adder::Adder;
@@ -39,6 +40,8 @@ async fn counter_round_trip(world: &PodWorld, image: &str, program: &str, args: 
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(plugin.broker_mode(), BrokerMode::Multiplexed);
+    // Not this host's layers: a Pod of its own, and the client says so.
+    assert_eq!(plugin.world_mechanism(), WorldMechanism::Pod);
     let pods: Api<Pod> = Api::namespaced(world.cluster.client.clone(), &world.cluster.namespace);
     let listed = pods
         .list(&ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")))
@@ -267,4 +270,72 @@ async fn a_plugins_pod_holds_only_its_granted_keys_reads_them_from_its_secrets_d
     plugin.shutdown().await.unwrap();
     world.assert_nothing_left().await;
     world.finish().await;
+}
+
+/// The `p`-th percentile of `sorted` (nearest rank).
+fn percentile(sorted: &[std::time::Duration], p: usize) -> std::time::Duration {
+    sorted[(sorted.len() * p).div_ceil(100).saturating_sub(1)]
+}
+
+/// A measurement, not a check (run it with `--ignored --nocapture`; numbers in
+/// bench/BENCHMARKS.md): how long `start()` of the Rust counter plugin takes through the API
+/// server (Pod, Secret, scheduling, the stand-in's container, the log stream, the port-forward,
+/// TLS, health) against the process runner, alternating in the same run so both see the same
+/// load. `TETHER_LATENCY_ROUNDS` rounds (default 20).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn start_latency_of_the_pod_runner_against_the_process_runner() {
+    use std::time::{Duration, Instant};
+    let Some(world) = world("start latency").await else {
+        return;
+    };
+    let rounds: usize = std::env::var("TETHER_LATENCY_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let image = world.binary_image("counter-plugin", Path::new(bins::COUNTER_PLUGIN.path()));
+    let (mut pod, mut process) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for in_pod in [true, false] {
+            let (program, runner) = if in_pod {
+                (
+                    "/plugin/counter-plugin".to_owned(),
+                    Runner::Kubernetes(world.options(&image)),
+                )
+            } else {
+                (bins::COUNTER_PLUGIN.path().to_owned(), Runner::Process)
+            };
+            let started = Instant::now();
+            let plugin = PluginClient::builder(program)
+                .handshake(HandshakeConfig::new("BASIC_PLUGIN", "hello").app_versions([1]))
+                .runner(runner)
+                .start()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let took = started.elapsed();
+            plugin.shutdown().await.unwrap();
+            if in_pod {
+                pod.push(took);
+            } else {
+                process.push(took);
+            }
+        }
+    }
+    world.assert_nothing_left().await;
+    world.finish().await;
+    pod.sort();
+    process.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let p50 = |v: &[Duration]| percentile(v, 50);
+    eprintln!(
+        "start latency, {rounds} alternating rounds: Pod runner p50 {:.0} ms, p90 {:.0} ms, min {:.0} ms; process runner p50 {:.0} ms, p90 {:.0} ms, min {:.0} ms; Pod/process p50 ratio {:.1}",
+        ms(p50(&pod)),
+        ms(percentile(&pod, 90)),
+        ms(pod[0]),
+        ms(p50(&process)),
+        ms(percentile(&process, 90)),
+        ms(process[0]),
+        ms(p50(&pod)) / ms(p50(&process)),
+    );
+    assert_eq!((pod.len(), process.len()), (rounds, rounds));
 }

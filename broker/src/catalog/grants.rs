@@ -54,6 +54,7 @@ use crate::confine::world::NamespacesMode;
 /// # sandbox_allow_exec = ["/opt/tools"]  # may read and execute below these
 /// # run_as = "65534:65534"              # runs as this uid:gid (root hosts), asked or not
 /// # allow_root = true                    # run_as may be uid or gid 0 (the host's root)
+/// # runner = "kubernetes"                # may run in a Pod (its values in a Secret there)
 /// ```
 /// A top-level key sets the policy for every plugin:
 /// ```toml
@@ -99,6 +100,8 @@ pub(crate) struct Grant {
     pub(crate) config: BTreeSet<String>,
     /// The catalog plugins it may call through the host.
     pub(crate) calls: BTreeSet<String>,
+    /// Whether its manifest may choose the Pod runner (`runner = "kubernetes"`).
+    pub(crate) kubernetes_runner: bool,
     /// The loosest confinement its manifest may ask for: the loosest sandbox mode, the
     /// network and seccomp modes, the variables and the directories (with those below them);
     /// and what the operator decides for it: `run_as`, `allow_root`, `namespaces = "required"`.
@@ -279,6 +282,24 @@ impl Grants {
         self
     }
 
+    /// Lets `plugin`'s manifest choose the Pod runner (`runner = "kubernetes"`; file: the same
+    /// line under `[plugins.NAME]`): the plugin then runs in a Pod anywhere in the cluster and
+    /// its granted values travel in a Secret there. The process and gVisor runners need no
+    /// grant.
+    #[must_use]
+    pub fn kubernetes_runner(mut self, plugin: impl Into<String>) -> Self {
+        self.grant(plugin).kubernetes_runner = true;
+        self
+    }
+
+    /// Whether `plugin`'s manifest may choose the Pod runner.
+    #[must_use]
+    pub fn allows_kubernetes_runner(&self, plugin: &str) -> bool {
+        self.plugins
+            .get(plugin)
+            .is_some_and(|g| g.kubernetes_runner)
+    }
+
     /// Whether `plugin` may receive the secret `name`.
     #[must_use]
     pub fn allows_secret(&self, plugin: &str, name: &str) -> bool {
@@ -359,7 +380,7 @@ impl Grants {
 
     /// Every request of `manifest` that is not granted, in manifest-key order: secrets,
     /// config, sandbox, network, seccomp, namespaces, run_as, env_allow, sandbox_allow_exec,
-    /// sandbox_allow_read.
+    /// sandbox_allow_read, runner; each with the line of its key in the manifest.
     /// Paths are compared after resolving symbolic links, so this reads the file system.
     #[must_use]
     pub fn refusals(&self, manifest: &Manifest) -> Vec<NotGranted> {
@@ -408,6 +429,9 @@ impl Grants {
         }
         for request in ungranted(&manifest.confinement, &allowed) {
             refuse(request);
+        }
+        if manifest.runner.name() == "kubernetes" && !grant.kubernetes_runner {
+            refuse(Request::Runner("kubernetes"));
         }
         refused
     }

@@ -1,6 +1,6 @@
 //! The grants file read into [`Grants`] ([`Grants::parse`], [`Grants::load`]): every unknown
 //! key located, each name checked at its place, the confinement keys read by the second pass
-//! shared with manifests, and the operator's own keys (`calls`, `allow_root`, the top-level
+//! shared with manifests, and the operator's own keys (`calls`, `allow_root`, `runner`, the top-level
 //! `namespaces`) checked against each other.
 
 use std::collections::BTreeMap;
@@ -13,6 +13,7 @@ use crate::catalog::confinement::{PathStyle, RawConfinement};
 use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
 use crate::catalog::grants::{Grant, Grants};
 use crate::catalog::keys::{self, Schema};
+use crate::catalog::runner::RawRunner;
 use crate::catalog::text::{check_name, line_column, toml_key};
 use crate::confine::world::NamespacesMode;
 
@@ -28,6 +29,7 @@ struct RawGrant {
     calls: Vec<Spanned<String>>,
     #[serde(default)]
     allow_root: bool,
+    runner: Option<Spanned<RawRunner>>,
 }
 
 #[derive(Deserialize)]
@@ -98,6 +100,19 @@ impl Grants {
             check_name(plugin.get_ref())
                 .map_err(|why| error(plugin.span().start, Some(table.clone()), why))?;
             let mut grant = Grant::default();
+            if let Some(runner) = &raw.runner {
+                if *runner.get_ref() != RawRunner::Kubernetes {
+                    return Err(error(
+                        runner.span().start,
+                        Some(format!("{table}.runner")),
+                        format!(
+                            "the {} runner needs no grant; only `runner = \"kubernetes\"` does",
+                            runner.get_ref().name()
+                        ),
+                    ));
+                }
+                grant.kubernetes_runner = true;
+            }
             if let Some(first) = raw.calls.first() {
                 calls_places.insert(
                     plugin.get_ref().clone(),

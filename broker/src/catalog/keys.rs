@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, Visitor};
 use toml::de::{DeTable, DeValue};
 
 use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
-use crate::catalog::text::toml_key;
+use crate::catalog::text::{line_column, toml_key};
 
 /// The keys a table may have, and what the tables among them may have.
 #[derive(Debug)]
@@ -82,6 +82,17 @@ pub(crate) fn string<'t>(table: &'t DeTable<'_>, key: &str) -> Option<&'t str> {
         DeValue::String(s) => Some(&**s),
         _ => None,
     }
+}
+
+/// The line of each top-level key of `table` (parsed from `text`).
+pub(crate) fn lines(table: &DeTable<'_>, text: &str) -> std::collections::BTreeMap<String, usize> {
+    table
+        .iter()
+        .map(|(key, _)| {
+            let name: &str = key.get_ref();
+            (name.to_owned(), line_column(text, key.span().start).0)
+        })
+        .collect()
 }
 
 /// Every key of `table` that `schema` does not know, in file order.

@@ -13,7 +13,7 @@ use toml::Spanned;
 use crate::catalog::confinement::{PathStyle, RawConfinement};
 pub use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
 use crate::catalog::keys::{self, Schema};
-use crate::catalog::runner::{self, RawGvisor, RawRunner, interpreter_hint};
+use crate::catalog::runner::{self, RawGvisor, RawKubernetes, RawRunner, interpreter_hint};
 pub use crate::catalog::text::MAX_NAME_LEN;
 use crate::catalog::text::{check_name, line_column};
 use crate::confine::confinement::Confinement;
@@ -94,10 +94,17 @@ pub struct Manifest {
     /// are resolved when the manifest is parsed; see [`Manifest::parse`]. The host-only parts
     /// (`plugin_ids`, `allow_root`, the network mechanism) stay at their defaults.
     pub confinement: Confinement,
-    /// Where the plugin runs (manifest key `runner`: `"process"`, the default, or `"gvisor"`;
-    /// the table `[gvisor]` sets the sandbox's cgroup limits `memory_mib` and `cpu_millis`,
-    /// see [`GvisorOptions::memory_mib`](crate::launch::GvisorOptions::memory_mib) and
-    /// [`GvisorOptions::cpu_millis`](crate::launch::GvisorOptions::cpu_millis)).
+    /// Where the plugin runs (manifest key `runner`: `"process"`, the default, `"gvisor"` or
+    /// `"kubernetes"`). The table `[gvisor]` sets the sandbox's cgroup limits `memory_mib` and
+    /// `cpu_millis`, see [`GvisorOptions::memory_mib`](crate::launch::GvisorOptions::memory_mib)
+    /// and [`GvisorOptions::cpu_millis`](crate::launch::GvisorOptions::cpu_millis). The table
+    /// `[kubernetes]` describes the plugin's Pod: `image` (required, pinned by digest),
+    /// `memory_limit` and `cpu_limit` (Kubernetes quantities) and `runtime_class`; with it,
+    /// `command` is the program's absolute path in the image. The Pod runner needs the
+    /// operator's grant (`runner = "kubernetes"` in the grants file, see
+    /// [`Grants::kubernetes_runner`](crate::Grants::kubernetes_runner)) and the cargo feature
+    /// `kubernetes`; the host's part of it (namespace, cluster, owner…) is
+    /// [`SupervisorBuilder::kubernetes`](crate::SupervisorBuilder::kubernetes).
     pub runner: Runner,
     /// Which interpreter runs it (`runtime = "auto" | "native" | "python" | "node"`, default
     /// `auto`): see [`PluginClientBuilder::runtime`](crate::PluginClientBuilder::runtime).
@@ -167,9 +174,9 @@ struct RawManifest {
     config: Vec<Spanned<String>>,
     #[serde(default)]
     limits: Limits,
-    #[serde(default)]
-    runner: RawRunner,
+    runner: Option<Spanned<RawRunner>>,
     gvisor: Option<Spanned<RawGvisor>>,
+    kubernetes: Option<Spanned<RawKubernetes>>,
     #[serde(default)]
     runtime: Runtime,
     idle_timeout: Option<Spanned<String>>,
@@ -185,6 +192,7 @@ fn schema() -> Schema {
         .table("limits", Schema::of::<Limits>())
         .table("restart", Schema::of::<RawRestart>())
         .table("gvisor", Schema::of::<RawGvisor>())
+        .table("kubernetes", Schema::of::<RawKubernetes>())
 }
 
 #[derive(Deserialize)]
@@ -247,13 +255,7 @@ impl Manifest {
             .map_err(|e| e.declared_by(declared))?;
         let mut manifest = Self::parse_known(text, file)
             .map_err(|e| CatalogFileErrors::from(e).declared_by(declared))?;
-        manifest.key_lines = document
-            .iter()
-            .map(|(key, _)| {
-                let name: &str = key.get_ref();
-                (name.to_owned(), line_column(text, key.span().start).0)
-            })
-            .collect();
+        manifest.key_lines = keys::lines(&document, text);
         Ok(manifest)
     }
 
@@ -270,15 +272,26 @@ impl Manifest {
         check.no_nul(&raw.name, "name")?;
         check.name(&raw.name, "name")?;
         check.no_nul(&raw.command, "command")?;
-        let command = check.relative_path(&raw.command, "command")?;
-        let runner = check.runner(raw.runner, raw.gvisor.as_ref())?;
-        if command.components().count() == 1 {
+        let runner = runner::choose(
+            raw.runner.as_ref(),
+            raw.gvisor.as_ref(),
+            raw.kubernetes.as_ref(),
+        )
+        .map_err(|(offset, key, why)| {
+            CatalogFileError::at(file, text, offset, Some(key.to_owned()), why)
+        })?;
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let command = if runner.name() == "kubernetes" {
+            check.path_in_image(&raw.command, raw.sha256.as_ref())?
+        } else {
+            dir.join(check.relative_path(&raw.command, "command")?)
+        };
+        if raw.command.get_ref().split('/').count() == 1 {
             // A bare name would be looked up on no PATH: say how interpreters are run.
             if let Some(hint) = interpreter_hint(raw.command.get_ref()) {
                 return Err(check.error(&raw.command, "command", hint));
             }
         }
-        let dir = file.parent().unwrap_or(Path::new("."));
         for arg in &raw.args {
             check.no_nul(arg, "args")?;
         }
@@ -341,7 +354,7 @@ impl Manifest {
             key_lines: std::collections::BTreeMap::new(),
             name: raw.name.into_inner(),
             file: file.to_owned(),
-            command: dir.join(command),
+            command,
             args: raw.args.into_iter().map(Spanned::into_inner).collect(),
             sha256,
             cookie_key: raw.handshake.cookie_key.into_inner(),
@@ -428,17 +441,31 @@ impl Checker<'_> {
         Ok(values.iter().map(|v| v.get_ref().clone()).collect())
     }
 
-    /// `runner` with its `[gvisor]` limits, located at the table when refused.
-    fn runner(
+    /// The Pod runner's `command`: the program's absolute path in the image, without `..`;
+    /// `sha256` is refused (the image's digest pins the program).
+    fn path_in_image(
         &self,
-        runner: RawRunner,
-        gvisor: Option<&Spanned<RawGvisor>>,
-    ) -> Result<Runner, CatalogFileError> {
-        let Some(table) = gvisor else {
-            return Ok(runner::plain(runner));
-        };
-        runner::with_table(runner, table.get_ref())
-            .map_err(|(key, message)| self.error(table, key, message))
+        value: &Spanned<String>,
+        sha256: Option<&Spanned<String>>,
+    ) -> Result<PathBuf, CatalogFileError> {
+        if let Some(hash) = sha256 {
+            return Err(self.error(
+                hash,
+                "sha256",
+                "pins a program on this host, but the Pod runner runs the one in the image, \
+                 which `kubernetes.image`'s digest pins: remove `sha256`",
+            ));
+        }
+        let path = Path::new(value.get_ref());
+        if !path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(self.error(
+                value,
+                "command",
+                "with the Pod runner is the program's absolute path in the image, without \
+                 `..` (e.g. \"/plugin/kv\")",
+            ));
+        }
+        Ok(path.to_owned())
     }
 
     fn relative_path(
@@ -654,7 +681,10 @@ initial_backoff = "50ms"
             (Some(256), Some(500))
         );
         let err = parse(&format!("{GOOD}\n[gvisor]\nmemory_mib = 256\n")).unwrap_err();
-        assert!(err.to_string().contains("runs as a process"), "{err}");
+        assert!(
+            err.to_string().contains("runs under the process runner"),
+            "{err}"
+        );
         let err = parse(&format!(
             "runner = \"gvisor\"\n{GOOD}\n[gvisor]\ncpu_millis = 0\n"
         ))

@@ -39,6 +39,9 @@ pub enum Request {
     SandboxAllowExec(PathBuf),
     /// Reading below a directory (`sandbox_allow_read`), as resolved from the manifest.
     SandboxAllowRead(PathBuf),
+    /// A runner that takes the plugin and its granted values off this host (`runner =
+    /// "kubernetes"`: a Pod, and a Secret in the cluster).
+    Runner(&'static str),
 }
 
 impl Request {
@@ -56,6 +59,7 @@ impl Request {
             Self::EnvAllow(_) => "env_allow",
             Self::SandboxAllowExec(_) => "sandbox_allow_exec",
             Self::SandboxAllowRead(_) => "sandbox_allow_read",
+            Self::Runner(_) => "runner",
         }
     }
 
@@ -80,6 +84,7 @@ impl Request {
                 format!("{key} = \"{uid}:{gid}\"\nallow_root = true")
             }
             Self::RunAs(uid, gid) => format!("{key} = \"{uid}:{gid}\""),
+            Self::Runner(name) => format!("{key} = \"{name}\""),
         }
     }
 }

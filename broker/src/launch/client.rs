@@ -227,8 +227,9 @@ impl PluginClient {
         self.network_mechanism
     }
 
-    /// Whether this plugin runs in a world of its own ([`WorldMechanism::Namespaces`]) or with
-    /// the other layers only (see [`crate::confine::world`]).
+    /// Whether this plugin runs in a world of its own ([`WorldMechanism::Namespaces`]), with
+    /// the other layers only (see [`crate::confine::world`]), or in a Pod of its own
+    /// ([`WorldMechanism::Pod`], the Pod runner).
     #[must_use]
     pub fn world_mechanism(&self) -> WorldMechanism {
         self.world

@@ -34,6 +34,8 @@ impl Supervisor {
                 recycle_after_deadlines: DEFAULT_RECYCLE_AFTER_DEADLINES,
                 customize: None,
                 metrics: None,
+                #[cfg(feature = "kubernetes")]
+                kubernetes: None,
             },
         }
     }
@@ -62,6 +64,9 @@ pub(crate) struct Options {
     pub(super) recycle_after_deadlines: u32,
     pub(super) customize: Option<Arc<Customize>>,
     pub(super) metrics: Option<Metrics>,
+    /// The host's part of the Pod runner, for manifests with `runner = "kubernetes"`.
+    #[cfg(feature = "kubernetes")]
+    pub(super) kubernetes: Option<crate::launch::runner::kubernetes::KubernetesOptions>,
 }
 
 impl std::fmt::Debug for SupervisorBuilder {
@@ -146,6 +151,21 @@ impl SupervisorBuilder {
     /// ```
     pub fn meter(mut self, meter: &opentelemetry::metrics::Meter) -> Self {
         self.options.metrics = Some(Metrics::new(meter));
+        self
+    }
+
+    /// The host's part of the Pod runner (cargo feature `kubernetes`) for the catalog's plugins
+    /// whose manifest says `runner = "kubernetes"` (and whose grant allows it): the cluster,
+    /// namespace, connection, shim, owner, host identity, node selector, service account,
+    /// labels, user and Pod start timeout. Each manifest's `[kubernetes]` table sets its image,
+    /// `memory_limit`, `cpu_limit` and `runtime_class` over these (the image of `host` is not
+    /// used: make it with [`KubernetesOptions::for_catalog`]). Default: every setting's
+    /// default (the inferred cluster, its namespace, no owner).
+    ///
+    /// [`KubernetesOptions::for_catalog`]: crate::launch::KubernetesOptions::for_catalog
+    #[cfg(feature = "kubernetes")]
+    pub fn kubernetes(mut self, host: crate::launch::KubernetesOptions) -> Self {
+        self.options.kubernetes = Some(host);
         self
     }
 

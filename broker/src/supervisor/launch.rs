@@ -134,6 +134,14 @@ impl crate::supervisor::Supervisor {
             .current_dir(&state_dir)
             .working_dir_is_hosts()
             .host_service(calls);
+        #[cfg(feature = "kubernetes")]
+        if let (crate::launch::runner::options::Runner::Kubernetes(plugin), Some(host)) =
+            (&manifest.runner, &inner.options.kubernetes)
+        {
+            builder = builder.runner(crate::launch::runner::options::Runner::Kubernetes(
+                host.with_plugin(plugin),
+            ));
+        }
         if let Some(customize) = &inner.options.customize {
             builder = customize(builder);
         }

@@ -70,6 +70,11 @@ pub enum WorldMechanism {
     Namespaces,
     /// The other layers only (Landlock, the system-call filter, the network policy, limits).
     Layers,
+    /// A Pod of its own on a Kubernetes cluster (the Pod runner): the node's container runtime
+    /// isolates it, under the Pod's security context (non-root, read-only root, no
+    /// capabilities, `RuntimeDefault` seccomp, no service-account token) and the cluster's
+    /// policies; nothing of it runs on this host.
+    Pod,
 }
 
 impl std::fmt::Display for WorldMechanism {
@@ -77,6 +82,7 @@ impl std::fmt::Display for WorldMechanism {
         f.write_str(match self {
             Self::Namespaces => "namespaces",
             Self::Layers => "layers",
+            Self::Pod => "pod",
         })
     }
 }

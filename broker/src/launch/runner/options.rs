@@ -55,27 +55,70 @@ impl Runner {
 }
 
 /// The runner's name, and a gVisor sandbox's cgroup limits when set: `gvisor (memory 256
-/// MiB, cpu 500 millicores)`.
+/// MiB, cpu 500 millicores)`; a Pod's image, limits and runtime class: `kubernetes (image
+/// reg.example/kv@sha256:…, memory 256Mi, cpu 500m, runtime class gvisor)`.
 impl fmt::Display for Runner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())?;
-        let Self::Gvisor(options) = self else {
-            return Ok(());
+        let limits: Vec<String> = match self {
+            Self::Process => Vec::new(),
+            Self::Gvisor(options) => [
+                options.memory_mib.map(|mib| format!("memory {mib} MiB")),
+                options
+                    .cpu_millis
+                    .map(|millis| format!("cpu {millis} millicores")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            #[cfg(feature = "kubernetes")]
+            Self::Kubernetes(options) => [
+                Some(format!("image {}", options.image.escape_debug())),
+                options
+                    .memory_limit
+                    .as_ref()
+                    .map(|q| format!("memory {}", q.escape_debug())),
+                options
+                    .cpu_limit
+                    .as_ref()
+                    .map(|q| format!("cpu {}", q.escape_debug())),
+                options
+                    .runtime_class
+                    .as_ref()
+                    .map(|c| format!("runtime class {}", c.escape_debug())),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
         };
-        let limits: Vec<String> = [
-            options.memory_mib.map(|mib| format!("memory {mib} MiB")),
-            options
-                .cpu_millis
-                .map(|millis| format!("cpu {millis} millicores")),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
         if limits.is_empty() {
             Ok(())
         } else {
             write!(f, " ({})", limits.join(", "))
         }
+    }
+}
+
+/// `reference` pins an image by digest: `name@sha256:` and 64 lower-case hex digits.
+pub(crate) fn check_pinned(reference: &str) -> Result<(), String> {
+    let pinned = reference
+        .rsplit_once("@sha256:")
+        .is_some_and(|(name, digest)| {
+            !name.is_empty()
+                && digest.len() == 64
+                && digest
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        });
+    if pinned {
+        Ok(())
+    } else {
+        Err(format!(
+            "the image `{}` is not pinned by digest (`repository@sha256:<64 hex digits>`): a \
+             tag can change under the host; pin it, e.g. with the digest `docker buildx \
+             imagetools inspect IMAGE` prints",
+            reference.escape_debug()
+        ))
     }
 }
 

@@ -192,7 +192,7 @@ pub(crate) async fn start(
             process_limit: ProcessLimit::Rlimit { max: None },
             network_mechanism: None,
             // Not a world this host built: the container runtime's and the cluster's isolation.
-            world: crate::confine::world::WorldMechanism::Layers,
+            world: crate::confine::world::WorldMechanism::Pod,
             ids: None,
         },
     })

@@ -14,6 +14,8 @@ use secrecy::{ExposeSecret as _, SecretSlice};
 use serde_json::{Value, json};
 use tether_proto::env as protocol;
 
+use crate::launch::runner::options::check_pinned;
+
 use super::options::{
     Connection, HOST_LABEL, KubernetesOptions, MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL,
     POD_CONFIG_DIR, POD_SECRETS_DIR, POD_TMP_DIR, POD_WORK_DIR, SHIM_IN_SHIM_IMAGE,
@@ -303,26 +305,6 @@ fn values(values: &[(String, SecretSlice<u8>)]) -> BTreeMap<String, ByteString> 
 
 fn object<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, String> {
     serde_json::from_value(value).map_err(|e| format!("planning the Pod: {e}"))
-}
-
-/// `reference` pins an image by digest: `name@sha256:` and 64 lowercase hex digits.
-pub(crate) fn check_pinned(reference: &str) -> Result<(), String> {
-    let pinned = reference
-        .rsplit_once("@sha256:")
-        .is_some_and(|(name, digest)| {
-            !name.is_empty()
-                && digest.len() == 64
-                && digest
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        });
-    if pinned {
-        Ok(())
-    } else {
-        Err(format!(
-            "the image `{reference}` is not pinned by digest (`repository@sha256:<64 hex digits>`): a tag can change under the host"
-        ))
-    }
 }
 
 /// A label value from `text`: at most 63 of its letters, digits, `-`, `_` and `.`, starting

@@ -197,6 +197,30 @@ impl KubernetesOptions {
         }
     }
 
+    /// The host's part of the options for a catalog whose manifests name their images (see
+    /// [`SupervisorBuilder::kubernetes`](crate::SupervisorBuilder::kubernetes)): no image of
+    /// its own, every other setting at its default.
+    #[must_use]
+    pub fn for_catalog() -> Self {
+        Self::new(String::new())
+    }
+
+    /// These options (the host's) with what a manifest's `[kubernetes]` table decides taken
+    /// from `plugin`: the image, the limits, and the runtime class when it names one.
+    #[must_use]
+    pub(crate) fn with_plugin(&self, plugin: &Self) -> Self {
+        Self {
+            image: plugin.image.clone(),
+            memory_limit: plugin.memory_limit.clone(),
+            cpu_limit: plugin.cpu_limit.clone(),
+            runtime_class: plugin
+                .runtime_class
+                .clone()
+                .or_else(|| self.runtime_class.clone()),
+            ..self.clone()
+        }
+    }
+
     /// The image.
     #[must_use]
     pub fn image_reference(&self) -> &str {
