@@ -372,7 +372,6 @@ impl Drop for RootDaemonDir {
 }
 
 #[test]
-#[ignore = "open hole: issue 22 read grants' sockets (world)"]
 fn a_plugin_cannot_connect_to_a_socket_nor_write_a_fifo_in_a_directory_it_may_only_read() {
     let test =
         "a_plugin_cannot_connect_to_a_socket_nor_write_a_fifo_in_a_directory_it_may_only_read";
@@ -404,13 +403,17 @@ fn a_plugin_cannot_connect_to_a_socket_nor_write_a_fifo_in_a_directory_it_may_on
             listed.lines().any(|l| l == "daemon.sock"),
             "{host:?}, {name}: the granted directory {dir} lists {listed:?}"
         );
-        let talk = site.tether_get(name, &format!("unix-talk:{socket}")).unwrap();
+        let talk = site
+            .tether_get(name, &format!("unix-talk:{socket}"))
+            .unwrap();
         eprintln!("{host:?}, {name}: unix-talk {socket}: {talk}");
         if talk.starts_with("ok") || talk.starts_with("connected") {
             reached.push(format!("{name}: socket {talk}"));
         }
         if *name == "rust-probe" {
-            let write = site.tether_get(name, &format!("fifo-write:{fifo}")).unwrap();
+            let write = site
+                .tether_get(name, &format!("fifo-write:{fifo}"))
+                .unwrap();
             eprintln!("{host:?}, {name}: fifo-write {fifo}: {write}");
             if write.starts_with("ok") || write.starts_with("opened") || write == "ENXIO" {
                 reached.push(format!("{name}: FIFO {write}"));
@@ -425,6 +428,43 @@ fn a_plugin_cannot_connect_to_a_socket_nor_write_a_fifo_in_a_directory_it_may_on
         assert_eq!(daemon.accepted(), 0, "the daemon accepted a plugin");
         assert_eq!(granted.fifo_written(), "", "a plugin wrote into the FIFO");
     }
+}
+
+#[test]
+fn a_root_hosts_grant_its_plugin_cannot_read_is_refused_before_the_launch_naming_path_and_remedy() {
+    let test = "a_root_hosts_grant_its_plugin_cannot_read_is_refused_before_the_launch_naming_path_and_remedy";
+    // A non-root host's plugin runs as the host's user: what it may read is the host's.
+    if !Host::current().is_root() {
+        eprintln!("{test}: a root host's check (its plugin runs as another user)");
+        return;
+    }
+    // `mktemp -d`'s 0700, as most of `/root` is.
+    let private = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(private.path().join("notes"), "root's").unwrap();
+    let dir = private.path().to_str().unwrap().to_owned();
+    let site = Site::new();
+    let read = format!("sandbox_allow_read = [\"{dir}\"]");
+    site.world
+        .add_plugin(&PluginSpec::new("reader", PROBE).copied().extra(&read));
+    site.grants(&format!("[plugins.reader]\n{read}\n"));
+    let refused = site
+        .tether_get("reader", &format!("read:{dir}/notes"))
+        .unwrap_err();
+    eprintln!("refused: {refused}");
+    for part in [
+        format!("cannot read {dir} (owner 0:0, mode 0700)"),
+        "chmod o+rX".to_owned(),
+        "run_as".to_owned(),
+    ] {
+        assert!(refused.contains(&part), "{part:?} not in: {refused}");
+    }
+    // Made readable by others, the grant works.
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(
+        site.tether_get("reader", &format!("read:{dir}/notes")),
+        Ok("root's".to_owned())
+    );
 }
 
 // Hole 2: file metadata.
