@@ -529,15 +529,28 @@ mod tests {
         assert_eq!(
             tree.binds,
             [
-                own("/root/catalog", Access::ReadOnly),
                 bind("/run", Access::ReadOnly),
+                own("/root/catalog", Access::ReadOnly),
                 bind("/root/catalog/data", Access::ReadOnly),
             ]
         );
-        // The grants are readable by others: nothing to refuse; the catalog is idmapped.
+        // The catalog (root's 0700) is idmapped and not checked; the grant inside it is read
+        // with the plugin's ids, and refused: root's 0700 too.
+        let (path, _) = unreadable_grant(&tree, &fs, (2_130_706_433, 2_130_706_433)).unwrap();
+        assert_eq!(path, Path::new("/root/catalog/data"));
+        // The plugin's code inside a grant gets its idmapped bind on top.
+        let paths = Paths {
+            exec: vec!["/srv/kv/state".into()],
+            read: vec!["/srv/kv".into()],
+            granted: vec!["/srv/kv".into()],
+            ..Paths::default()
+        };
         assert_eq!(
-            unreadable_grant(&tree, &fs, (2_130_706_433, 2_130_706_433)),
-            None
+            launch(&paths, &base, &fs).binds,
+            [
+                bind("/srv/kv", Access::ReadOnly),
+                own("/srv/kv/state", Access::ReadOnly),
+            ]
         );
     }
 
