@@ -55,7 +55,7 @@ pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
     }
     if !tether_broker::confine::pathname_sockets_blocked() {
         outln!(
-            "note:    pathname unix sockets outside a plugin's directories (e.g. /run/docker.sock) stay reachable under network = \"none\": only their file permissions protect them"
+            "note:    this kernel's Landlock (before ABI 9) cannot refuse connect(2) on a pathname unix socket: one a plugin can reach (in a directory it may read; anywhere without namespaces, e.g. /run/docker.sock) is protected only by its file permissions"
         )?;
     }
     if problems.is_empty() {

@@ -63,6 +63,24 @@ pub fn unix_talk(path: &str) -> String {
     }
 }
 
+/// Opens the FIFO `path` for writing without blocking and writes one line into it: `"ok"`, or
+/// the errno's name (`ENXIO` means the open was permitted but no reader was there).
+#[must_use]
+pub fn fifo_write(path: &str) -> String {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
+    match opened {
+        Ok(mut fifo) => match fifo.write_all(b"hello from a plugin\n") {
+            Ok(()) => "ok".to_owned(),
+            Err(e) => format!("opened, no write: {}", io_errno(&e)),
+        },
+        Err(e) => io_errno(&e),
+    }
+}
+
 /// Tries to change the metadata of `path`, which the plugin was not granted: `chmod` to
 /// [`HOSTILE_MODE`], `chown` to group `gid`, `utimensat` to the epoch and `setxattr`
 /// [`HOSTILE_XATTR`]. One `NAME=OUTCOME` a call, space-separated.

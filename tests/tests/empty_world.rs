@@ -205,6 +205,11 @@ impl Daemon {
     /// A daemon listening on `daemon.sock` in `dir`, the socket's mode `mode`.
     fn listen(dir: tempfile::TempDir, mode: u32) -> Self {
         let path = dir.path().join("daemon.sock");
+        Self::listen_at(dir, path, mode)
+    }
+
+    /// A daemon listening on `path`, the socket's mode `mode`, keeping `dir` while it lives.
+    fn listen_at(dir: tempfile::TempDir, path: PathBuf, mode: u32) -> Self {
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -277,6 +282,189 @@ fn hole_1_a_plugin_cannot_connect_to_a_daemon_socket_of_its_hosts_user() {
         "{host:?}: the plugins talked to the daemon at {path}: {talked:#?}"
     );
     assert_eq!(daemon.accepted(), 1, "the daemon accepted a plugin");
+}
+
+// A daemon's socket and a FIFO in a directory granted for reading.
+
+/// A directory under `/run` that an operator grants plugins for reading, holding what a root
+/// daemon leaves there: a root-owned `0660` socket (as `/run/docker.sock` is) that greets
+/// whoever connects, and a root-owned `0600` FIFO this process holds open for reading. Made by
+/// the root test process before its unprivileged run, which attacks the same one (a non-root
+/// user cannot make another user's socket).
+struct RootDaemonDir {
+    dir: PathBuf,
+    daemon: Option<Daemon>,
+    fifo: PathBuf,
+    reader: Option<std::fs::File>,
+}
+
+impl RootDaemonDir {
+    /// The directory of the root test process with pid `root_pid`.
+    fn path(root_pid: u32) -> PathBuf {
+        PathBuf::from(format!("/run/tether-test-granted-{root_pid}"))
+    }
+
+    /// As root: makes it. In the unprivileged run of a root test process: finds the one its
+    /// parent made. Started unprivileged by hand: `None` (there is no other user's daemon).
+    fn for_this_run() -> Option<Self> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        if Host::current().is_root() {
+            let dir = Self::path(std::process::id());
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let fifo = dir.join("daemon.fifo");
+            let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+            // SAFETY: a NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let reader = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo)
+                .unwrap();
+            let held = tempfile::Builder::new()
+                .prefix("held-")
+                .tempdir_in(&dir)
+                .unwrap();
+            // The socket where a daemon's is: directly in the granted directory.
+            let daemon = Daemon::listen_at(held, dir.join("daemon.sock"), 0o660);
+            return Some(Self {
+                dir,
+                daemon: Some(daemon),
+                fifo,
+                reader: Some(reader),
+            });
+        }
+        std::env::var_os(tether_tests::host_user::CHILD_ENV)?;
+        let dir = Self::path(std::os::unix::process::parent_id());
+        let fifo = dir.join("daemon.fifo");
+        dir.exists().then_some(Self {
+            dir,
+            daemon: None,
+            fifo,
+            reader: None,
+        })
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join("daemon.sock")
+    }
+
+    /// What plugins wrote into the FIFO so far (root only).
+    fn fifo_written(&mut self) -> String {
+        let mut text = String::new();
+        if let Some(reader) = &mut self.reader {
+            let _ = std::io::Read::read_to_string(reader, &mut text);
+        }
+        text
+    }
+}
+
+impl Drop for RootDaemonDir {
+    fn drop(&mut self) {
+        if self.daemon.is_some() {
+            drop(self.daemon.take());
+            drop(self.reader.take());
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+#[test]
+fn a_plugin_cannot_connect_to_a_socket_nor_write_a_fifo_in_a_directory_it_may_only_read() {
+    let test =
+        "a_plugin_cannot_connect_to_a_socket_nor_write_a_fifo_in_a_directory_it_may_only_read";
+    let Some(probes) = probes(test) else { return };
+    // Made before the unprivileged run, which attacks the root daemon's directory too.
+    let Some(mut granted) = RootDaemonDir::for_this_run() else {
+        eprintln!("{test}: started unprivileged, there is no root daemon to attack: skipped");
+        return;
+    };
+    let run = root_and_unprivileged(test);
+    let host = run.host;
+    let dir = granted.dir.to_str().unwrap().to_owned();
+    let socket = granted.socket().to_str().unwrap().to_owned();
+    let fifo = granted.fifo.to_str().unwrap().to_owned();
+    let site = Site::new();
+    let read = format!("sandbox_allow_read = [\"{dir}\"]");
+    let mut grants = String::new();
+    for (name, binary) in &probes {
+        site.world
+            .add_plugin(&PluginSpec::new(name, binary).copied().extra(&read));
+        grants.push_str(&format!("[plugins.{name}]\n{read}\n"));
+    }
+    site.grants(&grants);
+    let mut reached = Vec::new();
+    for (name, _) in &probes {
+        // The grant works: the plugin lists the directory it may read.
+        let listed = site.tether_get(name, &format!("list:{dir}")).unwrap();
+        assert!(
+            listed.lines().any(|l| l == "daemon.sock"),
+            "{host:?}, {name}: the granted directory {dir} lists {listed:?}"
+        );
+        let talk = site
+            .tether_get(name, &format!("unix-talk:{socket}"))
+            .unwrap();
+        eprintln!("{host:?}, {name}: unix-talk {socket}: {talk}");
+        if talk.starts_with("ok") || talk.starts_with("connected") {
+            reached.push(format!("{name}: socket {talk}"));
+        }
+        if *name == "rust-probe" {
+            let write = site
+                .tether_get(name, &format!("fifo-write:{fifo}"))
+                .unwrap();
+            eprintln!("{host:?}, {name}: fifo-write {fifo}: {write}");
+            if write.starts_with("ok") || write.starts_with("opened") || write == "ENXIO" {
+                reached.push(format!("{name}: FIFO {write}"));
+            }
+        }
+    }
+    assert!(
+        reached.is_empty(),
+        "{host:?}: the plugins reached the root daemon's socket or FIFO in {dir}, granted only for reading: {reached:#?}"
+    );
+    if let Some(daemon) = &granted.daemon {
+        assert_eq!(daemon.accepted(), 0, "the daemon accepted a plugin");
+        assert_eq!(granted.fifo_written(), "", "a plugin wrote into the FIFO");
+    }
+}
+
+#[test]
+fn a_root_hosts_grant_its_plugin_cannot_read_is_refused_before_the_launch_naming_path_and_remedy() {
+    let test = "a_root_hosts_grant_its_plugin_cannot_read_is_refused_before_the_launch_naming_path_and_remedy";
+    // A non-root host's plugin runs as the host's user: what it may read is the host's.
+    if !Host::current().is_root() {
+        eprintln!("{test}: a root host's check (its plugin runs as another user)");
+        return;
+    }
+    // `mktemp -d`'s 0700, as most of `/root` is.
+    let private = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(private.path().join("notes"), "root's").unwrap();
+    let dir = private.path().to_str().unwrap().to_owned();
+    let site = Site::new();
+    let read = format!("sandbox_allow_read = [\"{dir}\"]");
+    site.world
+        .add_plugin(&PluginSpec::new("reader", PROBE).copied().extra(&read));
+    site.grants(&format!("[plugins.reader]\n{read}\n"));
+    let refused = site
+        .tether_get("reader", &format!("read:{dir}/notes"))
+        .unwrap_err();
+    eprintln!("refused: {refused}");
+    for part in [
+        format!("cannot read {dir} (owner 0:0, mode 0700)"),
+        "chmod o+rX".to_owned(),
+        "run_as".to_owned(),
+    ] {
+        assert!(refused.contains(&part), "{part:?} not in: {refused}");
+    }
+    // Made readable by others, the grant works.
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(
+        site.tether_get("reader", &format!("read:{dir}/notes")),
+        Ok("root's".to_owned())
+    );
 }
 
 // Hole 2: file metadata.
@@ -850,7 +1038,6 @@ fn hole_6_under_the_gvisor_runner_a_plugin_cannot_fill_the_disk_past_its_disk_ca
 // The gVisor runner's host unix sockets (issue 22, "What to build" 8).
 
 #[test]
-#[ignore = "open hole: issue 22 gVisor host-uds (world)"]
 fn under_the_gvisor_runner_a_plugin_connects_to_no_host_socket_outside_its_socket_directory() {
     let test =
         "under_the_gvisor_runner_a_plugin_connects_to_no_host_socket_outside_its_socket_directory";
@@ -880,6 +1067,12 @@ fn under_the_gvisor_runner_a_plugin_connects_to_no_host_socket_outside_its_socke
             .extra(&format!("runner = \"gvisor\"\n{read}")),
     );
     site.grants(&format!("[plugins.reader]\n{read}\n"));
+    // The grant works: the plugin lists the directory it may read, the socket included.
+    let listed = site.tether_get("reader", &format!("list:{dir}")).unwrap();
+    assert!(
+        listed.lines().any(|l| l == "daemon.sock"),
+        "gVisor: the granted directory {dir} lists {listed:?}"
+    );
     let mut talked = Vec::new();
     for daemon in [&in_grant, &under_run] {
         let path = daemon.path.to_str().unwrap();

@@ -29,8 +29,8 @@ pub use network::{
 };
 pub use pids::{DEFAULT_MAX_PROCESSES, MAX_KILL_ROUNDS, ProcessLimit};
 pub use sandbox::{
-    DEFAULT_DISK_MIB, DEVICE_RW_PATHS, Limits, SYSTEM_EXEC_PATHS, SYSTEM_READ_PATHS, SandboxError,
-    SandboxMode, TARGET_LANDLOCK_ABI, kernel_landlock_abi,
+    DEFAULT_DISK_MIB, DEVICE_RW_PATHS, Limits, RESOLVE_UNIX_ABI, SYSTEM_EXEC_PATHS,
+    SYSTEM_READ_PATHS, SandboxError, SandboxMode, TARGET_LANDLOCK_ABI, kernel_landlock_abi,
 };
 pub use seccomp::{SeccompError, SeccompMode};
 pub use world::ids::{DEFAULT_PLUGIN_IDS, IdError, PluginIds};

@@ -18,11 +18,12 @@
 //! also refuses every TCP `bind` and `connect`.
 //!
 //! Pathname unix sockets outside the plugin's directories (a container daemon's
-//! `/run/docker.sock`, a database's socket) are **not** blocked: Landlock does not cover
-//! `connect(2)` on them and tether does not build a mount namespace for the plugin. What keeps
-//! a plugin from using such a socket is the socket file's own permissions (run the plugin as
-//! another user with [`run_as`](crate::PluginClientBuilder::run_as) on a root host).
-//! [`pathname_sockets_blocked`] says so, for `tether check` to warn.
+//! `/run/docker.sock`, a database's socket) are blocked by Landlock from ABI 9
+//! ([`RESOLVE_UNIX_ABI`](crate::confine::RESOLVE_UNIX_ABI)) with the sandbox on. On
+//! older kernels Landlock does not cover `connect(2)` on them: what keeps a plugin from such a
+//! socket is its world (a path it was not granted is not there) and the socket file's own
+//! permissions (a root host's plugin runs as another user and reads its grants as that user).
+//! [`pathname_sockets_blocked`] says which, for `tether check` to warn.
 
 use serde::Deserialize;
 
@@ -96,13 +97,13 @@ pub fn network_namespaces_available() -> bool {
     crate::confine::caps::has_capability(crate::confine::caps::CAP_SYS_ADMIN)
 }
 
-/// Whether a plugin is kept from connecting to pathname unix sockets outside its own
-/// directories (a container daemon's control socket, for example). Always `false` today:
-/// Landlock does not cover `connect(2)` on them and tether builds no mount namespace; only the
-/// socket file's permissions protect it (see the [module docs](self)).
+/// Whether a plugin with the sandbox on is kept from connecting to pathname unix sockets
+/// outside the directories it may write (a container daemon's control socket, for example):
+/// when the kernel's Landlock has `LANDLOCK_ACCESS_FS_RESOLVE_UNIX` (ABI 9). Otherwise only
+/// the socket file's permissions protect one it can reach (see the [module docs](self)).
 #[must_use]
 pub fn pathname_sockets_blocked() -> bool {
-    false
+    crate::confine::kernel_landlock_abi() >= crate::confine::RESOLVE_UNIX_ABI
 }
 
 #[cfg(test)]

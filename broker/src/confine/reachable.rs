@@ -57,4 +57,8 @@ pub(crate) struct Paths {
     pub(crate) read: Vec<PathBuf>,
     /// Read + write: its private directory and its state (working) directory.
     pub(crate) read_write: Vec<PathBuf>,
+    /// Which of `exec` and `read` the operator granted (`sandbox_allow_exec`,
+    /// `sandbox_allow_read`), as they were written: a world binds them with the plugin's own
+    /// ids (see `world::plan`).
+    pub(crate) granted: Vec<PathBuf>,
 }

@@ -31,8 +31,16 @@ use crate::confine::seccomp::{self, Filters, SeccompError, SeccompMode};
 use crate::confine::world::enter::Entry;
 
 /// The newest Landlock ABI whose access rights tether has vetted; rights of newer ABIs are not
-/// requested (the kernel's own ABI may be newer).
-pub const TARGET_LANDLOCK_ABI: u32 = 6;
+/// requested (the kernel's own ABI may be newer). ABIs 7 and 8 added flags only (audit logs,
+/// all threads), no right; 9 added `LANDLOCK_ACCESS_FS_RESOLVE_UNIX` ([`RESOLVE_UNIX_ABI`]).
+pub const TARGET_LANDLOCK_ABI: u32 = 9;
+
+/// The Landlock ABI from which `connect(2)` and `sendmsg(2)` to a pathname unix socket are
+/// rights of their own (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`): tether grants them only where the
+/// plugin may write (its private and socket directory, a working directory, a world's `/tmp`
+/// and `/dev/shm`), so that a daemon's socket in what it may only read or execute is refused
+/// whoever owns it. Older kernels leave it to the socket file's permissions.
+pub const RESOLVE_UNIX_ABI: u32 = 9;
 
 /// The default size of a plugin's own tmpfs ([`Limits::disk_mib`]): its private directory,
 /// `/tmp`, `/dev/shm` and delivered files together. A tmpfs takes memory only for what is
@@ -394,30 +402,11 @@ fn build_ruleset(
     world: Option<WorldDirs<'_>>,
     no_tcp: bool,
 ) -> Result<Option<OwnedFd>, SandboxError> {
-    let abi = ABI::V6;
-    let all = AccessFs::from_all(abi);
-    let read: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::ReadDir;
-    let exec = AccessFs::from_read(abi);
-    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
-
-    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>, bool)> = Vec::new();
-    let system = |list: &[&str], access, rules: &mut Vec<_>| {
-        for p in list {
-            rules.push((PathBuf::from(p), access, false));
-        }
-    };
-    system(SYSTEM_EXEC_PATHS, exec, &mut rules);
-    system(SYSTEM_READ_PATHS, read, &mut rules);
-    system(DEVICE_RW_PATHS, device, &mut rules);
-    for p in &paths.exec {
-        rules.push((p.clone(), exec, true));
-    }
-    for p in &paths.read {
-        rules.push((p.clone(), read, true));
-    }
-    for p in &paths.read_write {
-        rules.push((p.clone(), all, true));
-    }
+    let (abi, rules) = rules(paths);
+    let (all, read) = (
+        AccessFs::from_all(abi),
+        AccessFs::ReadFile | AccessFs::ReadDir,
+    );
 
     let mut ruleset = Ruleset::default().handle_access(all)?;
     if no_tcp {
@@ -447,9 +436,61 @@ fn build_ruleset(
     Ok(ruleset.into())
 }
 
+/// The ABI the ruleset is written for ([`TARGET_LANDLOCK_ABI`]; the crate leaves out what an
+/// older kernel lacks) and its path rules: `(path, rights, whether it must exist)`. Only the
+/// read-write paths get every right, `ResolveUnix` included.
+fn rules(paths: &Paths) -> (ABI, Vec<(PathBuf, BitFlags<AccessFs>, bool)>) {
+    let abi = ABI::V9;
+    let all = AccessFs::from_all(abi);
+    let read: BitFlags<AccessFs> = AccessFs::ReadFile | AccessFs::ReadDir;
+    let exec = AccessFs::from_read(abi);
+    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
+
+    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>, bool)> = Vec::new();
+    let system = |list: &[&str], access, rules: &mut Vec<_>| {
+        for p in list {
+            rules.push((PathBuf::from(p), access, false));
+        }
+    };
+    system(SYSTEM_EXEC_PATHS, exec, &mut rules);
+    system(SYSTEM_READ_PATHS, read, &mut rules);
+    system(DEVICE_RW_PATHS, device, &mut rules);
+    for p in &paths.exec {
+        rules.push((p.clone(), exec, true));
+    }
+    for p in &paths.read {
+        rules.push((p.clone(), read, true));
+    }
+    for p in &paths.read_write {
+        rules.push((p.clone(), all, true));
+    }
+    (abi, rules)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_read_write_paths_may_connect_to_pathname_unix_sockets() {
+        let paths = Paths {
+            exec: vec!["/opt/p".into()],
+            read: vec!["/run".into()],
+            read_write: vec!["/srv/state".into()],
+            granted: vec![],
+        };
+        let (abi, rules) = rules(&paths);
+        assert_eq!(abi as u32, TARGET_LANDLOCK_ABI);
+        assert!(AccessFs::from_all(abi).contains(AccessFs::ResolveUnix));
+        for (path, access, _) in rules {
+            assert_eq!(
+                access.contains(AccessFs::ResolveUnix),
+                path.to_str() == Some("/srv/state"),
+                "{}: {access:?}",
+                path.display()
+            );
+        }
+    }
 
     #[test]
     fn this_kernel_reports_a_landlock_abi() {

@@ -121,6 +121,9 @@ impl LaunchPlan {
         paths
             .read
             .extend(settings.confinement.sandbox_allow_read.iter().cloned());
+        paths
+            .granted
+            .extend(paths.exec.iter().chain(&paths.read).cloned());
         let mut janitor_dirs = Vec::new();
         if !inputs.in_world {
             janitor_dirs.push(inputs.private_dir.to_owned());

@@ -2,8 +2,6 @@
 //! runs as ([`plugin_ids`]), and the way in its launch child takes ([`entry`]). The world
 //! itself is [`crate::confine::world`].
 
-use std::io;
-
 use crate::confine::NetworkMode;
 use crate::confine::SeccompMode;
 use crate::confine::sandbox::SandboxMode;
@@ -91,17 +89,32 @@ pub(crate) fn dirs(world: &World) -> WorldDirs<'_> {
 }
 
 /// The way into `world` for the launch child: the plan's own paths mounted, the plugin's ids,
-/// its network and its disk size.
+/// its network and its disk size. A root host's plugin reads the operator's grants with its
+/// own ids: one it cannot read is refused here ([`WorldError::GrantUnreadable`]).
 pub(crate) fn entry(
     settings: &Settings,
     plan: &LaunchPlan,
     world: &PluginWorld,
-) -> io::Result<Entry> {
+) -> Result<Entry, StartErrorKind> {
     // The program at the path it is executed by: a catalog's `bin/NAME` may be a link to a
     // binary elsewhere, whose directory is what the plan grants.
     let mut paths = plan.paths.clone();
     paths.exec.push(plan.program.clone());
     let tree = plan::launch(&paths, reserve::base(), &RealFs);
+    // A non-root host's plugin keeps the host's supplementary groups: the mode bits do not
+    // tell what it may read, and nothing of its grants is idmapped anyway.
+    if world.world.ids.setgroups
+        && let Some((path, owner)) = plan::unreadable_grant(&tree, &RealFs, world.plugin)
+    {
+        return Err(StartErrorKind::World(WorldError::GrantUnreadable {
+            path,
+            uid: world.plugin.0,
+            gid: world.plugin.1,
+            owner: owner.uid,
+            group: owner.gid,
+            mode: owner.mode,
+        }));
+    }
     Entry::new(
         &world.world,
         &tree,
@@ -113,6 +126,10 @@ pub(crate) fn entry(
         // gave the plugin's own id.
         settings.confinement.seccomp == SeccompMode::Default && !settings.working_dir_is_hosts,
     )
+    .map_err(|e| StartErrorKind::Prepare {
+        what: "preparing the plugin's world",
+        source: e.into(),
+    })
 }
 
 /// Sockets in `world`'s network namespace, for dialling a plugin that serves TCP on its own

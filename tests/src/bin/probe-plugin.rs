@@ -23,6 +23,8 @@
 //!   an abstract unix socket, `ok` or the errno's name;
 //! - `Get "unix-talk:PATH"`: connects to a daemon's unix socket and reads its greeting (`ok
 //!   GREETING` or the errno's name; `tether_tests::shared_world::unix_talk`);
+//! - `Get "fifo-write:PATH"`: opens a FIFO for writing (not blocking) and writes a line into it
+//!   (`ok` or the errno's name; `tether_tests::shared_world::fifo_write`);
 //! - `Get "metadata:GID:PATH"`: tries `chmod` 04777, `chown` to group `GID`, `utimensat` and
 //!   `setxattr` on `PATH` (`chmod=ok chown=EPERM …`);
 //! - `Get "sockets:"`: every unix socket path in `/proc/net/unix` and `/proc/<pid>/net/unix`;
@@ -208,6 +210,7 @@ impl Kv for Probe {
             "abstract-listen" => ok(escape::abstract_listen(arg)),
             "abstract-connect" => ok(escape::abstract_connect(arg)),
             "unix-talk" => ok(shared_world::unix_talk(arg)),
+            "fifo-write" => ok(shared_world::fifo_write(arg)),
             "metadata" => {
                 let (gid, path) = arg.split_once(':').unwrap_or(("0", arg));
                 ok(shared_world::metadata(

@@ -44,7 +44,9 @@ pub(crate) struct Entry {
     /// Whether the read-write binds are idmapped too (only where the system-call filter
     /// refuses set-uid and set-gid modes: what the plugin makes there is root's on the host).
     idmap_rw: bool,
-    binds: Vec<(CString, bool, u64)>,
+    /// Path, whether a directory, mount attributes, whether it may be idmapped (not an
+    /// operator's grant: see [`plan::Bind::idmap`]).
+    binds: Vec<(CString, bool, u64, bool)>,
     /// Their detached clones while the child works (-1: missing on the host).
     trees: Vec<RawFd>,
     links: Vec<(CString, CString)>,
@@ -74,7 +76,12 @@ impl Entry {
             .iter()
             .map(|b| {
                 let attrs = maker::Bind::new(b)?.attrs;
-                Ok((c_string(b.path.as_os_str().as_bytes())?, b.dir, attrs))
+                Ok((
+                    c_string(b.path.as_os_str().as_bytes())?,
+                    b.dir,
+                    attrs,
+                    b.idmap,
+                ))
             })
             .collect::<io::Result<Vec<_>>>()?;
         let links = tree
@@ -170,7 +177,7 @@ impl Entry {
         for (dir, made) in self.dirs.iter().zip(self.made.iter_mut()) {
             *made = sys::make_dir(libc::AT_FDCWD, dir, 0o755)?;
         }
-        for ((path, dir, _), tree) in self.binds.iter().zip(self.trees.iter()) {
+        for ((path, dir, _, _), tree) in self.binds.iter().zip(self.trees.iter()) {
             if *tree < 0 {
                 continue;
             }
@@ -206,10 +213,11 @@ impl Entry {
     }
 
     /// Detached clones of the launch's binds, from the current mount namespace; the read-only
-    /// ones idmapped through `idmap` where the file system allows it.
+    /// ones of the plugin's own code idmapped through `idmap` where the file system allows it
+    /// (never an operator's grant: see [`plan`]).
     fn clone_binds(&mut self, idmap: Option<RawFd>) -> io::Result<()> {
         let idmap_rw = self.idmap_rw;
-        for ((path, _, attrs), tree) in self.binds.iter().zip(self.trees.iter_mut()) {
+        for ((path, _, attrs, may_idmap), tree) in self.binds.iter().zip(self.trees.iter_mut()) {
             *tree = match sys::clone_tree(libc::AT_FDCWD, path) {
                 Ok(fd) => fd,
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => -1,
@@ -219,7 +227,7 @@ impl Entry {
                 continue;
             }
             let idmapped = match idmap {
-                Some(userns) if idmap_rw || attrs & MOUNT_ATTR_RDONLY != 0 => {
+                Some(userns) if *may_idmap && (idmap_rw || attrs & MOUNT_ATTR_RDONLY != 0) => {
                     // A file system without idmapping support (or a tree holding one) keeps
                     // its owners: the plugin reads what its id may read.
                     sys::set_attrs_idmapped(*tree, *attrs, userns).is_ok()

@@ -1,8 +1,15 @@
-//! User namespaces for idmapped mounts: on a root host, the paths a launch grants read-only
-//! (the program's directory, the interpreter's prefixes, granted read and exec directories) are
-//! mounted in the plugin's world so that what host root owns appears as owned by the plugin's
-//! id. The plugin does not run as root, so without this a directory only root may read
-//! (`0700`, as `mktemp -d` and most of `/root` are) would be granted and still unreadable.
+//! User namespaces for idmapped mounts: on a root host, the plugin's own code (its program's
+//! directory, its interpreter's prefixes and import directories) is mounted in its world so
+//! that what host root owns appears as owned by the plugin's id. The plugin does not run as
+//! root, so without this a catalog only root may read (`0700`, as `mktemp -d` and most of
+//! `/root` are) would be mounted and still unreadable.
+//!
+//! The operator's read and exec grants are **not** idmapped (`plan.rs`): `connect(2)` on a unix
+//! socket needs only write permission on its inode, and a read-only mount does not refuse
+//! that (`EROFS` is for files, directories and links), so an idmapped grant would make every
+//! root-owned socket in it (`/run/docker.sock`, `0660`) the plugin's own to connect to. A
+//! FIFO there is refused by Landlock's read-only rule either way.
+//!
 //! Read-only mounts change nothing on the host. A read-write one (a granted working
 //! directory) stores what the plugin makes there as root's, as a plugin running as root did
 //! before worlds: so it is idmapped only where the system-call filter refuses set-uid and

@@ -102,6 +102,28 @@ pub enum WorldError {
         /// What failed.
         reason: String,
     },
+    /// A directory or file the operator granted (`sandbox_allow_read`, `sandbox_allow_exec`)
+    /// that the plugin's user cannot read (or search). A world binds the operator's grants with
+    /// the plugin's own ids, never idmapped: an idmapped grant would make host root's unix
+    /// sockets in it (`/run/docker.sock`) the plugin's to connect to.
+    #[error(
+        "the plugin runs as {uid}:{gid}, which cannot read {} (owner {owner}:{group}, mode {mode:04o}), granted by the operator (`sandbox_allow_read`/`sandbox_allow_exec`): a plugin reads its grants as its own user, so that it cannot use a root daemon's socket there; make it readable by other users (`chmod o+rX`), grant a directory it can read, or give the plugin a user who can read it (`run_as` in the grants file)",
+        .path.display()
+    )]
+    GrantUnreadable {
+        /// The granted path.
+        path: std::path::PathBuf,
+        /// The plugin's uid.
+        uid: u32,
+        /// The plugin's gid.
+        gid: u32,
+        /// The path's owner.
+        owner: u32,
+        /// The path's group.
+        group: u32,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
 /// A world taken for one launch and the ids its plugin runs as.

@@ -13,6 +13,15 @@
 //!   the granted read/exec directories read-only, a granted working directory read-write, each
 //!   unless a path already mounted covers it.
 //!
+//! On a root host the plugin's own code (its program's directory, its interpreter's paths) is
+//! bound **idmapped** (host root's files show as the plugin's, see `idmap.rs`), so that a
+//! catalog under `/root` still runs; the operator's grants (`sandbox_allow_read`,
+//! `sandbox_allow_exec`) never are: connecting to a unix socket needs only write permission on
+//! its inode, which a read-only mount does not take away, so an idmapped grant would let the
+//! plugin use every socket of host root's in it (`/run/docker.sock`). A grant is read with the
+//! plugin's own ids, and one they cannot read is refused before the launch
+//! ([`unreadable_grant`]).
+//!
 //! and the scratch tmpfs (private directory, `TMPDIR`, `/dev/shm`, delivered files) at
 //! [`WORLD_TMP`], [`WORLD_SHM`] and [`WORLD_DELIVERED`].
 
@@ -59,6 +68,36 @@ pub(crate) struct Bind {
     pub(crate) path: PathBuf,
     pub(crate) dir: bool,
     pub(crate) access: Access,
+    /// Whether a root host may idmap it (the plugin's own code and its working directory);
+    /// `false` for the system paths and the operator's read and exec grants.
+    pub(crate) idmap: bool,
+}
+
+/// The owner and mode of a path on the host, for [`unreadable_grant`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    /// The permission bits.
+    pub(crate) mode: u32,
+    /// Whether it has a POSIX access ACL (then the mode bits do not tell).
+    pub(crate) acl: bool,
+}
+
+impl Owner {
+    /// Whether a process with exactly the ids `(uid, gid)` (no supplementary groups, no
+    /// capabilities over the inode) may read it, and search it when `dir`.
+    pub(crate) fn readable_by(self, (uid, gid): (u32, u32), dir: bool) -> bool {
+        let bits = if uid == self.uid {
+            self.mode >> 6
+        } else if gid == self.gid {
+            self.mode >> 3
+        } else {
+            self.mode
+        } & 0o7;
+        let needed = if dir { 0o5 } else { 0o4 };
+        bits & needed == needed
+    }
 }
 
 /// A symbolic link made in the world: `link` → `target`.
@@ -93,6 +132,8 @@ pub(crate) trait HostFs {
     fn kind(&self, path: &Path) -> Kind;
     /// `path` with every symbolic link resolved; `None` when it does not exist.
     fn canonical(&self, path: &Path) -> Option<PathBuf>;
+    /// Who owns `path` (following symbolic links) and its mode; `None` when it cannot be told.
+    fn owner(&self, path: &Path) -> Option<Owner>;
 }
 
 /// The real file system.
@@ -110,6 +151,27 @@ impl HostFs for RealFs {
 
     fn canonical(&self, path: &Path) -> Option<PathBuf> {
         path.canonicalize().ok()
+    }
+
+    fn owner(&self, path: &Path) -> Option<Owner> {
+        use std::os::unix::fs::MetadataExt as _;
+        let meta = std::fs::metadata(path).ok()?;
+        let c = crate::confine::child::c_string(path.as_os_str().as_encoded_bytes()).ok()?;
+        // SAFETY: NUL-terminated strings; a NULL buffer of size 0 asks for the size only.
+        let acl = unsafe {
+            libc::getxattr(
+                c.as_ptr(),
+                c"system.posix_acl_access".as_ptr(),
+                std::ptr::null_mut(),
+                0,
+            )
+        } >= 0;
+        Some(Owner {
+            uid: meta.uid(),
+            gid: meta.gid(),
+            mode: meta.mode() & 0o7777,
+            acl,
+        })
     }
 }
 
@@ -136,7 +198,7 @@ pub(crate) fn base(fs: &impl HostFs) -> Tree {
         let path = Path::new(path);
         match fs.canonical(path) {
             None => {}
-            Some(real) if real == path => add_bind(&mut tree, fs, path, *access),
+            Some(real) if real == path => add_bind(&mut tree, fs, path, *access, false),
             Some(real) => links.push((path, real, *access)),
         }
     }
@@ -148,7 +210,7 @@ pub(crate) fn base(fs: &impl HostFs) -> Tree {
             });
         } else {
             // A link out of the world's paths: its content, read-only, at the link's path.
-            add_bind(&mut tree, fs, path, access);
+            add_bind(&mut tree, fs, path, access, false);
         }
     }
     tree
@@ -156,21 +218,24 @@ pub(crate) fn base(fs: &impl HostFs) -> Tree {
 
 /// The binds and links one launch adds to a world built as `base`: its program, interpreter and
 /// granted paths (`paths`; the private directory and delivered files are not among them in a
-/// world), each at its host path, unless already covered.
+/// world), each at its host path, unless already covered. The operator's grants
+/// (`paths.granted`) are never idmapped, the rest may be: where one lies inside another of the
+/// other kind, it gets a bind of its own on top.
 pub(crate) fn launch(paths: &Paths, base: &Tree, fs: &impl HostFs) -> Tree {
-    let mut wanted: Vec<(&Path, Access)> = Vec::new();
-    wanted.extend(paths.exec.iter().map(|p| (p.as_path(), Access::ReadOnly)));
-    wanted.extend(paths.read.iter().map(|p| (p.as_path(), Access::ReadOnly)));
+    let mut wanted: Vec<(&Path, Access, bool)> = Vec::new();
+    for p in paths.exec.iter().chain(&paths.read) {
+        wanted.push((p.as_path(), Access::ReadOnly, !paths.granted.contains(p)));
+    }
     wanted.extend(
         paths
             .read_write
             .iter()
-            .map(|p| (p.as_path(), Access::ReadWrite)),
+            .map(|p| (p.as_path(), Access::ReadWrite, true)),
     );
     // Parents first: a read-write working directory inside a read-only grant goes on top.
-    wanted.sort_by_key(|(p, _)| p.components().count());
+    wanted.sort_by_key(|(p, _, _)| p.components().count());
     let mut tree = Tree::default();
-    for (path, access) in wanted {
+    for (path, access, idmap) in wanted {
         let Some(real) = fs.canonical(path) else {
             continue;
         };
@@ -181,8 +246,17 @@ pub(crate) fn launch(paths: &Paths, base: &Tree, fs: &impl HostFs) -> Tree {
                 .binds
                 .iter()
                 .any(|b| real.starts_with(&b.path) && b.access == Access::ReadOnly);
-        if !(covered(base) || covered(&tree)) || writable_inside_read_only {
-            add_bind(&mut tree, fs, &real, access);
+        // The deepest bind this path lies strictly inside, if it maps ids otherwise.
+        let mapped_otherwise = access == Access::ReadOnly
+            && !base.covers(&real)
+            && tree
+                .binds
+                .iter()
+                .filter(|b| real.starts_with(&b.path))
+                .max_by_key(|b| b.path.components().count())
+                .is_some_and(|b| b.path != real && b.idmap != idmap);
+        if !(covered(base) || covered(&tree)) || writable_inside_read_only || mapped_otherwise {
+            add_bind(&mut tree, fs, &real, access, idmap);
         }
         if real != path && !base.covers(path) && !tree.covers(path) && !tree.under_link(path) {
             tree.links.push(Link {
@@ -194,7 +268,7 @@ pub(crate) fn launch(paths: &Paths, base: &Tree, fs: &impl HostFs) -> Tree {
     tree
 }
 
-fn add_bind(tree: &mut Tree, fs: &impl HostFs, path: &Path, access: Access) {
+fn add_bind(tree: &mut Tree, fs: &impl HostFs, path: &Path, access: Access, idmap: bool) {
     let dir = match fs.kind(path) {
         Kind::Dir => true,
         Kind::File => false,
@@ -204,7 +278,26 @@ fn add_bind(tree: &mut Tree, fs: &impl HostFs, path: &Path, access: Access) {
         path: path.to_owned(),
         dir,
         access,
+        idmap,
     });
+}
+
+/// The first read-only bind of `tree` that is not idmapped (an operator's grant) and that a
+/// plugin running as exactly `ids` cannot read (or search, a directory), with its owner: such
+/// a grant would be bound and still unreadable, so the launch is refused with a clear error
+/// instead. Paths with an ACL, or whose owner cannot be told, are left to the kernel.
+pub(crate) fn unreadable_grant(
+    tree: &Tree,
+    fs: &impl HostFs,
+    ids: (u32, u32),
+) -> Option<(PathBuf, Owner)> {
+    tree.binds
+        .iter()
+        .filter(|b| b.access == Access::ReadOnly && !b.idmap)
+        .find_map(|b| {
+            let owner = fs.owner(&b.path)?;
+            (!owner.acl && !owner.readable_by(ids, b.dir)).then(|| (b.path.clone(), owner))
+        })
 }
 
 /// `target` as a link at `link` would best name it: relative when both share the first
@@ -260,6 +353,22 @@ mod tests {
         fn canonical(&self, path: &Path) -> Option<PathBuf> {
             self.0.get(path).map(|(_, c)| c.clone())
         }
+
+        /// Everything is host root's: `0700` under `/root`, else `0755`.
+        fn owner(&self, path: &Path) -> Option<Owner> {
+            self.0.get(path)?;
+            let mode = if path.starts_with("/root") {
+                0o700
+            } else {
+                0o755
+            };
+            Some(Owner {
+                uid: 0,
+                gid: 0,
+                mode,
+                acl: false,
+            })
+        }
     }
 
     fn usr_merged() -> FakeFs {
@@ -293,6 +402,10 @@ mod tests {
             ("/home/op/proj", Kind::Dir, "/data/proj"),
             ("/data/proj", Kind::Dir, "/data/proj"),
             ("/usr/lib/python3", Kind::Dir, "/usr/lib/python3"),
+            ("/root/catalog", Kind::Dir, "/root/catalog"),
+            ("/root/catalog/data", Kind::Dir, "/root/catalog/data"),
+            ("/root/notes", Kind::Dir, "/root/notes"),
+            ("/run", Kind::Dir, "/run"),
         ])
     }
 
@@ -301,6 +414,15 @@ mod tests {
             path: path.into(),
             dir: !path.starts_with("/dev/") && !path.starts_with("/etc/"),
             access,
+            idmap: false,
+        }
+    }
+
+    /// A bind of a launch's own code or working directory: idmapped on a root host.
+    fn own(path: &str, access: Access) -> Bind {
+        Bind {
+            idmap: true,
+            ..bind(path, access)
         }
     }
 
@@ -359,14 +481,15 @@ mod tests {
             exec: vec!["/opt/p".into(), "/usr/lib/python3".into()],
             read: vec!["/srv/kv".into()],
             read_write: vec!["/srv/kv/state".into()],
+            granted: vec![],
         };
         let tree = launch(&paths, &base, &fs);
         assert_eq!(
             tree.binds,
             [
-                bind("/opt/p", Access::ReadOnly),
-                bind("/srv/kv", Access::ReadOnly),
-                bind("/srv/kv/state", Access::ReadWrite),
+                own("/opt/p", Access::ReadOnly),
+                own("/srv/kv", Access::ReadOnly),
+                own("/srv/kv/state", Access::ReadWrite),
             ]
         );
         assert!(tree.links.is_empty());
@@ -381,7 +504,7 @@ mod tests {
             ..Paths::default()
         };
         let tree = launch(&paths, &base, &fs);
-        assert_eq!(tree.binds, [bind("/data/proj", Access::ReadOnly)]);
+        assert_eq!(tree.binds, [own("/data/proj", Access::ReadOnly)]);
         assert_eq!(
             tree.links,
             [Link {
@@ -389,6 +512,82 @@ mod tests {
                 target: "/data/proj".into()
             }]
         );
+    }
+
+    #[test]
+    fn the_operators_grants_are_never_idmapped_and_a_grant_inside_the_plugins_code_gets_its_own_bind()
+     {
+        let fs = usr_merged();
+        let base = base(&fs);
+        let paths = Paths {
+            exec: vec!["/root/catalog".into()],
+            read: vec!["/run".into(), "/root/catalog/data".into()],
+            read_write: vec![],
+            granted: vec!["/run".into(), "/root/catalog/data".into()],
+        };
+        let tree = launch(&paths, &base, &fs);
+        assert_eq!(
+            tree.binds,
+            [
+                bind("/run", Access::ReadOnly),
+                own("/root/catalog", Access::ReadOnly),
+                bind("/root/catalog/data", Access::ReadOnly),
+            ]
+        );
+        // The catalog (root's 0700) is idmapped and not checked; the grant inside it is read
+        // with the plugin's ids, and refused: root's 0700 too.
+        let (path, _) = unreadable_grant(&tree, &fs, (2_130_706_433, 2_130_706_433)).unwrap();
+        assert_eq!(path, Path::new("/root/catalog/data"));
+        // The plugin's code inside a grant gets its idmapped bind on top.
+        let paths = Paths {
+            exec: vec!["/srv/kv/state".into()],
+            read: vec!["/srv/kv".into()],
+            granted: vec!["/srv/kv".into()],
+            ..Paths::default()
+        };
+        assert_eq!(
+            launch(&paths, &base, &fs).binds,
+            [
+                bind("/srv/kv", Access::ReadOnly),
+                own("/srv/kv/state", Access::ReadOnly),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_grant_the_plugins_ids_cannot_read_is_named_with_its_owner_and_mode() {
+        let fs = usr_merged();
+        let base = base(&fs);
+        let paths = Paths {
+            read: vec!["/run".into(), "/root/notes".into()],
+            granted: vec!["/run".into(), "/root/notes".into()],
+            ..Paths::default()
+        };
+        let tree = launch(&paths, &base, &fs);
+        let (path, owner) = unreadable_grant(&tree, &fs, (2_130_706_433, 2_130_706_433)).unwrap();
+        assert_eq!(path, Path::new("/root/notes"));
+        assert_eq!((owner.uid, owner.gid, owner.mode), (0, 0, 0o700));
+        // Root itself (`run_as = 0` with `allow_root`) reads it as its owner.
+        assert_eq!(unreadable_grant(&tree, &fs, (0, 0)), None);
+    }
+
+    #[test]
+    fn who_may_read_follows_the_owner_group_and_other_bits() {
+        let owner = |mode| Owner {
+            uid: 10,
+            gid: 20,
+            mode,
+            acl: false,
+        };
+        assert!(owner(0o700).readable_by((10, 99), true));
+        assert!(!owner(0o700).readable_by((11, 20), true));
+        assert!(owner(0o750).readable_by((11, 20), true));
+        assert!(!owner(0o740).readable_by((11, 20), true));
+        assert!(owner(0o740).readable_by((11, 20), false));
+        assert!(owner(0o755).readable_by((11, 21), true));
+        assert!(!owner(0o751).readable_by((11, 21), true));
+        // The owner's bits apply to the owner even when others may do more.
+        assert!(!owner(0o077).readable_by((10, 20), false));
     }
 
     #[test]

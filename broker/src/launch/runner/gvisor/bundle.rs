@@ -44,6 +44,9 @@ pub(crate) struct BundleInputs<'a> {
     pub(crate) state_dir: Option<&'a Path>,
     /// Directories the operator lets the plugin read (and execute), mounted at their paths.
     pub(crate) read_only: &'a [PathBuf],
+    /// Where runsc mounts each of `read_only` from (its idmapped view, `grants.rs`); the path
+    /// itself where this has no entry for it.
+    pub(crate) read_only_sources: &'a [PathBuf],
     /// The interpreter and libraries to mount; empty with an operator root file system.
     pub(crate) libraries: &'a Closure,
     /// The root file system: the bundle's assembled `rootfs`, or the operator's.
@@ -150,8 +153,9 @@ pub(crate) fn plan(inputs: &BundleInputs<'_>) -> Result<BundlePlan, NotUtf8> {
     if let Some(state) = inputs.state_dir {
         bind(&mut mounts, state, Path::new(STATE_DIR), true, false)?;
     }
-    for dir in inputs.read_only {
-        bind(&mut mounts, dir, dir, false, false)?;
+    for (i, dir) in inputs.read_only.iter().enumerate() {
+        let source = inputs.read_only_sources.get(i).unwrap_or(dir);
+        bind(&mut mounts, source, dir, false, false)?;
     }
     let covered = |path: &Path| inputs.read_only.iter().any(|dir| path.starts_with(dir));
     if !covered(inputs.program) {
@@ -353,6 +357,7 @@ mod tests {
             delivered,
             state_dir: Some(Path::new("/var/lib/tether/kv")),
             read_only: &w.read_only,
+            read_only_sources: &[],
             libraries: &w.libraries,
             rootfs: Path::new("/run/b/rootfs"),
             limits: &w.limits,
@@ -517,6 +522,7 @@ mod tests {
             delivered: None,
             state_dir: None,
             read_only: &[],
+            read_only_sources: &[],
             libraries: &w.libraries,
             rootfs: Path::new("/r"),
             limits: &w.limits,

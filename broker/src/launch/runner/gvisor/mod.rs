@@ -5,6 +5,7 @@
 
 pub(crate) mod bundle;
 pub(crate) mod elf;
+pub(crate) mod grants;
 pub(crate) mod oci;
 
 use std::collections::BTreeMap;
@@ -32,6 +33,7 @@ use crate::launch::plan::LaunchPlan;
 use crate::launch::private_dir::PrivateDir;
 use crate::launch::runner::gvisor::bundle::{BundleInputs, MountPoint, SOCKET_DIR};
 use crate::launch::runner::gvisor::elf::Closure;
+use crate::launch::runner::gvisor::grants::GrantViews;
 use crate::launch::runner::options::{GvisorOptions, RUNSC_INSTALL_HINT};
 use crate::launch::runner::process::spawn::PluginPipe;
 use crate::launch::runner::view::PluginView;
@@ -70,6 +72,8 @@ struct Owned {
     dir: PrivateDir,
     delivered: Option<DeliveredDir>,
     janitor: Option<Registration>,
+    /// The uid and gid the plugin runs as in the sandbox, when not gVisor's root.
+    ids: Option<(u32, u32)>,
 }
 
 /// Stages 3–4 of the gVisor runner: the bundle, runsc's state root and `runsc run` instead of
@@ -87,6 +91,7 @@ pub(crate) fn start(
         delivered,
         identity,
         janitor,
+        ids,
         ..
     } = resources;
     let resolved =
@@ -104,8 +109,9 @@ pub(crate) fn start(
         runner: RUNNER,
         problem: format!("cannot cap the plugin's socket directory at {disk_mib} MiB: {e}"),
     })?;
-    // The tmpfs's root is the host's: give it to `run_as`, as the directory under it was.
-    if let Some(ids) = settings.confinement.run_as {
+    // The tmpfs's root is the host's: give it to the plugin's user, as the directory under it
+    // was.
+    if let Some(ids) = ids {
         crate::confine::user::give(dir.path(), ids, false).map_err(|e| StartErrorKind::Runner {
             runner: RUNNER,
             problem: format!("cannot give the plugin's socket directory to {ids:?}: {e}"),
@@ -115,6 +121,7 @@ pub(crate) fn start(
         dir,
         delivered,
         janitor,
+        ids,
     };
     let started = run(options, settings, plan, &program, owned, name)?;
     // The digest was checked on the file now mounted; kept open until runsc has started.
@@ -152,6 +159,7 @@ fn run(
         dir,
         delivered,
         mut janitor,
+        ids,
     } = owned;
     let runner_error = |problem: String| StartErrorKind::Runner {
         runner: RUNNER,
@@ -219,6 +227,8 @@ fn run(
     let assembled = bundle_dir.path().join("rootfs");
     let mut read_only = settings.confinement.sandbox_allow_exec.clone();
     read_only.extend(settings.confinement.sandbox_allow_read.iter().cloned());
+    let (views, read_only_sources) = GrantViews::new(bundle_dir.path(), &read_only)
+        .map_err(|e| runner_error(format!("cannot prepare the read-only grants' views: {e}")))?;
     let planned = bundle::plan(&BundleInputs {
         program,
         args: &settings.args,
@@ -227,12 +237,13 @@ fn run(
         delivered: delivered.as_ref().map(DeliveredDir::path),
         state_dir: settings.current_dir.as_deref(),
         read_only: &read_only,
+        read_only_sources: &read_only_sources,
         libraries: &libraries,
         rootfs: options.rootfs.as_deref().unwrap_or(&assembled),
         limits: &settings.confinement.limits,
         options,
         host_network: settings.confinement.network == NetworkMode::Host,
-        user: settings.confinement.run_as.unwrap_or((0, 0)),
+        user: ids.unwrap_or((0, 0)),
     })
     .map_err(|e| runner_error(e.to_string()))?;
     write_bundle(bundle_dir.path(), &planned, options.rootfs.is_none()).map_err(|e| {
@@ -251,6 +262,7 @@ fn run(
         options,
         settings.confinement.network,
         bundle_dir.path(),
+        views,
     )
     .spawn()
     .map_err(spawn_error)?;
@@ -330,6 +342,7 @@ fn run_command(
     options: &GvisorOptions,
     network: NetworkMode,
     bundle: &Path,
+    views: Option<GrantViews>,
 ) -> Command {
     let mut cmd = Command::new(&container.runsc);
     cmd.arg("--root").arg(&container.root);
@@ -341,7 +354,10 @@ fn run_command(
         NetworkMode::None => "--network=none",
     })
     // The plugin creates its socket in the bind-mounted directory, and in the default broker
-    // mode connects to the host's sockets there: both need host unix sockets.
+    // mode connects to the host's sockets there: both need host unix sockets. runsc (Debian
+    // 12's 20221219) has one setting for every mount and its gofer connects as host root:
+    // the read-only grants are mounted from views in which root's files are not gVisor's
+    // root's (`grants.rs`), so gVisor refuses a root daemon's socket there before asking.
     .arg("--host-uds=all")
     .arg("run")
     .arg("--bundle")
@@ -354,13 +370,16 @@ fn run_command(
     .stderr(Stdio::piped())
     .process_group(0)
     .kill_on_drop(false);
-    // SAFETY: one raw, async-signal-safe system call.
+    // SAFETY: raw, async-signal-safe system calls on values prepared before the fork.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            Ok(())
+            match &views {
+                Some(views) => views.attach(),
+                None => Ok(()),
+            }
         });
     }
     cmd

@@ -122,11 +122,7 @@ fn confine(
         sandbox.enter_cgroup(fd);
     }
     if let Some(w) = &world {
-        let entry =
-            launch_world::entry(settings, plan, w).map_err(|e| StartErrorKind::Prepare {
-                what: "preparing the plugin's world",
-                source: e.into(),
-            })?;
+        let entry = launch_world::entry(settings, plan, w)?;
         sandbox.enter_world(entry);
     }
     Ok(Confined {
