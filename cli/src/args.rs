@@ -130,6 +130,9 @@ pub(crate) struct RunArgs {
     /// next to the catalog].
     #[arg(long, value_name = "DIR")]
     pub(crate) artifacts: Option<PathBuf>,
+    #[cfg(feature = "kubernetes")]
+    #[command(flatten)]
+    pub(crate) pods: crate::pods::PodArgs,
 }
 
 /// Which plugin: a command line and cookie, or a catalog plugin launched as its manifest says.

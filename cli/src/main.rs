@@ -57,6 +57,8 @@ mod limits;
 mod list;
 mod logging;
 mod output;
+#[cfg(feature = "kubernetes")]
+mod pods;
 mod privileges;
 mod run;
 mod target;

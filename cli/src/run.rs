@@ -64,8 +64,11 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     let progress = Arc::new(Progress::new(total_steps));
     let builder = Supervisor::builder(install.catalog, state_dir)
         .grants(install.grants)
-        .secrets(install.secrets)
         .config_source(install.config);
+    #[cfg(feature = "kubernetes")]
+    let builder = args.pods.apply(builder, install.secrets)?;
+    #[cfg(not(feature = "kubernetes"))]
+    let builder = builder.secrets(install.secrets);
     let broker = host::serve_host(
         builder,
         policy,
