@@ -3,7 +3,8 @@
 //! the agent's Pod reach them; the agent (`tether run`) runs the agent demo's workflow with each
 //! step's plugin in a Pod of its own, each Pod's Secret holding only its granted keys, owned by
 //! the agent's Pod, and nothing left afterwards; and the same workflow with every step a
-//! process inside one agent, its secret read through the API.
+//! process inside one agent, its secret read through the API. The agent runs as root and, as
+//! in the example's Pods (`runAsNonRoot`), as a user that is not root (uid 61234).
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
@@ -23,6 +24,7 @@ use serde_json::json;
 use tether_broker::launch::{DEFAULT_POD_PORT, MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL};
 use tether_broker::{HandshakeConfig, PluginClient};
 use tether_tests::bins;
+use tether_tests::host_user::{Host, UNPRIVILEGED};
 use tether_tests::output::{stderr, stdout};
 use tether_tests::peers::repo_root;
 use tether_tests::pods::PodWorld;
@@ -221,8 +223,8 @@ fn watch(world: &PodWorld, seen: &Arc<Mutex<Seen>>) -> tokio::task::JoinHandle<(
     })
 }
 
-/// Who runs the agent: this test's user, or another (a self-contained copy of the kubeconfig it
-/// can read, a home of its own).
+/// Who runs the agent: this test's user, or [`UNPRIVILEGED`] (a self-contained copy of the
+/// kubeconfig it can read, a home of its own).
 struct Agent {
     user: Option<(u32, u32)>,
     kubeconfig: PathBuf,
@@ -314,7 +316,11 @@ async fn the_agent_runs_the_workflows_steps_as_pods_with_only_their_granted_keys
         .await
         .unwrap();
 
-    for user in [None] {
+    let mut hosts = vec![None];
+    if Host::current().is_root() {
+        hosts.push(Some(UNPRIVILEGED));
+    }
+    for user in hosts {
         eprintln!("the agent runs as {user:?} (None: this test's user)");
         let agent = Agent::new(&world, user);
         run_both_ways(&world, &agent).await;
