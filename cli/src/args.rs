@@ -145,6 +145,9 @@ pub(crate) struct RunArgs {
     /// OTEL_METRIC_EXPORT_INTERVAL (default 60 s); the last values are sent when the run ends.
     #[arg(long = "otlp-metrics")]
     pub(crate) otlp_metrics: bool,
+    #[cfg(feature = "kubernetes")]
+    #[command(flatten)]
+    pub(crate) pods: crate::pods::PodArgs,
 }
 
 /// Which plugin: a command line and cookie, or a catalog plugin launched as its manifest says.

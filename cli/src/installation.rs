@@ -107,6 +107,11 @@ impl Installation {
         let mut catalog = Catalog::default();
         let mut missing_binaries = Vec::new();
         for manifest in loaded.manifests() {
+            if manifest.runner.name() == "kubernetes" {
+                // Its program is a path in its image: nothing to find on this host.
+                catalog.add(manifest.clone());
+                continue;
+            }
             let resolved = resolve_binary(dir, manifest.clone(), install.bin_dir.as_deref());
             if !resolved.command.exists() {
                 let searched = binary::catalog_places(

@@ -58,6 +58,8 @@ mod list;
 mod logging;
 mod metrics;
 mod output;
+#[cfg(feature = "kubernetes")]
+mod pods;
 mod privileges;
 mod run;
 mod target;

@@ -65,11 +65,14 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     let metrics = crate::metrics::start(&args).await?;
     let mut builder = Supervisor::builder(install.catalog, state_dir)
         .grants(install.grants)
-        .secrets(install.secrets)
         .config_source(install.config);
     if let Some(metrics) = &metrics {
         builder = builder.meter(&metrics.meter());
     }
+    #[cfg(feature = "kubernetes")]
+    let builder = args.pods.apply(builder, install.secrets)?;
+    #[cfg(not(feature = "kubernetes"))]
+    let builder = builder.secrets(install.secrets);
     let broker = host::serve_host(
         builder,
         policy,

@@ -17,7 +17,9 @@ use tether_broker::{Catalog, Grants, Supervisor};
 use tether_examples::kv::GetRequest;
 use tether_examples::kv::kv_client::KvClient;
 use tether_tests::bins;
+use tether_tests::guides::{self, Shell};
 use tether_tests::output::stdout;
+use tether_tests::peers::repo_root;
 use tether_tests::pods::PodWorld;
 
 const RUNTIME: &str = env!("CARGO_BIN_EXE_pod-container");
@@ -165,4 +167,29 @@ fn tether_check_reads_a_pod_runner_manifest_and_refuses_a_tag_only_image_at_its_
     let text = stdout(&out);
     assert!(text.contains("probe.toml:11"), "{text}");
     assert!(text.contains("not pinned by digest"), "{text}");
+}
+
+#[test]
+fn the_kubernetes_guides_commands_run_as_written() {
+    bins::TETHER.path();
+    let blocks = guides::blocks("docs/kubernetes.md");
+    let runs = guides::runs(&blocks, "tests/tests/kubernetes_catalog.rs");
+    assert_eq!(runs.len(), 1);
+    let out = Shell::new(repo_root())
+        .path(repo_root().join("target/debug"))
+        .run(runs[0]);
+    let text = stdout(&out);
+    for plugin in [
+        "checksum",
+        "hash",
+        "json-transform",
+        "notifier",
+        "template",
+        "word-count",
+    ] {
+        assert!(
+            text.contains(&format!("ok       {plugin} (runner kubernetes (image ")),
+            "{text}"
+        );
+    }
 }
