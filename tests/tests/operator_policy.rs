@@ -434,13 +434,15 @@ const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 
 /// Starts a Python "plugin" whose start-up code (a `sitecustomize` on its `PYTHONPATH`, run
 /// when the host asks the interpreter where it lives, before the plugin starts) tries to make
-/// a file only root may change world-writable, with `namespaces`; returns the file's mode
+/// a file only root may change world-writable and to write a file outside its grants, with
+/// `namespaces`; asserts that the marker was not written and returns the file's mode
 /// afterwards, or `None` where the question does not arise (a non-root host's query runs as
 /// the host's user, whose own files are its to change; no system Python).
 async fn mode_after_startup_code(
     namespaces: tether_broker::confine::NamespacesMode,
 ) -> Option<u32> {
-    if !tether_tests::host_user::Host::current().is_root() || !Path::new(SYSTEM_PYTHON).exists() {
+    let root = tether_tests::host_user::Host::current().is_root();
+    if !Path::new(SYSTEM_PYTHON).exists() {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -448,13 +450,16 @@ async fn mode_after_startup_code(
     let target = dir.path().join("roots-file");
     std::fs::write(&target, "x").unwrap();
     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Outside anything the plugin is granted: written, it would have escaped.
+    let marker = dir.path().join("marker");
     let site = dir.path().join("site");
     std::fs::create_dir(&site).unwrap();
     std::fs::write(
         site.join("sitecustomize.py"),
         format!(
-            "import os\ntry:\n    os.chmod({:?}, 0o666)\nexcept OSError:\n    pass\n",
-            target.display().to_string()
+            "import os\ntry:\n    os.chmod({:?}, 0o666)\nexcept OSError:\n    pass\ntry:\n    open({:?}, 'w').write('escaped')\nexcept OSError:\n    pass\n",
+            target.display().to_string(),
+            marker.display().to_string()
         ),
     )
     .unwrap();
@@ -469,7 +474,11 @@ async fn mode_after_startup_code(
         .await;
     // The script exits without a handshake: what matters is what its start-up code changed.
     assert!(started.is_err());
-    Some(std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777)
+    assert!(
+        !marker.exists(),
+        "the plugin's start-up code wrote outside its grants"
+    );
+    root.then(|| std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777)
 }
 
 #[tokio::test]
@@ -482,7 +491,6 @@ async fn without_a_world_a_root_hosts_interpreter_query_does_not_run_the_plugins
 }
 
 #[tokio::test]
-#[ignore = "open hole: a root host's interpreter query runs as uid 0 when the plugin gets a world (issue 22 item 3)"]
 async fn in_a_world_a_root_hosts_interpreter_query_does_not_run_the_plugins_code_as_root() {
     let mode = mode_after_startup_code(tether_broker::confine::NamespacesMode::Preferred).await;
     assert!(
