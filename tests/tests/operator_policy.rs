@@ -429,18 +429,24 @@ fn tether_check_shows_the_operators_run_as_and_refuses_it_on_a_host_that_is_not_
     );
 }
 
-/// The system's Python, readable by any user (a pyenv shim under `/root` is not).
+/// The system's Python and Node.js, readable by any user (a pyenv shim under `/root` is not).
 const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+const SYSTEM_NODE: &str = "/usr/bin/node";
 
-/// Starts a Python "plugin" whose start-up code (a `sitecustomize` on its `PYTHONPATH`, run
-/// when the host asks the interpreter where it lives, before the plugin starts) tries to make
-/// a file only root may change world-writable, with `namespaces`; returns the file's mode
-/// afterwards, or `None` where the question does not arise (a non-root host's query runs as
-/// the host's user, whose own files are its to change; no system Python).
+/// Starts a Python "plugin" (`node`: a Node.js one) whose start-up code (a `sitecustomize` on
+/// its `PYTHONPATH`; a module in its `NODE_OPTIONS=--require`), run when the host asks the
+/// interpreter where it lives, before the plugin starts, tries to make a file only root may
+/// change world-writable and to write a file outside its grants, with `namespaces`; asserts
+/// that the marker was not written and returns the file's mode afterwards, or `None` where the
+/// question does not arise (a non-root host's query runs as the host's user, whose own files
+/// are its to change; no system interpreter).
 async fn mode_after_startup_code(
     namespaces: tether_broker::confine::NamespacesMode,
+    node: bool,
 ) -> Option<u32> {
-    if !tether_tests::host_user::Host::current().is_root() || !Path::new(SYSTEM_PYTHON).exists() {
+    let root = tether_tests::host_user::Host::current().is_root();
+    let interpreter = if node { SYSTEM_NODE } else { SYSTEM_PYTHON };
+    if !Path::new(interpreter).exists() {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -448,33 +454,56 @@ async fn mode_after_startup_code(
     let target = dir.path().join("roots-file");
     std::fs::write(&target, "x").unwrap();
     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Outside anything the plugin is granted: written, it would have escaped.
+    let marker = dir.path().join("marker");
     let site = dir.path().join("site");
     std::fs::create_dir(&site).unwrap();
-    std::fs::write(
-        site.join("sitecustomize.py"),
-        format!(
-            "import os\ntry:\n    os.chmod({:?}, 0o666)\nexcept OSError:\n    pass\n",
-            target.display().to_string()
-        ),
-    )
-    .unwrap();
-    let script = dir.path().join("plugin.py");
-    std::fs::write(&script, "import sys\nsys.exit(0)\n").unwrap();
-    let started = tether_broker::PluginClient::builder(SYSTEM_PYTHON)
-        .arg(&script)
-        .env("PYTHONPATH", &site)
+    let (target_text, marker_text) = (target.display().to_string(), marker.display().to_string());
+    let builder = if node {
+        let hook = site.join("hook.js");
+        std::fs::write(
+            &hook,
+            format!(
+                "const fs = require('fs');\ntry {{ fs.chmodSync({target_text:?}, 0o666); }} catch (e) {{}}\ntry {{ fs.writeFileSync({marker_text:?}, 'escaped'); }} catch (e) {{}}\n"
+            ),
+        )
+        .unwrap();
+        let script = dir.path().join("plugin.js");
+        std::fs::write(&script, "process.exit(0);\n").unwrap();
+        tether_broker::PluginClient::builder(SYSTEM_NODE)
+            .arg(&script)
+            .env("NODE_OPTIONS", format!("--require {}", hook.display()))
+    } else {
+        std::fs::write(
+            site.join("sitecustomize.py"),
+            format!(
+                "import os\ntry:\n    os.chmod({target_text:?}, 0o666)\nexcept OSError:\n    pass\ntry:\n    open({marker_text:?}, 'w').write('escaped')\nexcept OSError:\n    pass\n"
+            ),
+        )
+        .unwrap();
+        let script = dir.path().join("plugin.py");
+        std::fs::write(&script, "import sys\nsys.exit(0)\n").unwrap();
+        tether_broker::PluginClient::builder(SYSTEM_PYTHON)
+            .arg(&script)
+            .env("PYTHONPATH", &site)
+    };
+    let started = builder
         .namespaces(namespaces)
         .handshake(tether_broker::HandshakeConfig::new("BASIC_PLUGIN", "hello"))
         .start()
         .await;
     // The script exits without a handshake: what matters is what its start-up code changed.
     assert!(started.is_err());
-    Some(std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777)
+    assert!(
+        !marker.exists(),
+        "the plugin's start-up code wrote outside its grants"
+    );
+    root.then(|| std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777)
 }
 
 #[tokio::test]
 async fn without_a_world_a_root_hosts_interpreter_query_does_not_run_the_plugins_code_as_root() {
-    let mode = mode_after_startup_code(tether_broker::confine::NamespacesMode::Off).await;
+    let mode = mode_after_startup_code(tether_broker::confine::NamespacesMode::Off, false).await;
     assert!(
         mode.is_none_or(|m| m == 0o600),
         "the plugin's start-up code changed a file of root's: {mode:?} (decimal)"
@@ -482,11 +511,21 @@ async fn without_a_world_a_root_hosts_interpreter_query_does_not_run_the_plugins
 }
 
 #[tokio::test]
-#[ignore = "open hole: a root host's interpreter query runs as uid 0 when the plugin gets a world (issue 22 item 3)"]
 async fn in_a_world_a_root_hosts_interpreter_query_does_not_run_the_plugins_code_as_root() {
-    let mode = mode_after_startup_code(tether_broker::confine::NamespacesMode::Preferred).await;
+    let mode =
+        mode_after_startup_code(tether_broker::confine::NamespacesMode::Preferred, false).await;
     assert!(
         mode.is_none_or(|m| m == 0o600),
         "the plugin's start-up code changed a file of root's: {mode:?} (decimal)"
+    );
+}
+
+#[tokio::test]
+async fn in_a_world_a_root_hosts_node_query_does_not_run_the_plugins_require_hook_as_root() {
+    let mode =
+        mode_after_startup_code(tether_broker::confine::NamespacesMode::Preferred, true).await;
+    assert!(
+        mode.is_none_or(|m| m == 0o600),
+        "the plugin's --require hook changed a file of root's: {mode:?} (decimal)"
     );
 }

@@ -6,6 +6,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
+use crate::confine::caps::{CAP_DAC_READ_SEARCH, keep_only_read_search};
 use crate::confine::child::Hooks;
 use crate::confine::child::{check, check_long};
 use crate::confine::seccomp::Filters;
@@ -23,6 +24,7 @@ pub(crate) struct ChildConfinement {
     pub(crate) no_new_privs: bool,
     pub(crate) filters: Option<Arc<Filters>>,
     pub(crate) run_as: Option<(u32, u32)>,
+    pub(crate) read_search: bool,
     pub(crate) network_namespace: Option<Option<RawFd>>,
     pub(crate) rlimits: [(libc::__rlimit_resource_t, Option<u64>); 6],
     pub(crate) parent: libc::pid_t,
@@ -103,6 +105,9 @@ impl Hooks for ChildConfinement {
                 // otherwise let it read other processes' /proc files. Without
                 // CAP_SETPCAP (a non-root host) there are none to drop.
                 for cap in 0..=MAX_CAPABILITY {
+                    if self.read_search && cap == libc::c_ulong::from(CAP_DAC_READ_SEARCH) {
+                        continue;
+                    }
                     if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 {
                         let errno = *libc::__errno_location();
                         if errno == libc::EINVAL || errno == libc::EPERM {
@@ -130,7 +135,14 @@ impl Hooks for ChildConfinement {
                     std::ptr::null::<libc::gid_t>(),
                 ))?;
                 check_long(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+                if self.read_search {
+                    // Keep the permitted set across the change of uid, to keep one of it.
+                    check(libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0))?;
+                }
                 check_long(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
+                if self.read_search {
+                    keep_only_read_search()?;
+                }
                 // A change of credentials clears the parent-death signal: set it again.
                 check(libc::prctl(
                     libc::PR_SET_PDEATHSIG,

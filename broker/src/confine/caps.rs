@@ -7,6 +7,10 @@ use std::io;
 /// `CAP_SYS_ADMIN` (`linux/capability.h`).
 pub(crate) const CAP_SYS_ADMIN: u32 = 21;
 
+/// `CAP_DAC_READ_SEARCH` (`linux/capability.h`): read any file and search any directory,
+/// whatever its mode; nothing else (no write, no change of owner or mode).
+pub(crate) const CAP_DAC_READ_SEARCH: u32 = 2;
+
 #[repr(C)]
 struct Header {
     version: u32,
@@ -53,6 +57,51 @@ pub(crate) fn has_capability(cap: u32) -> bool {
         data.get(word)
             .is_some_and(|d| d.effective & (1 << bit) != 0)
     })
+}
+
+/// In a launch child that switched from uid 0 to another user with `PR_SET_KEEPCAPS`: makes
+/// [`CAP_DAC_READ_SEARCH`] its only permitted, effective and inheritable capability, and
+/// ambient, so that the program it executes keeps it (and nothing else). Raw system calls on
+/// stack values only: async-signal-safe.
+pub(crate) fn keep_only_read_search() -> io::Result<()> {
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let bit = 1 << CAP_DAC_READ_SEARCH;
+    let data = [
+        Data {
+            effective: bit,
+            permitted: bit,
+            inheritable: bit,
+        },
+        Data::default(),
+    ];
+    // SAFETY: capset reads `header` and the two `data` elements (version 3).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            std::ptr::from_mut(&mut header),
+            data.as_ptr(),
+        )
+    };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: prctl with plain integer arguments.
+    let ret = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_RAISE,
+            libc::c_ulong::from(CAP_DAC_READ_SEARCH),
+            0,
+            0,
+        )
+    };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Runs `make` on a thread of its own whose file-system ids are `(uid, gid)`, with its

@@ -242,6 +242,8 @@ pub(crate) struct Prepared {
     filters: Option<Arc<Filters>>,
     /// The uid and gid to switch to, after everything that needs root.
     run_as: Option<(u32, u32)>,
+    /// Keep `CAP_DAC_READ_SEARCH` (ambient) as `run_as`; see [`Layers::read_search`].
+    read_search: bool,
     /// Move into a new, empty network namespace (made ahead by the host, or by the child).
     network_namespace: Option<NewNamespace>,
     rlimits: [(libc::__rlimit_resource_t, Option<u64>); 6],
@@ -264,6 +266,10 @@ pub(crate) struct Layers {
     pub(crate) run_as: Option<(u32, u32)>,
     /// How `NetworkMode::None` is enforced; `None`: the host's network.
     pub(crate) network: Option<NetworkMechanism>,
+    /// With `run_as` on a root host: keep `CAP_DAC_READ_SEARCH` as that user (ambient, every
+    /// other capability dropped), to read what a world's idmapped mounts would let the
+    /// plugin read. Only for the interpreter query (`crate::launch::interpreted::query`).
+    pub(crate) read_search: bool,
 }
 
 impl Prepared {
@@ -343,6 +349,7 @@ impl Prepared {
             no_new_privs: confined || filter_needs_nnp,
             filters,
             run_as: layers.run_as,
+            read_search: layers.read_search && layers.run_as.is_some() && confined,
             network_namespace: (layers.network == Some(NetworkMechanism::Namespace))
                 .then(netns::take),
             rlimits: limits.rlimits(),
@@ -386,6 +393,7 @@ impl Prepared {
             no_new_privs: self.no_new_privs,
             filters: self.filters.clone(),
             run_as: self.run_as,
+            read_search: self.read_search,
             network_namespace: self.network_namespace.as_ref().map(NewNamespace::enter_fd),
             rlimits: self.rlimits,
             parent: self.parent,
@@ -527,8 +535,7 @@ mod tests {
         assert!(prepared.no_new_privs);
         let off = Layers {
             seccomp: SeccompMode::Off,
-            run_as: None,
-            network: None,
+            ..Layers::default()
         };
         let off = Prepared::with_kernel_abi(7, SandboxMode::Off, &limits, (&paths, None), off, "p")
             .unwrap();

@@ -149,14 +149,10 @@ pub(crate) async fn launch(
     let resources =
         stage_span("prepare").in_scope(|| prepare(settings, connects, world.as_mut(), name))?;
     let mut plan = plan(settings, handshake, &resources);
-    // Without a world, the interpreter's start-up code (a plugin's `.pth` files) runs as the
-    // plugin will, never as a root host's uid 0; in a world the plugin's view of root-owned
-    // paths differs (idmapped), so the query keeps the configured user.
-    let query_ids = if world.is_none() {
-        resources.ids
-    } else {
-        settings.confinement.run_as
-    };
+    // The interpreter's start-up code (a plugin's `.pth` files, `sitecustomize`) runs as the
+    // plugin will, never as a root host's uid 0; in a world, where the plugin reads root's
+    // files through idmapped mounts, with `CAP_DAC_READ_SEARCH` to read them the same.
+    let query_ids = (resources.ids, world.is_some());
     let resolved = interpreted::interpreter(settings, &mut plan, name, query_ids).await?;
     interpreted::allow_program(&mut plan);
     let spawned = match &settings.runner {

@@ -14,6 +14,7 @@ use std::path::Path;
 
 use crate::confine::sandbox::SandboxMode;
 use crate::confine::world::WorldMechanism;
+use crate::confine::world::NamespacesMode;
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::env;
 use crate::launch::error::{Failure, PluginOutput, StartErrorKind};
@@ -28,22 +29,24 @@ use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::options::Runner;
 use crate::launch::runner::process::spawn;
 use crate::launch::settings::Settings;
+use crate::launch::world;
 
 /// Stage 2b: an interpreted plugin's interpreter, asked where it lives (outside the pure
-/// plan), fed into the plan, the interpreter run as `run_as` (when not the host's user).
+/// plan), fed into the plan, the interpreter run as `ids` (the plugin's, when not the host's
+/// user; `in_world`: keeping `CAP_DAC_READ_SEARCH`, see [`query::Query::read_search`]).
 /// Skipped when a digest is configured: then the verified file itself is executed.
 pub(crate) async fn interpreter(
     settings: &Settings,
     plan: &mut LaunchPlan,
     plugin: &str,
-    run_as: Option<(u32, u32)>,
+    (ids, in_world): (Option<(u32, u32)>, bool),
 ) -> Result<Option<ResolvedRuntime>, Failure> {
     // The gVisor runner builds its own file view of the program (its ELF closure and the
     // allowed paths); a digest means the verified file itself is executed.
     if settings.sha256.is_some() || !matches!(settings.runner, Runner::Process) {
         return Ok(None);
     }
-    let resolved = resolve_with_env(settings, &plan.env.vars, plugin, run_as)
+    let resolved = resolve_with_env(settings, &plan.env.vars, plugin, (ids, in_world))
         .await
         .map_err(|e| StartErrorKind::Runtime(Box::new(e)))?;
     if let Some(runtime) = &resolved {
@@ -66,14 +69,28 @@ async fn resolve_runtime(
         Vec::new(),
         "",
     );
-    resolve_with_env(settings, &env.vars, plugin, settings.confinement.run_as).await
+    resolve_with_env(settings, &env.vars, plugin, readers_ids(settings, plugin)?).await
+}
+
+/// The ids the plugin's interpreter runs as whenever the host runs it before the plugin (the
+/// query, the module lookup), as a launch would: the plugin's ids (never a root host's uid 0),
+/// and whether it reads as the plugin's world would show it (`CAP_DAC_READ_SEARCH` only).
+fn readers_ids(
+    settings: &Settings,
+    plugin: &str,
+) -> Result<(Option<(u32, u32)>, bool), RuntimeError> {
+    let ids = world::plugin_ids(settings, None, plugin).map_err(RuntimeError::PluginIds)?;
+    let in_world = settings.confinement.sandbox != SandboxMode::Off
+        && settings.confinement.namespaces != NamespacesMode::Off
+        && rustix::process::geteuid().is_root();
+    Ok((ids, in_world))
 }
 
 async fn resolve_with_env(
     settings: &Settings,
     env: &BTreeMap<OsString, OsString>,
     plugin: &str,
-    run_as: Option<(u32, u32)>,
+    (run_as, read_search): (Option<(u32, u32)>, bool),
 ) -> Result<Option<ResolvedRuntime>, RuntimeError> {
     let path_var = env.get(OsStr::new("PATH"));
     let lookup = |program: &Path| spawn::resolve_program(program, path_var);
@@ -84,6 +101,7 @@ async fn resolve_with_env(
         sandbox: settings.confinement.sandbox,
         seccomp: settings.confinement.seccomp,
         run_as,
+        read_search,
         program: &settings.program,
         resolved: &resolved,
         args: &settings.args,
@@ -212,10 +230,19 @@ async fn look_up_module(
         Vec::new(),
         "",
     );
+    // Never as a root host's uid 0: the interpreter's start-up code is the plugin's.
+    let (run_as, read_search) = match readers_ids(settings, &plugin) {
+        Ok(ids) => ids,
+        Err(e) => {
+            tracing::debug!(plugin, module, error = %e, "the missing module was not looked for");
+            return None;
+        }
+    };
     let reader = query::ReadOnly {
         sandbox: settings.confinement.sandbox,
         seccomp: settings.confinement.seccomp,
-        run_as: settings.confinement.run_as,
+        run_as,
+        read_search,
         env: &env.vars,
         plugin: &plugin,
     };

@@ -27,8 +27,12 @@ pub(crate) struct Query<'a> {
     pub(crate) sandbox: SandboxMode,
     /// The plugin's system-call filter, applied to the query too.
     pub(crate) seccomp: SeccompMode,
-    /// The plugin's user (root hosts), whom the query runs as too.
+    /// The plugin's user (root hosts), whom the query runs as too: never a root host's uid 0
+    /// (the query runs the interpreter's start-up code, which the plugin's author controls).
     pub(crate) run_as: Option<(u32, u32)>,
+    /// The plugin gets a world: the query keeps `CAP_DAC_READ_SEARCH` as `run_as`, to read
+    /// what the world's idmapped mounts will let the plugin read (root's `0700` directories).
+    pub(crate) read_search: bool,
     pub(crate) program: &'a Path,
     /// `program` looked up in the plugin's `PATH`.
     pub(crate) resolved: &'a Path,
@@ -139,6 +143,21 @@ pub(crate) async fn resolve(query: Query<'_>) -> Result<Option<ResolvedRuntime>,
     }))
 }
 
+/// Kills a process group when dropped.
+struct GroupKiller(u32);
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        if let Some(pgid) = i32::try_from(self.0)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            // ESRCH (nothing left) is the common case.
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// `path` made absolute against `cwd` (else the host's), symbolic links resolved when it
 /// exists.
 fn absolute(path: &Path, cwd: Option<&Path>) -> PathBuf {
@@ -189,6 +208,7 @@ async fn ask(
         sandbox: query.sandbox,
         seccomp: query.seccomp,
         run_as: query.run_as,
+        read_search: query.read_search,
         env: query.env,
         plugin: query.plugin,
     };
@@ -200,7 +220,10 @@ async fn ask(
 pub(crate) struct ReadOnly<'a> {
     pub(crate) sandbox: SandboxMode,
     pub(crate) seccomp: SeccompMode,
+    /// The plugin's ids (never a root host's uid 0).
     pub(crate) run_as: Option<(u32, u32)>,
+    /// Keep only `CAP_DAC_READ_SEARCH`, to read as the plugin's world would show it.
+    pub(crate) read_search: bool,
     pub(crate) env: &'a BTreeMap<OsString, OsString>,
     pub(crate) plugin: &'a str,
 }
@@ -230,6 +253,7 @@ pub(crate) async fn run_read_only(
         seccomp: reader.seccomp,
         run_as: reader.run_as,
         network: Some(NetworkMechanism::Seccomp),
+        read_search: reader.read_search,
     };
     let mut confinement = sandbox::Prepared::new(
         reader.sandbox,
@@ -255,6 +279,9 @@ pub(crate) async fn run_read_only(
         cmd.pre_exec(confinement.pre_exec());
     }
     let mut child = cmd.spawn().map_err(spawn_error)?;
+    // Whatever the start-up code left running in the query's group (its own: `setsid`) ends
+    // with the query.
+    let _group = child.id().map(GroupKiller);
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(spawn_error(io::Error::other(
             "stdout or stderr was not piped",

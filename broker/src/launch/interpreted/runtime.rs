@@ -119,6 +119,10 @@ pub struct ResolvedRuntime {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
+    /// The ids the plugin (and so its interpreter's query) would run as are refused: the query
+    /// runs the interpreter's start-up code, so it never runs as a root host's uid 0 instead.
+    #[error("no user to ask the interpreter as: {0}")]
+    PluginIds(#[source] crate::confine::world::WorldError),
     /// The interpreter could not be started.
     #[error("cannot run the {interpreter} interpreter {} to ask where it lives: {source}; check that it is installed and on the plugin's PATH", program.display())]
     Spawn {

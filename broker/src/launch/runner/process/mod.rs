@@ -100,6 +100,7 @@ fn confine(
         } else {
             network_mechanism
         },
+        read_search: false,
     };
     let mode = confinement.sandbox;
     let sandbox_error = |e| StartErrorKind::Sandbox {
