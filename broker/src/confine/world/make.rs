@@ -41,6 +41,8 @@ pub(crate) const SCRATCH_INODES_PER_MIB: u64 = 256;
 /// everything that still runs in it.
 #[derive(Debug)]
 pub(crate) struct World {
+    /// Ends the keeper when dropped; first, so that it ends before the descriptors close.
+    guard: Option<Keeper>,
     /// The keeper's process id (the host's view).
     pub(crate) keeper: u32,
     pub(crate) ids: WorldIds,
@@ -60,7 +62,28 @@ pub(crate) struct World {
     pub(crate) tmp: OwnedFd,
     pub(crate) shm: OwnedFd,
     pub(crate) delivered: OwnedFd,
+}
+
+/// What a world keeps once its plugin is started: its keeper and the keeper's control socket.
+/// The namespace and directory descriptors the launch entered are closed by then — a live
+/// plugin would otherwise hold 12 host descriptors it never uses again (bench/BENCHMARKS.md,
+/// Decisions). Dropping it ends the keeper, and with it everything that still runs in the world.
+#[derive(Debug)]
+pub(crate) struct Keeper {
+    pid: u32,
     control: Option<Arc<Control>>,
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // The keeper ends when its control socket closes (closed here even while a dialler
+        // still holds a handle); SIGKILL makes sure, and the reaper waits for it off this
+        // thread (its exit waits for the world's last process).
+        if let Some(control) = self.control.take() {
+            control.close();
+        }
+        reaper::reap(self.pid);
+    }
 }
 
 impl World {
@@ -72,19 +95,12 @@ impl World {
     /// The keeper's control socket (TCP sockets in the world's network namespace). It is
     /// closed and the keeper ends when the world is dropped, whoever still holds this.
     pub(crate) fn control(&self) -> Option<Arc<Control>> {
-        self.control.clone()
+        self.guard.as_ref().and_then(|k| k.control.clone())
     }
-}
 
-impl Drop for World {
-    fn drop(&mut self) {
-        // The keeper ends when its control socket closes (closed here even while a dialler
-        // still holds a handle); SIGKILL makes sure, and the reaper waits for it off this
-        // thread (its exit waits for the world's last process).
-        if let Some(control) = self.control.take() {
-            control.close();
-        }
-        reaper::reap(self.keeper);
+    /// The keeper alone, the world's descriptors closed: what a started plugin's world keeps.
+    pub(crate) fn into_keeper(mut self) -> Option<Keeper> {
+        self.guard.take()
     }
 }
 
@@ -237,7 +253,9 @@ pub(crate) fn make(ids: WorldIds, base: &Tree, scratch_mib: u64) -> io::Result<W
     let result = namespaces.and_then(|ns| finish(pid, ns, &control, ids, scratch_mib));
     match result {
         Ok(mut world) => {
-            world.control = Some(Arc::new(control));
+            if let Some(guard) = &mut world.guard {
+                guard.control = Some(Arc::new(control));
+            }
             Ok(world)
         }
         Err(e) => {
@@ -356,6 +374,10 @@ fn finish(
         scratch_dir("delivered")?,
     );
     Ok(World {
+        guard: Some(Keeper {
+            pid: pid.unsigned_abs(),
+            control: None,
+        }),
         keeper: pid.unsigned_abs(),
         ids,
         scratch_mib,
@@ -371,7 +393,6 @@ fn finish(
         tmp,
         shm,
         delivered,
-        control: None,
     })
 }
 
