@@ -43,8 +43,6 @@ pub(crate) const SCRATCH_INODES_PER_MIB: u64 = 256;
 pub(crate) struct World {
     /// Ends the keeper when dropped; first, so that it ends before the descriptors close.
     guard: Option<Keeper>,
-    /// The keeper's process id (the host's view).
-    pub(crate) keeper: u32,
     pub(crate) ids: WorldIds,
     /// The scratch tmpfs's size in MiB as made.
     pub(crate) scratch_mib: u64,
@@ -96,6 +94,12 @@ impl World {
     /// closed and the keeper ends when the world is dropped, whoever still holds this.
     pub(crate) fn control(&self) -> Option<Arc<Control>> {
         self.guard.as_ref().and_then(|k| k.control.clone())
+    }
+
+    /// The keeper's process id (the host's view); 0 once handed over.
+    #[cfg(test)]
+    pub(crate) fn keeper(&self) -> u32 {
+        self.guard.as_ref().map_or(0, |k| k.pid)
     }
 
     /// The keeper alone, the world's descriptors closed: what a started plugin's world keeps.
@@ -378,7 +382,6 @@ fn finish(
             pid: pid.unsigned_abs(),
             control: None,
         }),
-        keeper: pid.unsigned_abs(),
         ids,
         scratch_mib,
         user: ns.user,
@@ -430,7 +433,7 @@ mod tests {
         let ids = WorldIds::new(host_ids(), None, false, DEFAULT_PLUGIN_IDS).unwrap();
         let base = plan::base(&RealFs);
         let world = make(ids, &base, 16).unwrap();
-        let root = format!("/proc/{}/root", world.keeper);
+        let root = format!("/proc/{}/root", world.keeper());
         let mut names: Vec<String> = std::fs::read_dir(&root)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -451,10 +454,10 @@ mod tests {
             .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
             .collect();
         assert_eq!(pids, ["1"]);
-        let status = std::fs::read_to_string(format!("/proc/{}/status", world.keeper)).unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", world.keeper())).unwrap();
         let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
         assert!(nspid.ends_with("\t1"), "{nspid}");
-        let keeper = world.keeper;
+        let keeper = world.keeper();
         drop(world);
         // Ended and reaped by the reaper thread.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
