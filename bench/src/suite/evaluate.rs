@@ -38,6 +38,7 @@ impl Measurement {
                 let s = ns("samples_ns")?;
                 vec![
                     ("launch_p50", pct(&s, 0.5, 1e6, "samples_ns")?),
+                    ("launch_p90", pct(&s, 0.9, 1e6, "samples_ns")?),
                     ("launch_p99", pct(&s, 0.99, 1e6, "samples_ns")?),
                 ]
             }
@@ -82,10 +83,23 @@ impl Measurement {
                         value: plugins.to_string(),
                     });
                 }
-                vec![(
+                let mut values = vec![(
                     "host_rss_per_plugin",
                     Value::Number((last - first) / (plugins - 1) as f64),
-                )]
+                )];
+                // Descriptors: printed by tether's host only.
+                if let (Ok(first), Ok(last)) = (line.number("first_fds"), line.number("last_fds")) {
+                    let per = (last as f64 - first as f64) / (plugins - 1) as f64;
+                    values.push(("host_fds_per_plugin", Value::Number(per)));
+                }
+                values
+            }
+            Self::LaunchLayers => {
+                let s = ns("samples_ns")?;
+                vec![
+                    ("launch_layers_p50", pct(&s, 0.5, 1e6, "samples_ns")?),
+                    ("launch_layers_p90", pct(&s, 0.9, 1e6, "samples_ns")?),
+                ]
             }
             Self::LaunchConfinementOff => {
                 let s = ns("samples_ns")?;

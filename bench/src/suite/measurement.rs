@@ -8,6 +8,10 @@ use super::systems::SystemKind;
 pub enum Measurement {
     /// Spawn → first call done, repeatedly.
     Launch,
+    /// Spawn → first call done with namespaces off: the other layers only (tether only;
+    /// [`Launch`](Self::Launch) is tether's default, a world of its own where the host can
+    /// make one). Run right after `Launch` in each round, so both see the same load.
+    LaunchLayers,
     /// Sequential calls returning a value of this many bytes.
     Unary {
         /// Bytes of the value each call returns (one of [`UNARY_SIZES`]).
@@ -105,7 +109,7 @@ impl Measurement {
     /// Every measurement, in the order a round runs them.
     #[must_use]
     pub fn all() -> Vec<Self> {
-        let mut all = vec![Self::Launch];
+        let mut all = vec![Self::Launch, Self::LaunchLayers];
         all.extend(UNARY_SIZES.iter().map(|&size| Self::Unary { size }));
         all.extend(CONCURRENCY_LEVELS.iter().map(|&concurrency| Self::Rate {
             concurrency,
@@ -135,6 +139,7 @@ impl Measurement {
     pub fn name(&self) -> String {
         match self {
             Self::Launch => "launch".into(),
+            Self::LaunchLayers => "launch namespaces=off".into(),
             Self::Unary { size } => format!("unary {size} B"),
             Self::Rate {
                 concurrency,
@@ -170,7 +175,7 @@ impl Measurement {
                 Self::Rate {
                     multiplex: true, ..
                 } => *multiplex,
-                Self::LaunchConfinementOff | Self::Catalog => *tether,
+                Self::LaunchConfinementOff | Self::LaunchLayers | Self::Catalog => *tether,
                 _ => true,
             },
             SystemKind::Floor { .. } => !matches!(
@@ -179,6 +184,7 @@ impl Measurement {
                     | Self::HostRss
                     | Self::Callback { .. }
                     | Self::LaunchConfinementOff
+                    | Self::LaunchLayers
                     | Self::Catalog
             ),
         }
@@ -197,6 +203,7 @@ impl Measurement {
                 .map(|&a| a.to_owned())
                 .collect(),
             Self::LaunchConfinementOff => vec!["--sandbox".into(), "off".into()],
+            Self::LaunchLayers => vec!["--namespaces".into(), "off".into()],
             _ => Vec::new(),
         }
     }
@@ -205,7 +212,7 @@ impl Measurement {
     #[must_use]
     pub fn args(&self, counts: &Counts) -> Vec<String> {
         let words: Vec<String> = match self {
-            Self::Launch | Self::LaunchConfinementOff => vec![
+            Self::Launch | Self::LaunchLayers | Self::LaunchConfinementOff => vec![
                 "launch".into(),
                 "--count".into(),
                 counts.launches.to_string(),

@@ -31,6 +31,12 @@ pub const METRICS: &[MetricSpec] = &[
         better: Better::Lower,
     },
     MetricSpec {
+        id: "launch_p90",
+        label: "launch → first call done (AutoMTLS), p90",
+        unit: "ms",
+        better: Better::Lower,
+    },
+    MetricSpec {
         id: "launch_p99",
         label: "launch → first call done (AutoMTLS), p99",
         unit: "ms",
@@ -121,6 +127,12 @@ pub const METRICS: &[MetricSpec] = &[
         better: Better::Lower,
     },
     MetricSpec {
+        id: "host_fds_per_plugin",
+        label: "host descriptors per live plugin",
+        unit: "fds",
+        better: Better::Lower,
+    },
+    MetricSpec {
         id: "callback_plain_p50",
         label: "plain call (counter `Get`), interleaved with the callback calls, p50",
         unit: "µs",
@@ -175,6 +187,18 @@ pub const METRICS: &[MetricSpec] = &[
         better: Better::Lower,
     },
     MetricSpec {
+        id: "launch_layers_p50",
+        label: "launch → first call done, namespaces `off` (the other layers only), p50 (the launch rows are in a world where the host can make one)",
+        unit: "ms",
+        better: Better::Lower,
+    },
+    MetricSpec {
+        id: "launch_layers_p90",
+        label: "launch → first call done, namespaces `off`, p90",
+        unit: "ms",
+        better: Better::Lower,
+    },
+    MetricSpec {
         id: "catalog_load",
         label: "lazy catalog: load 1,000 manifests, p50",
         unit: "ms",
@@ -198,6 +222,9 @@ pub const METRICS: &[MetricSpec] = &[
 /// columns.
 pub const TETHER_ONLY: &[&str] = &[
     "launch_off_p50",
+    "launch_layers_p50",
+    "launch_layers_p90",
+    "host_fds_per_plugin",
     "catalog_load",
     "catalog_use",
     "catalog_started",

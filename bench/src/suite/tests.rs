@@ -9,15 +9,38 @@ fn eval(m: Measurement, line: &str) -> Vec<(&'static str, Value)> {
 }
 
 #[test]
-fn launch_samples_become_p50_and_p99_in_milliseconds() {
+fn launch_samples_become_p50_p90_and_p99_in_milliseconds() {
     let values = eval(Measurement::Launch, "samples_ns=3000000,1000000,2000000");
     assert_eq!(
         values,
         vec![
             ("launch_p50", Value::Number(2.0)),
+            ("launch_p90", Value::Number(3.0)),
             ("launch_p99", Value::Number(3.0))
         ]
     );
+}
+
+#[test]
+fn launch_with_namespaces_off_runs_right_after_launch_with_rows_of_its_own() {
+    let all = Measurement::all();
+    assert_eq!(all[..2], [Measurement::Launch, Measurement::LaunchLayers]);
+    assert_eq!(
+        Measurement::LaunchLayers.host_args(),
+        ["--namespaces", "off"]
+    );
+    let values = eval(
+        Measurement::LaunchLayers,
+        "samples_ns=3000000,1000000,2000000",
+    );
+    assert_eq!(
+        values,
+        vec![
+            ("launch_layers_p50", Value::Number(2.0)),
+            ("launch_layers_p90", Value::Number(3.0))
+        ]
+    );
+    assert!(TETHER_ONLY.contains(&"launch_layers_p50"));
 }
 
 #[test]
@@ -146,6 +169,7 @@ fn tether_only_measurements_skip_go_plugin_and_callbacks_need_counter_programs()
     };
     assert!(!Measurement::Catalog.applies_to(&go));
     assert!(!Measurement::LaunchConfinementOff.applies_to(&go));
+    assert!(!Measurement::LaunchLayers.applies_to(&go));
     let callback = Measurement::Callback {
         mode: CallbackMode::Default,
     };
@@ -197,12 +221,15 @@ fn zero_elapsed_time_is_rejected_rather_than_infinite() {
 fn every_measurement_yields_only_metrics_the_report_knows() {
     for m in Measurement::all() {
         let line = match m {
-            Measurement::Launch | Measurement::Unary { .. } | Measurement::LaunchConfinementOff => {
-                "samples_ns=1,2"
-            }
+            Measurement::Launch
+            | Measurement::LaunchLayers
+            | Measurement::Unary { .. }
+            | Measurement::LaunchConfinementOff => "samples_ns=1,2",
             Measurement::Callback { .. } => "unary_ns=1,2 callback_ns=3,4",
             Measurement::Catalog => "load_ns=1 use_ns=2 started=2",
-            _ => "calls=1 elapsed_ns=1 bytes=1 rss_kb=1 first_kb=1 last_kb=2 plugins=2",
+            _ => {
+                "calls=1 elapsed_ns=1 bytes=1 rss_kb=1 first_kb=1 last_kb=2 plugins=2 first_fds=1 last_fds=3"
+            }
         };
         for (id, _) in eval(m, line) {
             assert!(metric(id).is_some(), "{id} from {m:?} has no MetricSpec");

@@ -12,7 +12,7 @@
 //! | `rate --calls N --concurrency C` | N `Get`s of a 64-byte value spread over C concurrent callers, after `--warmup` unmeasured ones spread the same way | `calls=N elapsed_ns=…` |
 //! | `payload --size B --rounds K` | K × (`Put` of B bytes, `Get` of them back) after one unmeasured round | `bytes=… elapsed_ns=…` or `failed=CODE` |
 //! | `plugin-rss` | VmRSS of the plugin process after one `Put` and one `Get` | `rss_kb=…` |
-//! | `host-rss --plugins P` | this host's VmRSS with 1 and then P live plugins, each called once | `first_kb=… last_kb=… plugins=P` |
+//! | `host-rss --plugins P` | this host's VmRSS and open descriptors with 1 and then P live plugins, each called once as it starts and once more when all P are live; the launches' time (tether only prints the descriptors and time) | `first_kb=… last_kb=… plugins=P [first_fds=… last_fds=… started_ns=…]` |
 //! | `workflow --steps N --model plugin\|containers [--step PROGRAM] [--repeat R]` | N workflow steps end to end: launch + N `Put`s + shutdown of one plugin, or N one-shot `kv-step` sandboxes under gVisor (see `workflow.rs`), R times | `steps=N samples_ns=…` |
 //! | `catalog --manifests M --use U --repeat R` | tether only: load a catalog of M manifests, then one `Put` on U of them through a lazy [`Supervisor`](tether_broker::Supervisor) (see `catalog.rs`) | `load_ns=… use_ns=… started=…` |
 //!
@@ -350,16 +350,20 @@ async fn payload(plugin: &PluginClient, size: usize, rounds: u64) -> Result<Stri
     ))
 }
 
-/// This host's VmRSS with one live plugin (called once), then with `plugins` live plugins.
+/// This host's VmRSS and open descriptors with one live plugin (called once), then with
+/// `plugins` live plugins, each called once more after the last has started (all of them still
+/// work at once), and the time the launches took.
 async fn host_rss(launcher: &Launcher, plugins: u64) -> Result<String, Failure> {
     let mut live = Vec::new();
     let mut first = None;
     let mut outcome = Ok(());
+    let t0 = Instant::now();
     for _ in 0..plugins {
         let plugin = match interruptible(launcher.start()).await {
             Ok(Ok(plugin)) => plugin,
             Ok(Err(e)) => {
-                outcome = Err(e);
+                let n = live.len() + 1;
+                outcome = Err(format!("plugin {n} of {plugins}: {}", e.message()).into());
                 break;
             }
             Err(e) => {
@@ -374,19 +378,38 @@ async fn host_rss(launcher: &Launcher, plugins: u64) -> Result<String, Failure> 
             break;
         }
         if first.is_none() {
-            first = Some(vm_rss_kb("/proc/self/status")?);
+            first = Some((vm_rss_kb("/proc/self/status")?, open_fds()?));
         }
     }
+    let started_ns = t0.elapsed().as_nanos();
     let last = vm_rss_kb("/proc/self/status");
+    let last_fds = open_fds();
+    if outcome.is_ok() {
+        for (i, plugin) in live.iter().enumerate() {
+            if let Err(e) = interruptible(put_small(plugin)).await.and_then(|r| r) {
+                let n = i + 1;
+                outcome =
+                    Err(format!("plugin {n} of {plugins}, called again: {}", e.message()).into());
+                break;
+            }
+        }
+    }
     for plugin in live {
         plugin.shutdown().await?;
     }
     outcome?;
-    let first = first.ok_or("no plugin started")?;
+    let (first, first_fds) = first.ok_or("no plugin started")?;
     Ok(format!(
-        "first_kb={first} last_kb={} plugins={plugins}",
-        last?
+        "first_kb={first} last_kb={} plugins={plugins} first_fds={first_fds} last_fds={} started_ns={started_ns}",
+        last?, last_fds?
     ))
+}
+
+/// How many descriptors this process has open.
+fn open_fds() -> Result<u64, Failure> {
+    let entries =
+        std::fs::read_dir("/proc/self/fd").map_err(|e| format!("reading /proc/self/fd: {e}"))?;
+    Ok(entries.count() as u64)
 }
 
 /// The `VmRSS` field (kB) of a `/proc/<pid>/status` file.

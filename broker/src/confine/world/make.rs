@@ -41,8 +41,8 @@ pub(crate) const SCRATCH_INODES_PER_MIB: u64 = 256;
 /// everything that still runs in it.
 #[derive(Debug)]
 pub(crate) struct World {
-    /// The keeper's process id (the host's view).
-    pub(crate) keeper: u32,
+    /// Ends the keeper when dropped; first, so that it ends before the descriptors close.
+    guard: Option<Keeper>,
     pub(crate) ids: WorldIds,
     /// The scratch tmpfs's size in MiB as made.
     pub(crate) scratch_mib: u64,
@@ -60,7 +60,28 @@ pub(crate) struct World {
     pub(crate) tmp: OwnedFd,
     pub(crate) shm: OwnedFd,
     pub(crate) delivered: OwnedFd,
+}
+
+/// What a world keeps once its plugin is started: its keeper and the keeper's control socket.
+/// The namespace and directory descriptors the launch entered are closed by then — a live
+/// plugin would otherwise hold 12 host descriptors it never uses again (bench/BENCHMARKS.md,
+/// Decisions). Dropping it ends the keeper, and with it everything that still runs in the world.
+#[derive(Debug)]
+pub(crate) struct Keeper {
+    pid: u32,
     control: Option<Arc<Control>>,
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // The keeper ends when its control socket closes (closed here even while a dialler
+        // still holds a handle); SIGKILL makes sure, and the reaper waits for it off this
+        // thread (its exit waits for the world's last process).
+        if let Some(control) = self.control.take() {
+            control.close();
+        }
+        reaper::reap(self.pid);
+    }
 }
 
 impl World {
@@ -72,19 +93,18 @@ impl World {
     /// The keeper's control socket (TCP sockets in the world's network namespace). It is
     /// closed and the keeper ends when the world is dropped, whoever still holds this.
     pub(crate) fn control(&self) -> Option<Arc<Control>> {
-        self.control.clone()
+        self.guard.as_ref().and_then(|k| k.control.clone())
     }
-}
 
-impl Drop for World {
-    fn drop(&mut self) {
-        // The keeper ends when its control socket closes (closed here even while a dialler
-        // still holds a handle); SIGKILL makes sure, and the reaper waits for it off this
-        // thread (its exit waits for the world's last process).
-        if let Some(control) = self.control.take() {
-            control.close();
-        }
-        reaper::reap(self.keeper);
+    /// The keeper's process id (the host's view); 0 once handed over.
+    #[cfg(test)]
+    pub(crate) fn keeper(&self) -> u32 {
+        self.guard.as_ref().map_or(0, |k| k.pid)
+    }
+
+    /// The keeper alone, the world's descriptors closed: what a started plugin's world keeps.
+    pub(crate) fn into_keeper(mut self) -> Option<Keeper> {
+        self.guard.take()
     }
 }
 
@@ -237,7 +257,9 @@ pub(crate) fn make(ids: WorldIds, base: &Tree, scratch_mib: u64) -> io::Result<W
     let result = namespaces.and_then(|ns| finish(pid, ns, &control, ids, scratch_mib));
     match result {
         Ok(mut world) => {
-            world.control = Some(Arc::new(control));
+            if let Some(guard) = &mut world.guard {
+                guard.control = Some(Arc::new(control));
+            }
             Ok(world)
         }
         Err(e) => {
@@ -356,7 +378,10 @@ fn finish(
         scratch_dir("delivered")?,
     );
     Ok(World {
-        keeper: pid.unsigned_abs(),
+        guard: Some(Keeper {
+            pid: pid.unsigned_abs(),
+            control: None,
+        }),
         ids,
         scratch_mib,
         user: ns.user,
@@ -371,7 +396,6 @@ fn finish(
         tmp,
         shm,
         delivered,
-        control: None,
     })
 }
 
@@ -409,7 +433,7 @@ mod tests {
         let ids = WorldIds::new(host_ids(), None, false, DEFAULT_PLUGIN_IDS).unwrap();
         let base = plan::base(&RealFs);
         let world = make(ids, &base, 16).unwrap();
-        let root = format!("/proc/{}/root", world.keeper);
+        let root = format!("/proc/{}/root", world.keeper());
         let mut names: Vec<String> = std::fs::read_dir(&root)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -430,10 +454,10 @@ mod tests {
             .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
             .collect();
         assert_eq!(pids, ["1"]);
-        let status = std::fs::read_to_string(format!("/proc/{}/status", world.keeper)).unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", world.keeper())).unwrap();
         let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
         assert!(nspid.ends_with("\t1"), "{nspid}");
-        let keeper = world.keeper;
+        let keeper = world.keeper();
         drop(world);
         // Ended and reaped by the reaper thread.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

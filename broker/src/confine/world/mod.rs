@@ -134,6 +134,25 @@ pub(crate) struct PluginWorld {
     _live: LiveId,
 }
 
+/// What a started plugin's world keeps until the plugin exits: its keeper (ended when this is
+/// dropped) and the plugin's id, counted as live.
+#[derive(Debug)]
+pub(crate) struct RunningWorld {
+    _keeper: Option<make::Keeper>,
+    _live: LiveId,
+}
+
+impl PluginWorld {
+    /// Once the plugin is started: the world's keeper and the plugin's id only; the world's
+    /// namespace and directory descriptors are closed.
+    pub(crate) fn into_running(self) -> RunningWorld {
+        RunningWorld {
+            _keeper: self.world.into_keeper(),
+            _live: self._live,
+        }
+    }
+}
+
 /// The world for a launch of `name`, or `None` when it runs with the other layers.
 pub(crate) fn for_launch(
     mode: NamespacesMode,

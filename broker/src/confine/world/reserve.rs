@@ -156,7 +156,10 @@ mod tests {
         let mut held = Vec::new();
         for _ in 0..4 {
             let world = take(ids).unwrap();
-            assert!(keepers.insert(world.keeper), "a world is handed out twice");
+            assert!(
+                keepers.insert(world.keeper()),
+                "a world is handed out twice"
+            );
             held.push(world);
         }
     }

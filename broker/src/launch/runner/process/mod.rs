@@ -215,8 +215,10 @@ fn spawn(
         .filter(|_| settings.confinement.network == NetworkMode::None)
         .and_then(launch_world::sockets);
     if let Some(world) = world {
-        // The world, and whatever still runs in it, ends with the plugin.
-        group.on_exit(ExitHook(Box::new(move || drop(world))));
+        // The world, and whatever still runs in it, ends with the plugin; until then the host
+        // keeps only its keeper (the namespaces' descriptors are closed now).
+        let running = world.into_running();
+        group.on_exit(ExitHook(Box::new(move || drop(running))));
     }
     let launched = Launched {
         view,
