@@ -529,3 +529,55 @@ async fn in_a_world_a_root_hosts_node_query_does_not_run_the_plugins_require_hoo
         "the plugin's --require hook changed a file of root's: {mode:?} (decimal)"
     );
 }
+
+/// The module lookup after a `ModuleNotFoundError` (`find_module.py`, run by the plugin's own
+/// interpreter) runs the interpreter's start-up code too: as the query, never as a root host's
+/// uid 0. The `sitecustomize` acts only when the missing module's name is on its command line,
+/// which only the lookup's is; the `NotInstalled` answer proves the lookup ran.
+#[tokio::test]
+async fn in_a_world_a_root_hosts_module_lookup_does_not_run_the_plugins_code_as_root() {
+    let root = tether_tests::host_user::Host::current().is_root();
+    if !Path::new(SYSTEM_PYTHON).exists() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let target = dir.path().join("roots-file");
+    std::fs::write(&target, "x").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let marker = dir.path().join("marker");
+    let site = dir.path().join("site");
+    std::fs::create_dir(&site).unwrap();
+    let (target_text, marker_text) = (target.display().to_string(), marker.display().to_string());
+    std::fs::write(
+        site.join("sitecustomize.py"),
+        format!(
+            "import os, sys\nif 'tether_no_such_module' in sys.argv:\n    try:\n        os.chmod({target_text:?}, 0o666)\n    except OSError:\n        pass\n    try:\n        open({marker_text:?}, 'w').write('escaped')\n    except OSError:\n        pass\n"
+        ),
+    )
+    .unwrap();
+    let script = dir.path().join("plugin.py");
+    std::fs::write(&script, "import tether_no_such_module\n").unwrap();
+    let err = tether_broker::PluginClient::builder(SYSTEM_PYTHON)
+        .arg(&script)
+        .env("PYTHONPATH", &site)
+        .handshake(tether_broker::HandshakeConfig::new("BASIC_PLUGIN", "hello"))
+        .start()
+        .await
+        .expect_err("the plugin's import fails");
+    assert!(
+        matches!(err.kind(), StartErrorKind::NotInstalled { .. }),
+        "the module lookup did not run: {err}"
+    );
+    assert!(
+        !marker.exists(),
+        "the lookup's start-up code wrote outside the plugin's grants"
+    );
+    if root {
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            mode, 0o600,
+            "the lookup's start-up code changed a file of root's"
+        );
+    }
+}

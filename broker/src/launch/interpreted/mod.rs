@@ -13,8 +13,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
 use crate::confine::sandbox::SandboxMode;
-use crate::confine::world::WorldMechanism;
 use crate::confine::world::NamespacesMode;
+use crate::confine::world::WorldMechanism;
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::env;
 use crate::launch::error::{Failure, PluginOutput, StartErrorKind};
