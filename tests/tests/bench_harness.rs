@@ -252,6 +252,7 @@ fn the_raw_socket_floor_yields_launch_unary_payload_and_memory() {
         ids,
         [
             "launch_p50",
+            "launch_p90",
             "launch_p99",
             "unary_p50",
             "unary_p99",
