@@ -28,8 +28,8 @@ use tether_examples::kv::{GetRequest, PutRequest};
 use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::gvisor::{self, containers};
-use tether_tests::loosening;
 use tether_tests::lease::{eventually, get as lease_get, kill_and_see_the_crash, put as lease_put};
+use tether_tests::loosening;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 use tether_tests::python;
@@ -717,7 +717,13 @@ async fn a_gvisor_plugin_leaves_no_set_uid_file_device_node_or_capability_in_its
             Vec::<String>::new(),
             "as {run_as:?}, the plugin's attempts: {tried}"
         );
-        for refused in ["chmod-suid", "chmod-sgid", "fchmod-suid", "create-suid", "mknod-char"] {
+        for refused in [
+            "chmod-suid",
+            "chmod-sgid",
+            "fchmod-suid",
+            "create-suid",
+            "mknod-char",
+        ] {
             assert!(
                 tried.contains(&format!("{refused}=E")),
                 "as {run_as:?}: {refused} was not refused: {tried}"
