@@ -10,7 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 uid=61234
 gid=61234
 # The test targets (tests/tests/NAME.rs) that attack or check the confinement.
-tests=(empty_world world escapes confinement network catalog_policy policy terminal_text warning_flood leftovers)
+tests=(empty_world world escapes confinement network catalog_policy policy terminal_text warning_flood leftovers diagnosis)
 
 [ "$(id -u)" -eq 0 ] || { echo "unprivileged-tests: run as root (it switches to uid $uid)" >&2; exit 1; }
 as_user() { setpriv --reuid="$uid" --regid="$gid" --clear-groups "$@"; }

@@ -18,6 +18,7 @@
 //! - [`world`]: a throw-away catalog, secret source and broker directories.
 //! - [`misbehave`]: small pieces the misbehaving plugins share.
 //! - [`otel`]: the real telemetry receivers (an OpenTelemetry Collector, `promcheck`).
+//! - [`promcheck`]: a Prometheus exposition read by `promcheck`: lint problems and samples.
 //! - [`escape`]: escape attempts the probe plugin makes from inside its confinement.
 //! - [`shared_world`]: escape attempts through what a plugin shares with its host (issue 22).
 //! - [`loosening`]: a set-uid file, device node or file capability left in a writable directory.
@@ -44,6 +45,7 @@ pub mod output;
 pub mod peers;
 pub mod pods;
 pub mod procs;
+pub mod promcheck;
 pub mod python;
 pub mod sdk_plugin;
 pub mod shared_world;

@@ -393,3 +393,49 @@ fn a_malformed_cookie_command_or_method_argument_is_a_usage_error_with_status_2(
         assert!(text.contains(says), "{args:?}: {text}");
     }
 }
+
+// Issue 22 item 6: the CLI's text blames the sandbox only where it plausibly failed the plugin.
+
+#[test]
+fn call_tells_a_missing_module_and_a_refused_connection_apart_from_a_sandbox_denial() {
+    const PYTHON: &str = "/usr/bin/python3";
+    if !Path::new(PYTHON).is_file() {
+        eprintln!("SKIPPED: no {PYTHON}");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let missing = work.path().join("missing.py");
+    std::fs::write(&missing, "import tether_cli_module_installed_nowhere\n").unwrap();
+    let connect = work.path().join("connect.py");
+    std::fs::write(
+        &connect,
+        format!("import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)\n"),
+    )
+    .unwrap();
+    let cases = [
+        (
+            &missing,
+            "-m pip install tether_cli_module_installed_nowhere",
+        ),
+        (&connect, "--network host"),
+    ];
+    for (script, says) in cases {
+        let cmd = format!("{PYTHON} {}", script.display());
+        let out = tether(
+            work.path(),
+            &["inspect", "--cmd", &cmd, "--cookie", "BASIC_PLUGIN=hello"],
+        );
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(EXIT_START), "{cmd}: {text}");
+        assert!(text.contains(says), "{cmd}: no {says:?} in: {text}");
+        for loosening in ["--allow-read", "--allow-exec", "sandbox_allow", "cookie"] {
+            assert!(
+                !text.contains(loosening),
+                "{cmd}: advises {loosening}: {text}"
+            );
+        }
+    }
+    drop(listener);
+}

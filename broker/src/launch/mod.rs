@@ -32,6 +32,8 @@ pub use delivery::{Delivery, delivery_base};
 pub use env::DEFAULT_ENV_ALLOWLIST;
 pub use handshake::MAX_QUOTED_STDOUT;
 pub use interpreted::denial::{Allowance, Denial};
+pub use interpreted::module::MissingModule;
+pub use interpreted::network::NetworkRefusal;
 pub use interpreted::runtime::{
     Interpreter, MAX_PROJECT_DEPTH, MAX_RUNTIME_ANSWER_LEN, ResolvedRuntime, Runtime, RuntimeError,
 };
@@ -62,6 +64,6 @@ pub use telemetry::{DEFAULT_TRACE_CONTEXT, Telemetry};
 pub use tether_proto::handshake::Address;
 pub use timeouts::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, DEFAULT_INTERPRETER_QUERY_TIMEOUT,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_START_TIMEOUT,
-    DEFAULT_TERMINATE_GRACE, Timeouts,
+    DEFAULT_MODULE_LOOKUP_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT,
+    DEFAULT_START_TIMEOUT, DEFAULT_TERMINATE_GRACE, Timeouts,
 };

@@ -480,6 +480,7 @@ mod tests {
             interpreter: crate::launch::interpreted::runtime::Interpreter::Python,
             program: "/v/bin/python".into(),
             args: vec!["/srv/kv/kv.py".into()],
+            script: Some("/srv/kv/kv.py".into()),
             read_exec: vec!["/v".into(), "/opt/py".into()],
             read: vec!["/srv/kv".into()],
         });

@@ -123,7 +123,9 @@ pub(crate) async fn start_stages(
             let failure =
                 runner::diagnosed(failure, runner, launched.diagnose, &output.stderr_tail);
             let failure = handshake::cookie_refused(failure, &handshake, &output.stderr_tail);
-            let failure = interpreted::diagnose(&settings, failure, &output, resolved.as_ref());
+            let failure =
+                interpreted::diagnose(&settings, failure, &output, resolved.as_ref(), &in_force)
+                    .await;
             Err(StartError::new(plugin, failure, Some(output)))
         }
     }

@@ -42,6 +42,14 @@ pub const DEFAULT_TERMINATE_GRACE: Duration = Duration::from_secs(2);
 /// [`Timeouts::interpreter_query`].
 pub const DEFAULT_INTERPRETER_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a confined Python plugin's own interpreter may take to say where a module it could
+/// not import would be found outside the sandbox, after the plugin exited with
+/// `ModuleNotFoundError` (the answer tells "not installed" from "in a directory the sandbox
+/// refused"). A Python start plus a look at `sys.path` takes a few hundred milliseconds; past
+/// this, the start error gives the general advice instead. Override with
+/// [`Timeouts::module_lookup`].
+pub const DEFAULT_MODULE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long each stage of a launched plugin's life may take.
 ///
 /// `Timeouts::default()` holds the `DEFAULT_*` constants of this module; set the ones to
@@ -75,6 +83,9 @@ pub struct Timeouts {
     /// An interpreted plugin's interpreter asked where it lives
     /// ([`DEFAULT_INTERPRETER_QUERY_TIMEOUT`]).
     pub interpreter_query: Duration,
+    /// After a `ModuleNotFoundError`, the interpreter asked where the module would be found
+    /// outside the sandbox ([`DEFAULT_MODULE_LOOKUP_TIMEOUT`]).
+    pub module_lookup: Duration,
 }
 
 impl Default for Timeouts {
@@ -87,6 +98,7 @@ impl Default for Timeouts {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             terminate_grace: DEFAULT_TERMINATE_GRACE,
             interpreter_query: DEFAULT_INTERPRETER_QUERY_TIMEOUT,
+            module_lookup: DEFAULT_MODULE_LOOKUP_TIMEOUT,
         }
     }
 }
@@ -138,6 +150,13 @@ impl Timeouts {
     #[must_use]
     pub fn interpreter_query(mut self, timeout: Duration) -> Self {
         self.interpreter_query = timeout;
+        self
+    }
+
+    /// Sets [`module_lookup`](Self::module_lookup).
+    #[must_use]
+    pub fn module_lookup(mut self, timeout: Duration) -> Self {
+        self.module_lookup = timeout;
         self
     }
 }

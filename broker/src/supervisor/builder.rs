@@ -15,6 +15,7 @@ use crate::launch::settings::HandshakeConfig;
 use crate::supervisor::lease::{DEFAULT_CALL_TIMEOUT, DEFAULT_RECYCLE_AFTER_DEADLINES};
 use crate::supervisor::supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
 use crate::supervisor::{Inner, Slot, SlotState, Supervisor};
+use crate::telemetry::metrics::Metrics;
 
 impl Supervisor {
     /// A supervisor for `catalog`; each plugin's working (state) directory is
@@ -32,6 +33,7 @@ impl Supervisor {
                 call_timeout: DEFAULT_CALL_TIMEOUT,
                 recycle_after_deadlines: DEFAULT_RECYCLE_AFTER_DEADLINES,
                 customize: None,
+                metrics: None,
             },
         }
     }
@@ -59,6 +61,7 @@ pub(crate) struct Options {
     pub(super) call_timeout: Duration,
     pub(super) recycle_after_deadlines: u32,
     pub(super) customize: Option<Arc<Customize>>,
+    pub(super) metrics: Option<Metrics>,
 }
 
 impl std::fmt::Debug for SupervisorBuilder {
@@ -126,8 +129,29 @@ impl SupervisorBuilder {
         self
     }
 
+    /// Measures every plugin on `meter`, the host's own (from the `MeterProvider` that decides
+    /// where metrics go: a Prometheus registry, an OTLP exporter): calls and callbacks by
+    /// method and status, starts, crashes, restarts, idle stops, calls in flight, and each
+    /// running plugin's memory, CPU time and processes ([`Metrics`], `docs/telemetry.md`).
+    /// The instruments are created here, once; without this nothing is measured.
+    ///
+    /// ```
+    /// # fn f(catalog: tether_broker::Catalog) {
+    /// use opentelemetry::metrics::MeterProvider as _;
+    /// # let provider = opentelemetry::metrics::noop::NoopMeterProvider::new();
+    /// let supervisor = tether_broker::Supervisor::builder(catalog, "/var/lib/tether/state")
+    ///     .meter(&provider.meter("tether"))
+    ///     .build();
+    /// # }
+    /// ```
+    pub fn meter(mut self, meter: &opentelemetry::metrics::Meter) -> Self {
+        self.options.metrics = Some(Metrics::new(meter));
+        self
+    }
+
     /// Builds the supervisor. Nothing is started until first use.
     pub fn build(self) -> Supervisor {
+        let metrics = self.options.metrics.as_ref();
         let slots = self
             .catalog
             .manifests()
@@ -138,6 +162,7 @@ impl SupervisorBuilder {
                         manifest: m.clone(),
                         state: Mutex::new(SlotState::default()),
                         starts: AtomicU64::new(0),
+                        metrics: metrics.map(|all| all.plugin(&m.name, m.sha256.as_deref())),
                     }),
                 )
             })

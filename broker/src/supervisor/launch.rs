@@ -4,6 +4,8 @@
 //! launch, used by the [`Supervisor`](crate::Supervisor) and the `tether` command alike); and
 //! the supervisor's start of one, in its state directory.
 
+use std::sync::Arc;
+
 use tether_proto::ValueKind;
 
 use crate::catalog::grants::Grants;
@@ -13,6 +15,7 @@ use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::delivery::Delivery;
 use crate::launch::settings::HandshakeConfig;
+use crate::supervisor::Slot;
 use crate::supervisor::error::{UseError, UseErrorKind};
 
 /// The builder for `manifest`'s plugin, if `grants` allow what it requests (secrets, config
@@ -95,8 +98,9 @@ fn fetch(
 }
 
 impl crate::supervisor::Supervisor {
-    pub(super) async fn start(&self, manifest: &Manifest) -> Result<PluginClient, UseError> {
+    pub(super) async fn start(&self, slot: &Slot) -> Result<PluginClient, UseError> {
         let inner = &self.inner;
+        let manifest = &slot.manifest;
         let plugin = &manifest.name;
         let mut builder = launch(
             manifest,
@@ -128,6 +132,10 @@ impl crate::supervisor::Supervisor {
             .host_service(calls);
         if let Some(customize) = &inner.options.customize {
             builder = customize(builder);
+        }
+        if let Some(metrics) = &slot.metrics {
+            // After `customize`: a host's own telemetry settings keep the supervisor's metrics.
+            builder.settings.telemetry.call_metrics = Some(Arc::new(metrics.clone()));
         }
         let client = builder.start().await.map_err(UseError::from)?;
         broker.send_replace(Some(client.broker()));

@@ -23,6 +23,7 @@ use tokio::sync::{Mutex, Notify, watch};
 use crate::catalog::manifest::Manifest;
 use crate::launch::client::PluginClient;
 use crate::supervisor::error::{UseError, UseErrorKind};
+use crate::telemetry::metrics::{PluginMetrics, StartOutcome};
 use builder::Options;
 pub use builder::SupervisorBuilder;
 pub use launch::launch;
@@ -84,6 +85,8 @@ pub(super) struct Slot {
     pub(super) manifest: Manifest,
     pub(super) state: Mutex<SlotState>,
     pub(super) starts: AtomicU64,
+    /// The plugin's metrics, when the supervisor measures.
+    pub(super) metrics: Option<PluginMetrics>,
 }
 
 #[derive(Debug, Default)]
@@ -91,6 +94,8 @@ pub(super) struct SlotState {
     pub(super) running: Option<Arc<Running>>,
     pub(super) crashes: VecDeque<Crash>,
     pub(super) shut_down: bool,
+    /// The last run crashed or hung: the next successful start is a restart.
+    pub(super) restart_due: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -157,8 +162,29 @@ impl Supervisor {
         }
         state.running = None;
         self.wait_for_restart(slot, &mut state).await?;
-        let client = self.start(&slot.manifest).await?;
+        let started = Instant::now();
+        let client = self.start(slot).await;
+        if let Some(metrics) = &slot.metrics {
+            let outcome = match &client {
+                Ok(_) => StartOutcome::Success,
+                Err(_) => StartOutcome::Failure,
+            };
+            metrics.start_ended(outcome, started.elapsed());
+        }
+        let client = client?;
         slot.starts.fetch_add(1, Ordering::Relaxed);
+        if let Some(metrics) = &slot.metrics {
+            if std::mem::take(&mut state.restart_due) {
+                metrics.restarted();
+            }
+            if slot.manifest.runner.name() != "kubernetes" {
+                let cgroup = match client.process_limit() {
+                    crate::confine::ProcessLimit::Cgroup { dir, .. } => Some(dir.clone()),
+                    _ => None,
+                };
+                metrics.process_started(client.pid(), cgroup);
+            }
+        }
         let running = Arc::new(Running {
             pid: client.pid(),
             process_limit: client.process_limit().clone(),
@@ -212,6 +238,9 @@ impl Supervisor {
                 state.shut_down = true;
                 state.running.take()
             };
+            if let Some(metrics) = &slot.metrics {
+                metrics.process_ended();
+            }
             if let Some(running) = running {
                 stop(&slot.manifest.name, &running, Ended::Stopped).await;
             }

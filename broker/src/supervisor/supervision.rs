@@ -10,6 +10,7 @@ use crate::launch::client::PluginClient;
 use crate::launch::health::{self, HealthFailure};
 use crate::supervisor::lease::CRASH_STDERR_TIMEOUT;
 use crate::supervisor::{Crash, Ended, Inner, Running, Slot};
+use crate::telemetry::metrics::CrashReason;
 
 /// How often a running plugin's health is checked. Override with
 /// [`SupervisorBuilder::health_interval`](crate::supervisor::SupervisorBuilder::health_interval).
@@ -47,6 +48,11 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
                 tracing::warn!(plugin, %status, stderr_tail = %tether_proto::text::escape(&stderr_tail), "plugin crashed");
                 let mut state = slot.state.lock().await;
                 state.crashes.push_back(Crash { at: Instant::now(), status, stderr_tail: stderr_tail.clone() });
+                state.restart_due = true;
+                if let Some(metrics) = &slot.metrics {
+                    metrics.process_ended();
+                    metrics.crashed(CrashReason::Exit);
+                }
                 if state.running.as_ref().is_some_and(|r| Arc::ptr_eq(r, &running)) {
                     state.running = None;
                 }
@@ -91,6 +97,10 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
                 }
                 drop(state);
                 tracing::info!(plugin, ?idle_timeout, "stopping idle plugin");
+                if let Some(metrics) = &slot.metrics {
+                    metrics.process_ended();
+                    metrics.idle_stopped();
+                }
                 stop(&plugin, &running, Ended::Stopped).await;
                 return;
             }
@@ -113,6 +123,11 @@ async fn kill_hung(slot: &Slot, running: &Arc<Running>, reason: String) {
         {
             state.running = None;
         }
+        state.restart_due = true;
+    }
+    if let Some(metrics) = &slot.metrics {
+        metrics.process_ended();
+        metrics.crashed(CrashReason::Hang);
     }
     running.ended.send_replace(Some(Ended::Hung(reason)));
     if let Some(client) = running.take_client()

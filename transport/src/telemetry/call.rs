@@ -15,19 +15,30 @@ use tonic::codegen::{Body, Bytes};
 
 /// Per-call metrics, told about every call a [`TracedChannel`](super::TracedChannel) makes or a
 /// traced server answers. The host library implements it with OpenTelemetry instruments.
+///
+/// Called on the hot path of every call: an implementation keeps both methods cheap (no IO,
+/// no lock held across the call).
 pub trait CallMetrics: Send + Sync + fmt::Debug + 'static {
-    /// A call to `method` (`package.Service/Method`) began.
-    fn begin(&self, method: &str);
+    /// A call to `method` (`package.Service/Method`) began; this process is its `side`.
+    fn begin(&self, side: CallSide, method: &str);
     /// The call to `method` ended with `code` after `elapsed`.
-    fn end(&self, method: &str, code: Code, elapsed: Duration);
+    fn end(&self, side: CallSide, method: &str, code: Code, elapsed: Duration);
 }
 
-/// Which end of the call this process is: decides which statuses mark the span as an error
-/// (OpenTelemetry's gRPC conventions: every non-OK status on the client; on the server only
-/// those that mean the server failed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Side {
+/// Which end of a call this process is: the client (a call made on a
+/// [`TracedChannel`](super::TracedChannel): the host calling its plugin, or a plugin calling a
+/// callback) or the server (a call answered: a callback or host service on the host, a
+/// plugin's own service in a plugin).
+///
+/// Decides the metric a call is counted in (`rpc.client.call.duration` or
+/// `rpc.server.call.duration`) and which statuses mark its span as an error (OpenTelemetry's
+/// gRPC conventions: every non-OK status on the client; on the server only those that mean the
+/// server failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallSide {
+    /// This process made the call.
     Client,
+    /// This process answered the call.
     Server,
 }
 
@@ -36,7 +47,7 @@ pub(crate) struct Call {
     span: tracing::Span,
     path: Option<PathAndQuery>,
     started: Instant,
-    side: Side,
+    side: CallSide,
     metrics: Option<Arc<dyn CallMetrics>>,
     finished: bool,
 }
@@ -45,7 +56,7 @@ impl Call {
     pub(crate) fn begin(
         span: tracing::Span,
         path: Option<PathAndQuery>,
-        side: Side,
+        side: CallSide,
         metrics: Option<Arc<dyn CallMetrics>>,
     ) -> Self {
         let call = Self {
@@ -57,7 +68,7 @@ impl Call {
             finished: false,
         };
         if let Some(metrics) = &call.metrics {
-            metrics.begin(call.method());
+            metrics.begin(call.side, call.method());
         }
         call
     }
@@ -81,7 +92,7 @@ impl Call {
             self.span.record("otel.status_code", "ERROR");
         }
         if let Some(metrics) = &self.metrics {
-            metrics.end(self.method(), code, self.started.elapsed());
+            metrics.end(self.side, self.method(), code, self.started.elapsed());
         }
     }
 }
@@ -148,10 +159,10 @@ pub fn code_name(code: Code) -> &'static str {
     }
 }
 
-fn is_error(side: Side, code: Code) -> bool {
+fn is_error(side: CallSide, code: Code) -> bool {
     match side {
-        Side::Client => code != Code::Ok,
-        Side::Server => matches!(
+        CallSide::Client => code != Code::Ok,
+        CallSide::Server => matches!(
             code,
             Code::Unknown
                 | Code::DeadlineExceeded
@@ -226,14 +237,17 @@ mod tests {
     struct Recorded(Mutex<Vec<String>>);
 
     impl CallMetrics for Recorded {
-        fn begin(&self, method: &str) {
-            self.0.lock().unwrap().push(format!("begin {method}"));
-        }
-        fn end(&self, method: &str, code: Code, _: Duration) {
+        fn begin(&self, side: CallSide, method: &str) {
             self.0
                 .lock()
                 .unwrap()
-                .push(format!("end {method} {}", code_name(code)));
+                .push(format!("begin {side:?} {method}"));
+        }
+        fn end(&self, side: CallSide, method: &str, code: Code, _: Duration) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("end {side:?} {method} {}", code_name(code)));
         }
     }
 
@@ -244,7 +258,7 @@ mod tests {
         let mut call = Call::begin(
             tracing::Span::none(),
             path.clone(),
-            Side::Client,
+            CallSide::Client,
             Some(metrics.clone()),
         );
         call.finish(Code::NotFound);
@@ -253,16 +267,16 @@ mod tests {
         drop(Call::begin(
             tracing::Span::none(),
             path,
-            Side::Server,
+            CallSide::Server,
             Some(metrics.clone()),
         ));
         assert_eq!(
             *metrics.0.lock().unwrap(),
             [
-                "begin kv.KV/Get",
-                "end kv.KV/Get NOT_FOUND",
-                "begin kv.KV/Get",
-                "end kv.KV/Get CANCELLED"
+                "begin Client kv.KV/Get",
+                "end Client kv.KV/Get NOT_FOUND",
+                "begin Server kv.KV/Get",
+                "end Server kv.KV/Get CANCELLED"
             ]
         );
     }
@@ -295,9 +309,9 @@ mod tests {
 
     #[test]
     fn servers_mark_only_their_own_failures_as_errors() {
-        assert!(is_error(Side::Client, Code::NotFound));
-        assert!(!is_error(Side::Server, Code::NotFound));
-        assert!(is_error(Side::Server, Code::Internal));
-        assert!(!is_error(Side::Client, Code::Ok));
+        assert!(is_error(CallSide::Client, Code::NotFound));
+        assert!(!is_error(CallSide::Server, Code::NotFound));
+        assert!(is_error(CallSide::Server, Code::Internal));
+        assert!(!is_error(CallSide::Client, Code::Ok));
     }
 }

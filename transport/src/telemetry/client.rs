@@ -12,7 +12,7 @@ use tonic::codegen::http::{Request, Response};
 use tonic::transport::Channel;
 use tracing::field::Empty;
 
-use super::call::{Call, CallMetrics, ObservedBody, Side, method_of, status_in, untraced};
+use super::call::{Call, CallMetrics, CallSide, ObservedBody, method_of, status_in, untraced};
 use super::context;
 
 /// A gRPC channel that traces and measures every call: a client span per call (named after
@@ -135,7 +135,7 @@ impl Service<Request<Body>> for TracedChannel {
         if self.send_context {
             context::inject(&context::of_span(&span), request.headers_mut());
         }
-        let call = Call::begin(span, path, Side::Client, self.metrics.clone());
+        let call = Call::begin(span, path, CallSide::Client, self.metrics.clone());
         TracedResponse {
             inner: self.inner.call(request),
             call: Some(call),

@@ -20,6 +20,6 @@ mod client;
 pub mod context;
 mod server;
 
-pub use call::{CallMetrics, UNTRACED_SERVICES, code_name};
+pub use call::{CallMetrics, CallSide, UNTRACED_SERVICES, code_name};
 pub use client::{TracedChannel, TracedResponse};
 pub use server::{CallingPlugin, ServedCalls, trace_routes};

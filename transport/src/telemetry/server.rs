@@ -16,7 +16,7 @@ use tracing::field::Empty;
 use tracing::instrument::Instrumented;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use super::call::{Call, CallMetrics, ObservedBody, Side, method_of, status_in, untraced};
+use super::call::{Call, CallMetrics, CallSide, ObservedBody, method_of, status_in, untraced};
 use super::context;
 
 /// Who serves: the plugin the calls come from (host side, recorded as `tether.plugin.name`)
@@ -121,7 +121,7 @@ where
             // Fails only when no OpenTelemetry layer records the span: nothing to parent then.
             let _ = span.set_parent(parent);
         }
-        let call = Call::begin(span, path, Side::Server, self.served.metrics.clone());
+        let call = Call::begin(span, path, CallSide::Server, self.served.metrics.clone());
         let inner = self.inner.call(request).instrument(call.span().clone());
         Serving {
             inner,

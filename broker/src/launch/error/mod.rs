@@ -6,6 +6,7 @@
 mod refusal;
 mod shutdown_error;
 mod start_error;
+mod start_message;
 
 pub use refusal::{AddressProblem, Incompatibility};
 pub use shutdown_error::{ShutdownError, ShutdownErrorKind, ShutdownOutcome};

@@ -53,6 +53,17 @@ pub enum Allowance {
     Unknown,
 }
 
+impl Denial {
+    /// The file its evidence says does not exist (`No such file or directory`, `ENOENT`), if
+    /// it names one: one that does not exist on the host either was not hidden by the sandbox.
+    pub(crate) fn missing_path(&self) -> Option<PathBuf> {
+        let e = &self.evidence;
+        (e.contains("No such file or directory") || e.contains("ENOENT"))
+            .then(|| first_path(e))
+            .flatten()
+    }
+}
+
 impl fmt::Display for Denial {
     /// `: "EVIDENCE"; REMEDY`, meant to follow a sentence about the exit.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -233,6 +244,19 @@ mod tests {
         assert_eq!(d.allowance, Allowance::ImportPath);
         let d = diagnose(exit(127), "", None).unwrap();
         assert_eq!(d.allowance, Allowance::Unknown);
+    }
+
+    #[test]
+    fn a_missing_files_path_is_read_from_the_evidence() {
+        let d = diagnose(
+            exit(1),
+            "FileNotFoundError: [Errno 2] No such file or directory: '/etc/kv/kv.toml'",
+            Some(Interpreter::Python),
+        )
+        .unwrap();
+        assert_eq!(d.missing_path(), Some(PathBuf::from("/etc/kv/kv.toml")));
+        let d = diagnose(exit(1), "open /srv/x: Permission denied", None).unwrap();
+        assert_eq!(d.missing_path(), None);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! exit mapped to a sandbox denial when it looks like one.
 
 pub(crate) mod denial;
+pub(crate) mod module;
+pub(crate) mod network;
 pub(crate) mod query;
 pub(crate) mod runtime;
 
@@ -11,10 +13,17 @@ use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
 use crate::confine::sandbox::SandboxMode;
+use crate::confine::world::WorldMechanism;
 use crate::launch::builder::PluginClientBuilder;
 use crate::launch::env;
 use crate::launch::error::{Failure, PluginOutput, StartErrorKind};
-use crate::launch::interpreted::runtime::{ResolvedRuntime, RuntimeError};
+use crate::launch::interpreted::denial::Allowance;
+use crate::launch::interpreted::module::MissingModule;
+use crate::launch::interpreted::network::NetworkRefusal;
+use crate::launch::interpreted::runtime::{
+    Interpreter, ResolvedRuntime, RuntimeError, narrow_enough,
+};
+use crate::launch::launched::InForce;
 use crate::launch::plan::LaunchPlan;
 use crate::launch::runner::options::Runner;
 use crate::launch::runner::process::spawn;
@@ -86,34 +95,135 @@ async fn resolve_with_env(
     .await
 }
 
-/// A confined plugin that exited before its handshake with signs of a sandbox denial gets an
-/// error saying so and what to allow, instead of the generic exit (and its cookie hint).
-pub(crate) fn diagnose(
+/// A confined plugin that exited before its handshake gets an error that blames what
+/// plausibly caused it, instead of the generic exit (and its cookie hint): a refused network
+/// call under `network = "none"` is its network setting ([`StartErrorKind::NetworkDenied`]); a
+/// module its interpreter cannot import outside the sandbox either is not installed
+/// ([`StartErrorKind::NotInstalled`]); a file or directory the sandbox refused is a denial that
+/// names what to allow ([`StartErrorKind::SandboxDenied`]). A refusal the sandbox did not cause
+/// (a network call under `network = "host"`, a file that does not exist on the host either)
+/// stays the plain exit. `in_force`: how the plugin was confined.
+pub(crate) async fn diagnose(
     settings: &Settings,
     failure: Failure,
     output: &PluginOutput,
     resolved: Option<&ResolvedRuntime>,
+    in_force: &InForce,
 ) -> Failure {
     let StartErrorKind::Exited { status } = &failure.kind else {
         return failure;
     };
     let status = *status;
-    // Landlock's denials only: the gVisor runner diagnoses its own failures.
-    if settings.confinement.sandbox == SandboxMode::Off
-        || !matches!(settings.runner, Runner::Process)
-    {
+    // Landlock's and the network policy's refusals only: the gVisor runner diagnoses its own
+    // failures, and a Pod's are in its status.
+    if !matches!(settings.runner, Runner::Process) {
         return failure;
     }
-    match denial::diagnose(status, &output.stderr_tail, resolved.map(|r| r.interpreter)) {
-        Some(denial) => Failure {
-            phase: failure.phase,
-            kind: StartErrorKind::SandboxDenied {
-                status,
-                mode: settings.confinement.sandbox,
-                denial,
-            },
+    let stderr = &output.stderr_tail;
+    let file = denial::diagnose(status, stderr, resolved.map(|r| r.interpreter));
+    if let Some(line) = network::refusal(stderr) {
+        let file_line_later = file
+            .as_ref()
+            .and_then(|d| stderr.rfind(d.evidence.as_str()))
+            .is_some_and(|at| stderr.rfind(line).is_some_and(|net| at > net));
+        if !file_line_later {
+            // Under the host's network, a refused connection is not the sandbox's doing.
+            let Some(mechanism) = in_force.network_mechanism else {
+                return failure;
+            };
+            let refusal = NetworkRefusal {
+                evidence: line.to_owned(),
+                mechanism,
+                own_loopback: in_force.world == WorldMechanism::Namespaces,
+            };
+            let refusal = Box::new(refusal);
+            let kind = StartErrorKind::NetworkDenied { status, refusal };
+            return Failure {
+                phase: failure.phase,
+                kind,
+            };
+        }
+    }
+    if settings.confinement.sandbox == SandboxMode::Off {
+        return failure;
+    }
+    let Some(mut denial) = file else {
+        return failure;
+    };
+    // A file missing on the host too was not hidden by the sandbox.
+    if denial.missing_path().is_some_and(|path| !path.exists()) {
+        return failure;
+    }
+    if let Some(runtime) = resolved.filter(|r| r.interpreter == Interpreter::Python)
+        && let Some(module) = module::missing_module_name(&denial.evidence)
+    {
+        match look_up_module(settings, runtime, module).await {
+            Some(module::Lookup::Nowhere) => {
+                let missing = Box::new(MissingModule {
+                    module: module.to_owned(),
+                    interpreter: runtime.interpreter,
+                    program: runtime.program.clone(),
+                    evidence: denial.evidence.clone(),
+                });
+                let kind = StartErrorKind::NotInstalled { status, missing };
+                return Failure {
+                    phase: failure.phase,
+                    kind,
+                };
+            }
+            Some(module::Lookup::Found(Some(entry)))
+                if !runtime
+                    .read_exec
+                    .iter()
+                    .chain(&runtime.read)
+                    .any(|a| entry.starts_with(a))
+                    && narrow_enough(&entry) =>
+            {
+                denial.allowance = Allowance::Read(entry);
+            }
+            _ => {}
+        }
+    }
+    Failure {
+        phase: failure.phase,
+        kind: StartErrorKind::SandboxDenied {
+            status,
+            mode: settings.confinement.sandbox,
+            denial,
         },
-        None => failure,
+    }
+}
+
+/// Where `module` would be found outside the sandbox, asked of the plugin's own interpreter
+/// with its environment; `None` when the interpreter could not say (then the general advice
+/// stands).
+async fn look_up_module(
+    settings: &Settings,
+    runtime: &ResolvedRuntime,
+    module: &str,
+) -> Option<module::Lookup> {
+    let plugin = settings.display_name();
+    let env = env::build_env(
+        std::env::vars_os(),
+        env::allowed_names(&settings.confinement),
+        &settings.env,
+        Vec::new(),
+        "",
+    );
+    let reader = query::ReadOnly {
+        sandbox: settings.confinement.sandbox,
+        seccomp: settings.confinement.seccomp,
+        run_as: settings.confinement.run_as,
+        env: &env.vars,
+        plugin: &plugin,
+    };
+    let timeout = settings.timeouts.module_lookup;
+    match module::look_up(&reader, runtime, module, timeout).await {
+        Ok(lookup) => Some(lookup),
+        Err(e) => {
+            tracing::debug!(plugin, module, error = %e, "where the missing module is could not be told");
+            None
+        }
     }
 }
 

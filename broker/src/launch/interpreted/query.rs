@@ -4,7 +4,7 @@
 //! no network and gets no secrets), the script's project directory found.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -133,6 +133,7 @@ pub(crate) async fn resolve(query: Query<'_>) -> Result<Option<ResolvedRuntime>,
         interpreter,
         program: answer.executable,
         args,
+        script,
         read_exec,
         read,
     }))
@@ -180,6 +181,40 @@ async fn ask(
     interpreter: Interpreter,
     program: &Path,
 ) -> Result<String, RuntimeError> {
+    let args: &[&OsStr] = match interpreter {
+        Interpreter::Python => &[OsStr::new("-c"), OsStr::new(PYTHON_QUERY)],
+        Interpreter::Node => &[OsStr::new("-p"), OsStr::new(NODE_QUERY)],
+    };
+    let reader = ReadOnly {
+        sandbox: query.sandbox,
+        seccomp: query.seccomp,
+        run_as: query.run_as,
+        env: query.env,
+        plugin: query.plugin,
+    };
+    run_read_only(&reader, interpreter, program, args, query.timeout).await
+}
+
+/// How an interpreter is run to answer a question about a plugin: with the plugin's
+/// environment, user and system-call filter, confined to reading.
+pub(crate) struct ReadOnly<'a> {
+    pub(crate) sandbox: SandboxMode,
+    pub(crate) seccomp: SeccompMode,
+    pub(crate) run_as: Option<(u32, u32)>,
+    pub(crate) env: &'a BTreeMap<OsString, OsString>,
+    pub(crate) plugin: &'a str,
+}
+
+/// Runs `program` with `args` as `reader` says — it may read and execute anywhere, write
+/// nowhere and use no network; its start-up code (e.g. `.pth` files) runs with no secrets —
+/// and returns what it printed (at most [`MAX_RUNTIME_ANSWER_LEN`] bytes) within `timeout`.
+pub(crate) async fn run_read_only(
+    reader: &ReadOnly<'_>,
+    interpreter: Interpreter,
+    program: &Path,
+    args: &[&OsStr],
+    timeout: Duration,
+) -> Result<String, RuntimeError> {
     let spawn_error = |source| RuntimeError::Spawn {
         interpreter,
         program: program.to_owned(),
@@ -190,27 +225,24 @@ async fn ask(
         exec: vec![PathBuf::from("/")],
         ..Paths::default()
     };
-    // No network for the query, whatever the plugin's: its start-up code needs none.
+    // No network, whatever the plugin's: the questions asked need none.
     let layers = sandbox::Layers {
-        seccomp: query.seccomp,
-        run_as: query.run_as,
+        seccomp: reader.seccomp,
+        run_as: reader.run_as,
         network: Some(NetworkMechanism::Seccomp),
     };
     let mut confinement = sandbox::Prepared::new(
-        query.sandbox,
+        reader.sandbox,
         &Limits::default(),
         &paths,
         layers,
-        query.plugin,
+        reader.plugin,
     )
     .map_err(|e| spawn_error(io::Error::other(e)))?;
     let mut cmd = tokio::process::Command::new(program);
-    match interpreter {
-        Interpreter::Python => cmd.args(["-c", PYTHON_QUERY]),
-        Interpreter::Node => cmd.args(["-p", NODE_QUERY]),
-    };
-    cmd.env_clear()
-        .envs(query.env)
+    cmd.args(args)
+        .env_clear()
+        .envs(reader.env)
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -241,12 +273,12 @@ async fn ask(
         read_out?;
         Ok::<_, io::Error>((out, err, status?))
     };
-    let (out, err, status) = tokio::time::timeout(query.timeout, run)
+    let (out, err, status) = tokio::time::timeout(timeout, run)
         .await
         .map_err(|_| RuntimeError::Timeout {
             interpreter,
             program: program.to_owned(),
-            timeout: query.timeout,
+            timeout,
         })?
         .map_err(spawn_error)?;
     if !status.success() {

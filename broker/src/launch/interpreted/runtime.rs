@@ -106,6 +106,8 @@ pub struct ResolvedRuntime {
     pub program: PathBuf,
     /// Its arguments: the script (made absolute) and the configured arguments.
     pub args: Vec<OsString>,
+    /// The script it runs (absolute), when there is one (not for `python -m` or `-c`).
+    pub script: Option<PathBuf>,
     /// Read and execute: the interpreter's install prefixes.
     pub read_exec: Vec<PathBuf>,
     /// Read only: import directories outside the prefixes, and the script's project (or its
