@@ -21,6 +21,7 @@
 //! - [`promcheck`]: a Prometheus exposition read by `promcheck`: lint problems and samples.
 //! - [`escape`]: escape attempts the probe plugin makes from inside its confinement.
 //! - [`shared_world`]: escape attempts through what a plugin shares with its host (issue 22).
+//! - [`loosening`]: a set-uid file, device node or file capability left in a writable directory.
 //! - [`host_user`]: run a test as root and again as an unprivileged user.
 //! - [`hostile_text`]: terminal escapes a hostile plugin sends, and what a terminal may show.
 //! - [`terminal`]: run a program on a real pseudo-terminal and read what it showed.
@@ -37,6 +38,7 @@ pub mod hostile_text;
 pub mod kubelet;
 pub mod lease;
 pub mod leftovers;
+pub mod loosening;
 pub mod misbehave;
 pub mod otel;
 pub mod output;

@@ -29,6 +29,7 @@ use tether_tests::bins;
 use tether_tests::example_host::ExampleHost;
 use tether_tests::gvisor::{self, containers};
 use tether_tests::lease::{eventually, get as lease_get, kill_and_see_the_crash, put as lease_put};
+use tether_tests::loosening;
 use tether_tests::peers::{self, GoPlugin};
 use tether_tests::procs;
 use tether_tests::python;
@@ -673,6 +674,62 @@ async fn a_gvisor_plugin_runs_as_the_user_it_was_given_and_still_reads_its_secre
     assert_eq!(get(&plugin, "secret:token").await.unwrap(), b"t-65534");
     plugin.shutdown().await.unwrap();
     runtime.assert_nothing_left();
+}
+
+/// Has the plugin (as gVisor's root, or as `run_as`) try to leave a set-uid or set-gid file, a
+/// device node, a file of another owner and a file capability in its working directory, then
+/// returns what the host holds there after the plugin has ended, and what the plugin reported.
+async fn loosening_left_by(run_as: Option<(u32, u32)>) -> (Vec<String>, String) {
+    use std::os::unix::fs::MetadataExt as _;
+    let runtime = Runtime::new();
+    let state = tempfile::Builder::new()
+        .prefix("tg-state-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let mut builder = runtime.probe(PROBE).current_dir(state.path());
+    if let Some((uid, gid)) = run_as {
+        std::os::unix::fs::chown(state.path(), Some(uid), Some(gid)).unwrap();
+        builder = builder.run_as(uid, gid);
+    }
+    let plugin = builder.start().await.unwrap();
+    let tried = String::from_utf8(get(&plugin, "loosen:.").await.unwrap()).unwrap();
+    plugin.shutdown().await.unwrap();
+    runtime.assert_nothing_left();
+    let meta = std::fs::metadata(state.path()).unwrap();
+    assert!(
+        state.path().join("chmod-suid").exists(),
+        "the plugin wrote nothing in its working directory: {tried}"
+    );
+    let left = loosening::left_on_the_host(state.path(), (meta.uid(), meta.gid()));
+    (left, tried)
+}
+
+#[tokio::test]
+async fn a_gvisor_plugin_leaves_no_set_uid_file_device_node_or_capability_in_its_working_directory()
+{
+    require_runsc!(
+        "a_gvisor_plugin_leaves_no_set_uid_file_device_node_or_capability_in_its_working_directory"
+    );
+    for run_as in [None, Some((65534, 65534))] {
+        let (left, tried) = loosening_left_by(run_as).await;
+        assert_eq!(
+            left,
+            Vec::<String>::new(),
+            "as {run_as:?}, the plugin's attempts: {tried}"
+        );
+        for refused in [
+            "chmod-suid",
+            "chmod-sgid",
+            "fchmod-suid",
+            "create-suid",
+            "mknod-char",
+        ] {
+            assert!(
+                tried.contains(&format!("{refused}=E")),
+                "as {run_as:?}: {refused} was not refused: {tried}"
+            );
+        }
+    }
 }
 
 /// Memory cgroup directories (v1 `memory` hierarchy or v2) of the containers of the host with

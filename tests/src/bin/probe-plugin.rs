@@ -27,6 +27,8 @@
 //!   (`ok` or the errno's name; `tether_tests::shared_world::fifo_write`);
 //! - `Get "metadata:GID:PATH"`: tries `chmod` 04777, `chown` to group `GID`, `utimensat` and
 //!   `setxattr` on `PATH` (`chmod=ok chown=EPERM …`);
+//! - `Get "loosen:DIR"`: tries to leave a set-uid file, a device node, a file of another owner
+//!   and a file capability in `DIR` (`chmod-suid=EPERM …`; `tether_tests::loosening::attempt`);
 //! - `Get "sockets:"`: every unix socket path in `/proc/net/unix` and `/proc/<pid>/net/unix`;
 //! - `Get "steal:KEY"`: a plaintext gRPC `proto.KV/Get KEY` on each of those that looks like a
 //!   plugin's, outside its own private directory, `PATH OUTCOME` a line;
@@ -218,6 +220,7 @@ impl Kv for Probe {
                     gid.parse().unwrap_or(0),
                 ))
             }
+            "loosen" => ok(tether_tests::loosening::attempt(std::path::Path::new(arg))),
             "sockets" => ok(shared_world::socket_paths().join("\n")),
             "steal" => ok(steal(arg).await),
             "ps" => ok(shared_world::processes()),

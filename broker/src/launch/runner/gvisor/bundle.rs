@@ -6,7 +6,8 @@
 //! operator's root file system), the operator's read-only allowances at their host paths, its
 //! socket directory read-write at [`SOCKET_DIR`], its own delivered secrets/config read-only at
 //! [`DELIVERED_DIR`], its state directory read-write at [`STATE_DIR`], and a tmpfs `/tmp`.
-//! No capabilities, `noNewPrivileges`, rlimits; namespaces of its own.
+//! No capabilities, `noNewPrivileges`, rlimits; namespaces of its own; a system-call filter
+//! refusing set-uid and set-gid modes ([`filter`]), as what it writes lands on the host.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use crate::confine::sandbox::Limits;
 use crate::launch::runner::gvisor::elf::Closure;
+use crate::launch::runner::gvisor::filter;
 use crate::launch::runner::gvisor::oci::{self, Mount, Spec};
 use crate::launch::runner::options::GvisorOptions;
 
@@ -227,6 +229,7 @@ pub(crate) fn plan(inputs: &BundleInputs<'_>) -> Result<BundlePlan, NotUtf8> {
                 .map(|kind| oci::Namespace { kind })
                 .collect(),
             resources: resources(inputs.options),
+            seccomp: filter::plugin_filter(),
         },
     };
     Ok(BundlePlan {

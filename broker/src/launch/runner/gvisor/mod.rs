@@ -5,6 +5,7 @@
 
 pub(crate) mod bundle;
 pub(crate) mod elf;
+pub(crate) mod filter;
 pub(crate) mod grants;
 pub(crate) mod oci;
 
@@ -349,6 +350,8 @@ fn run_command(
     if !options.cgroups_managed() {
         cmd.arg("--ignore-cgroups");
     }
+    // The bundle's `linux.seccomp` (`filter.rs`): runsc ignores it without this flag.
+    cmd.arg("--oci-seccomp");
     cmd.arg(match network {
         NetworkMode::Host => "--network=host",
         NetworkMode::None => "--network=none",

@@ -75,12 +75,41 @@ pub(crate) struct Mount {
     pub(crate) options: Vec<String>,
 }
 
-/// Linux-specific settings: the namespaces and, when limited, the resources.
+/// Linux-specific settings: the namespaces, when limited the resources, and the system-call
+/// filter gVisor's kernel applies to the plugin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Linux {
     pub(crate) namespaces: Vec<Namespace>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) resources: Option<Resources>,
+    pub(crate) seccomp: Seccomp,
+}
+
+/// `linux.seccomp`: applied inside the sandbox by gVisor's kernel (runsc `--oci-seccomp`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Seccomp {
+    /// `SCMP_ACT_*` for a call no rule names.
+    pub(crate) default_action: &'static str,
+    pub(crate) syscalls: Vec<SeccompSyscall>,
+}
+
+/// One rule: the calls `names` with `args` (any of the conditions on one argument) get `action`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct SeccompSyscall {
+    pub(crate) names: Vec<&'static str>,
+    pub(crate) action: &'static str,
+    pub(crate) args: Vec<SeccompArg>,
+}
+
+/// A condition on argument `index`: `SCMP_CMP_MASKED_EQ` is `arg & value == value_two`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SeccompArg {
+    pub(crate) index: u32,
+    pub(crate) value: u64,
+    pub(crate) value_two: u64,
+    pub(crate) op: &'static str,
 }
 
 /// A namespace the container gets of its own.
