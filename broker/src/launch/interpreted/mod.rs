@@ -62,14 +62,20 @@ async fn resolve_runtime(
     settings: &Settings,
     plugin: &str,
 ) -> Result<Option<ResolvedRuntime>, RuntimeError> {
-    let env = env::build_env(
+    let env = readers_env(settings);
+    resolve_with_env(settings, &env.vars, plugin, readers_ids(settings, plugin)?).await
+}
+
+/// The plugin's environment as a launch would build it, without the protocol's variables (the
+/// query and the module lookup need none).
+fn readers_env(settings: &Settings) -> env::PluginEnv {
+    env::build_env(
         std::env::vars_os(),
         env::allowed_names(&settings.confinement),
         &settings.env,
         Vec::new(),
         "",
-    );
-    resolve_with_env(settings, &env.vars, plugin, readers_ids(settings, plugin)?).await
+    )
 }
 
 /// The ids the plugin's interpreter runs as whenever the host runs it before the plugin (the
@@ -223,13 +229,7 @@ async fn look_up_module(
     module: &str,
 ) -> Option<module::Lookup> {
     let plugin = settings.display_name();
-    let env = env::build_env(
-        std::env::vars_os(),
-        env::allowed_names(&settings.confinement),
-        &settings.env,
-        Vec::new(),
-        "",
-    );
+    let env = readers_env(settings);
     // Never as a root host's uid 0: the interpreter's start-up code is the plugin's.
     let (run_as, read_search) = match readers_ids(settings, &plugin) {
         Ok(ids) => ids,
