@@ -50,6 +50,28 @@ fn capget() -> io::Result<[Data; 2]> {
     }
 }
 
+/// Sets the calling thread's capability sets to `data`. A raw system call on stack values:
+/// async-signal-safe.
+fn capset(data: &[Data; 2]) -> io::Result<()> {
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    // SAFETY: capset reads `header` and the two `data` elements (version 3).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            std::ptr::from_mut(&mut header),
+            data.as_ptr(),
+        )
+    };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Whether the calling process has capability `cap` in its effective set.
 pub(crate) fn has_capability(cap: u32) -> bool {
     let (word, bit) = ((cap / 32) as usize, cap % 32);
@@ -64,10 +86,6 @@ pub(crate) fn has_capability(cap: u32) -> bool {
 /// ambient, so that the program it executes keeps it (and nothing else). Raw system calls on
 /// stack values only: async-signal-safe.
 pub(crate) fn keep_only_read_search() -> io::Result<()> {
-    let mut header = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
     let bit = 1 << CAP_DAC_READ_SEARCH;
     let data = [
         Data {
@@ -77,17 +95,7 @@ pub(crate) fn keep_only_read_search() -> io::Result<()> {
         },
         Data::default(),
     ];
-    // SAFETY: capset reads `header` and the two `data` elements (version 3).
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_capset,
-            std::ptr::from_mut(&mut header),
-            data.as_ptr(),
-        )
-    };
-    if ret != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    capset(&data)?;
     // SAFETY: prctl with plain integer arguments.
     let ret = unsafe {
         libc::prctl(
@@ -139,21 +147,7 @@ pub(crate) fn as_file_owner<T: Send>(
                 for d in &mut data {
                     d.effective = d.permitted;
                 }
-                let mut header = Header {
-                    version: VERSION_3,
-                    pid: 0,
-                };
-                // SAFETY: capset reads `header` and the two `data` elements (version 3).
-                let ret = unsafe {
-                    libc::syscall(
-                        libc::SYS_capset,
-                        std::ptr::from_mut(&mut header),
-                        data.as_ptr(),
-                    )
-                };
-                if ret != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+                capset(&data)?;
                 make()
             })
             .join()
