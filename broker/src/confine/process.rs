@@ -44,6 +44,13 @@ pub(crate) enum Leader {
     /// the status).
     Spawned(u32),
     /// A plugin elsewhere (a Pod): ended and watched by its runner.
+    #[cfg_attr(
+        not(feature = "kubernetes"),
+        allow(
+            dead_code,
+            reason = "only the Pod runner (feature `kubernetes`) makes one"
+        )
+    )]
     Remote(Arc<dyn Remote>),
 }
 
@@ -241,14 +248,18 @@ impl ProcessGroup {
         self.record_exit(child.try_wait()?)
     }
 
-    /// Publishes `exited` (if the plugin has) and runs the exit hooks.
+    /// Runs the exit hooks and then publishes `exited` (if the plugin has exited): whoever
+    /// waits for the exit (a shutdown) wakes when what ends with the plugin — the rest of its
+    /// pids cgroup, its world, its delivered files — has ended too, not while a hook still runs
+    /// on another thread. Called with the leader's lock held, as [`Self::on_exit`] is, so a hook
+    /// added meanwhile is not missed.
     fn record_exit(&self, exited: Option<ExitStatus>) -> io::Result<Option<ExitStatus>> {
         if let Some(status) = exited {
-            self.exit.send_replace(Some(status));
             tracing::debug!(plugin = &*self.plugin, %status, "plugin exited");
             for hook in std::mem::take(&mut *self.hooks()) {
                 (hook.0)();
             }
+            self.exit.send_replace(Some(status));
         }
         Ok(exited)
     }
@@ -342,6 +353,26 @@ mod tests {
         let status = group.exited_within(Duration::from_secs(5)).await.unwrap();
         assert!(status.success());
         assert_group_ends(group.pid()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_exit_is_published_only_once_what_ends_with_the_plugin_has_ended() {
+        // A slow exit hook stands for the rest of a pids cgroup being killed or a world's
+        // keeper being reaped: whoever waits for the exit (a shutdown) must not wake before it
+        // has finished, or it would find the plugin's processes still running.
+        let group = spawn("sleep 30");
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hook_ended = Arc::clone(&ended);
+        group.on_exit(ExitHook(Box::new(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            hook_ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        })));
+        assert!(group.signal(Signal::KILL).unwrap());
+        group.exited_within(Duration::from_secs(10)).await.unwrap();
+        assert!(
+            ended.load(std::sync::atomic::Ordering::SeqCst),
+            "the exit was published while an exit hook still ran"
+        );
     }
 
     /// Waits until no process of group `pgid` runs any more. Orphaned members may linger as

@@ -72,6 +72,19 @@ pub(crate) struct Keeper {
     control: Option<Arc<Control>>,
 }
 
+impl Keeper {
+    /// Ends the keeper, and with it everything that still runs in its world, and returns
+    /// once all of it has exited: for the plugin's exit, which is published only when what
+    /// ends with the plugin has ended.
+    pub(crate) fn end(mut self) {
+        if let Some(control) = self.control.take() {
+            control.close();
+        }
+        // 0: reaped here, not again on drop.
+        reaper::kill_and_wait(std::mem::take(&mut self.pid));
+    }
+}
+
 impl Drop for Keeper {
     fn drop(&mut self) {
         // The keeper ends when its control socket closes (closed here even while a dialler
@@ -80,7 +93,9 @@ impl Drop for Keeper {
         if let Some(control) = self.control.take() {
             control.close();
         }
-        reaper::reap(self.pid);
+        if self.pid != 0 {
+            reaper::reap(self.pid);
+        }
     }
 }
 

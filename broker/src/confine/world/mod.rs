@@ -142,6 +142,16 @@ pub(crate) struct RunningWorld {
     _live: LiveId,
 }
 
+impl RunningWorld {
+    /// Ends the world with its plugin: kills its keeper, and with it whatever still runs in
+    /// it, and waits until all of it has exited.
+    pub(crate) fn end(self) {
+        if let Some(keeper) = self._keeper {
+            keeper.end();
+        }
+    }
+}
+
 impl PluginWorld {
     /// Once the plugin is started: the world's keeper and the plugin's id only; the world's
     /// namespace and directory descriptors are closed.

@@ -31,11 +31,15 @@ pub(crate) fn reap(pid: u32) {
     }
 }
 
-/// Sends `SIGKILL` to the host's child `pid` and waits for it.
+/// Sends `SIGKILL` to the host's child `pid` and waits for it (nothing for 0, which would
+/// name the host's own process group).
 pub(crate) fn kill_and_wait(pid: u32) {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return;
     };
+    if pid == 0 {
+        return;
+    }
     // SAFETY: pid is an unreaped child of this process, so it names that process.
     unsafe {
         libc::kill(pid, libc::SIGKILL);

@@ -215,10 +215,11 @@ fn spawn(
         .filter(|_| settings.confinement.network == NetworkMode::None)
         .and_then(launch_world::sockets);
     if let Some(world) = world {
-        // The world, and whatever still runs in it, ends with the plugin; until then the host
-        // keeps only its keeper (the namespaces' descriptors are closed now).
+        // The world, and whatever still runs in it, ends with the plugin (its exit is
+        // published once the world has ended); until then the host keeps only its keeper (the
+        // namespaces' descriptors are closed now).
         let running = world.into_running();
-        group.on_exit(ExitHook(Box::new(move || drop(running))));
+        group.on_exit(ExitHook(Box::new(move || running.end())));
     }
     let launched = Launched {
         view,
