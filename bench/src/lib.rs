@@ -24,9 +24,11 @@
 //! `cargo bench -p tether-bench` runs divan micro-benchmarks of the handshake codec and
 //! certificate generation.
 
+pub mod affinity;
 pub mod line;
 pub mod machine;
 pub mod report;
+pub mod rounds;
 pub mod run;
 pub mod stats;
 pub mod suite;

@@ -15,9 +15,10 @@ use clap::Parser;
 use tether_bench::machine::{self, Machine};
 use tether_bench::report::runners::RunnerReport;
 use tether_bench::report::{self, Context, Results};
+use tether_bench::rounds::{self, record};
 use tether_bench::suite::{
     CounterPrograms, Counts, Measurement, RunnerCounts, RunnerMeasurement, RunnerPrograms, System,
-    SystemKind, Value,
+    SystemKind,
 };
 
 #[derive(Debug, Parser)]
@@ -111,6 +112,16 @@ fn run(cli: &Cli) -> Result<(), String> {
     );
     let mut results = Results::default();
     let runners = runner_setup(cli, &work)?;
+    let allowed = tether_bench::affinity::allowed_cpus()
+        .map_err(|e| format!("reading this process's CPUs: {e}"))?;
+    let pinned = rounds::Pinning {
+        tether: rounds::find(&systems, report::TETHER)?,
+        floor: rounds::find(&systems, report::FLOOR)?,
+        allowed: &allowed,
+        timeout: std::time::Duration::from_secs(cli.timeout),
+        work: work.path(),
+        counts: &counts,
+    };
     let measurements = Measurement::all();
     for round in 0..counts.rounds {
         // Rotate the systems' order so no system always runs first (or right after another).
@@ -132,7 +143,11 @@ fn run(cli: &Cli) -> Result<(), String> {
             }
         }
         runner_round(cli, &runners, round, counts.rounds, &mut results);
+        rounds::placements(&pinned, round, &mut results);
+        rounds::telemetry(&pinned, round, &mut results);
     }
+    let placement_report = rounds::placement_report(&allowed, &counts);
+    let telemetry_report = rounds::telemetry_report(&allowed, &counts);
 
     let ctx = Context {
         date: now_utc(),
@@ -163,15 +178,20 @@ fn run(cli: &Cli) -> Result<(), String> {
             std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         }
     }
-    let generated = report::runners::insert(
-        &report::markdown(&results, &ctx),
-        &report::runners::markdown(&results, &runners.report),
-    );
+    let sections = [
+        report::runners::markdown(&results, &runners.report),
+        report::placement::markdown(&results, &placement_report),
+        report::telemetry::markdown(&results, &telemetry_report),
+    ]
+    .concat();
+    let generated = report::runners::insert(&report::markdown(&results, &ctx), &sections);
     let existing = std::fs::read_to_string(&markdown).unwrap_or_default();
     std::fs::write(&markdown, report::splice(&existing, &generated))
         .map_err(|e| format!("writing {}: {e}", markdown.display()))?;
     let mut json = report::json(&results, &ctx);
     json["runners"] = report::runners::json(&results, &runners.report);
+    json["placements"] = report::placement::json(&results, &placement_report);
+    json["telemetry"] = report::telemetry::json(&results, &telemetry_report);
     let json =
         serde_json::to_string_pretty(&json).map_err(|e| format!("encoding the results: {e}"))?;
     std::fs::write(&json_path, json + "\n")
@@ -282,34 +302,6 @@ fn runner_round(cli: &Cli, runners: &Runners, round: u32, rounds: u32, results: 
             timeout,
         );
         record(results, measurement.system(), round, outcome);
-    }
-}
-
-/// Prints one run's values (or its failure) on the progress line and keeps them for `system`.
-fn record(
-    results: &mut Results,
-    system: &str,
-    round: u32,
-    outcome: Result<Vec<(&'static str, Value)>, tether_bench::run::RunError>,
-) {
-    match outcome {
-        Ok(values) => {
-            let shown: Vec<String> = values
-                .iter()
-                .map(|(id, v)| match v {
-                    Value::Number(n) => format!("{id}={n:.2}"),
-                    Value::Failed(code) => format!("{id}=failed({code})"),
-                })
-                .collect();
-            eprintln!("{}", shown.join(" "));
-            for (id, value) in values {
-                results.record(system, id, value);
-            }
-        }
-        Err(e) => {
-            eprintln!("FAILED: {e}");
-            results.record_error(format!("round {}: {e}", round + 1));
-        }
     }
 }
 

@@ -9,7 +9,8 @@ use wait_timeout::ChildExt as _;
 
 use crate::line::{Line, LineError};
 use crate::suite::{
-    Counts, Measurement, RunnerCounts, RunnerMeasurement, RunnerPrograms, System, SystemKind, Value,
+    Counts, Measurement, Pinned, RunnerCounts, RunnerMeasurement, RunnerPrograms, System,
+    SystemKind, Value,
 };
 
 /// Why a measurement run produced no values.
@@ -135,6 +136,39 @@ pub fn run(
 ) -> Result<Vec<(&'static str, Value)>, RunError> {
     let cmd = command(system, measurement, counts, work_dir)?;
     let program = format!("{} {}", system.id, measurement.name());
+    let stdout = output_of(cmd, &program, timeout)?;
+    evaluated(program, &stdout, |line| measurement.evaluate(line))
+}
+
+/// Runs `measurement` on `system` pinned as `pinned` says — the program on its host CPU (set
+/// between fork and exec, so everything it starts inherits it), its plugin moved to the
+/// plugin CPU, if any — with `extra` driver options after the measurement's arguments; kills
+/// it after `timeout`.
+///
+/// # Errors
+/// A [`RunError`] when the program fails, hangs or prints an unusable line.
+pub fn run_pinned(
+    system: &System,
+    measurement: Measurement,
+    counts: &Counts,
+    work_dir: &Path,
+    timeout: Duration,
+    pinned: &Pinned,
+    extra: &[&str],
+) -> Result<Vec<(&'static str, Value)>, RunError> {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = command(system, measurement, counts, work_dir)?;
+    cmd.args(pinned.args()).args(extra);
+    let host = pinned.host;
+    // SAFETY: the hook makes one system call (sched_setaffinity on a stack-allocated set):
+    // async-signal-safe, no allocation, no lock.
+    unsafe { cmd.pre_exec(move || crate::affinity::pin_thread(0, &[host])) };
+    let program = format!(
+        "{} {} (host on CPU {host}, plugin on CPU {})",
+        system.id,
+        measurement.name(),
+        pinned.plugin.unwrap_or(host)
+    );
     let stdout = output_of(cmd, &program, timeout)?;
     evaluated(program, &stdout, |line| measurement.evaluate(line))
 }

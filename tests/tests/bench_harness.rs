@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use tether_bench::run::DEFAULT_RUN_TIMEOUT;
 use tether_bench::suite::{
-    CallbackMode, CounterPrograms, Counts, MIB, Measurement, System, SystemKind, Value,
+    CallbackMode, CounterPrograms, Counts, MIB, Measurement, PINNED_MEASUREMENT, Placement, System,
+    SystemKind, TELEMETRY_MEASUREMENTS, TELEMETRY_PLACEMENT, TelemetryMode, Value,
 };
 use tether_tests::bins;
 use tether_tests::peers::{self, GoPlugin};
@@ -264,5 +265,70 @@ fn the_raw_socket_floor_yields_launch_unary_payload_and_memory() {
             "payload_64mib",
             "plugin_rss"
         ]
+    );
+}
+
+#[test]
+fn tether_and_the_floor_yield_pinned_numbers_in_each_placement_and_each_telemetry_mode() {
+    let allowed = tether_bench::affinity::allowed_cpus().unwrap();
+    if allowed.len() < 2 {
+        eprintln!("SKIPPED: the two-CPU placement needs two CPUs, this test may use {allowed:?}");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let tether = kv(
+        "tether",
+        Path::new(bins::KV_BENCH.path()),
+        Path::new(bins::KV_PLUGIN.path()),
+        None,
+        true,
+        true,
+    );
+    let floor = System {
+        id: "floor",
+        label: "floor".into(),
+        kind: SystemKind::Floor {
+            pingpong: PathBuf::from(bins::PINGPONG.path()),
+        },
+    };
+    let run = |system: &System, m: Measurement, placement: Placement, extra: &[&str]| {
+        let pinned = placement.pinned(&allowed).unwrap();
+        let values = tether_bench::run::run_pinned(
+            system,
+            m,
+            &SMOKE,
+            work.path(),
+            DEFAULT_RUN_TIMEOUT,
+            &pinned,
+            extra,
+        )
+        .unwrap_or_else(|e| panic!("{} {} {placement:?} {extra:?}: {e}", system.id, m.name()));
+        assert_positive_except(
+            &values
+                .iter()
+                .map(|(id, v)| (m, *id, v.clone()))
+                .collect::<Vec<_>>(),
+            &[],
+        );
+        values.into_iter().map(|(id, _)| id).collect::<Vec<_>>()
+    };
+    for placement in Placement::ALL {
+        for system in [&tether, &floor] {
+            assert_eq!(
+                run(system, PINNED_MEASUREMENT, placement, &[]),
+                ["unary_p50", "unary_p99"]
+            );
+        }
+    }
+    for mode in TelemetryMode::ALL {
+        let ids: Vec<&str> = TELEMETRY_MEASUREMENTS
+            .iter()
+            .flat_map(|&m| run(&tether, m, TELEMETRY_PLACEMENT, &mode.args()))
+            .collect();
+        assert_eq!(ids, ["unary_p50", "unary_p99", "rate_c64"], "{mode:?}");
+    }
+    assert!(
+        procs::in_dir(work.path()).is_empty(),
+        "plugins left running"
     );
 }

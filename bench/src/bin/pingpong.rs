@@ -11,6 +11,10 @@
 //! pingpong payload --size B --rounds K   bytes=… elapsed_ns=…   B bytes there, B bytes back
 //! pingpong plugin-rss                    rss_kb=…       the echo child's VmRSS after one exchange
 //! ```
+//!
+//! `--plugin-cpu N` (any mode) pins the echo child to CPU N before it connects, as
+//! `kv-bench --plugin-cpu` pins its plugin; the parent's own placement is the caller's
+//! (`taskset`, or the harness's `Placement`).
 
 use std::io::{self, Read as _, Write as _};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -32,6 +36,9 @@ const DEFAULT_WARMUP: u64 = 100;
     about = "Raw two-process unix-socket ping-pong (benchmark floor)"
 )]
 struct Cli {
+    /// Pin the echo child to this CPU before it connects.
+    #[arg(long, value_parser = tether_bench::affinity::parse_cpu, global = true)]
+    plugin_cpu: Option<usize>,
     #[command(subcommand)]
     command: Mode,
 }
@@ -74,11 +81,15 @@ enum Mode {
         socket: PathBuf,
         /// Message size.
         size: usize,
+        /// The CPU to pin itself to first.
+        #[arg(long)]
+        cpu: Option<usize>,
     },
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse().command) {
+    let cli = Cli::parse();
+    match run(cli.command, cli.plugin_cpu) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pingpong: error: {e}");
@@ -87,14 +98,20 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(mode: Mode) -> io::Result<()> {
+fn run(mode: Mode, plugin_cpu: Option<usize>) -> io::Result<()> {
+    let start = |size| Pair::start(size, plugin_cpu);
     let line = match mode {
-        Mode::Echo { socket, size } => return echo(&socket, size),
+        Mode::Echo { socket, size, cpu } => {
+            if let Some(cpu) = cpu {
+                tether_bench::affinity::pin_thread(0, &[cpu])?;
+            }
+            return echo(&socket, size);
+        }
         Mode::Launch { count } => {
             let mut samples = Vec::new();
             for _ in 0..count {
                 let t0 = Instant::now();
-                let mut pair = Pair::start(SMALL)?;
+                let mut pair = start(SMALL)?;
                 pair.exchange(&mut [0x5a; SMALL])?;
                 samples.push(t0.elapsed());
                 pair.finish()?;
@@ -107,7 +124,7 @@ fn run(mode: Mode) -> io::Result<()> {
             size,
         } => {
             let size = usize::try_from(size).map_err(io::Error::other)?;
-            let mut pair = Pair::start(size)?;
+            let mut pair = start(size)?;
             let mut buf = vec![0x5a; size];
             for _ in 0..warmup {
                 pair.exchange(&mut buf)?;
@@ -123,7 +140,7 @@ fn run(mode: Mode) -> io::Result<()> {
         }
         Mode::Payload { size, rounds } => {
             let size = usize::try_from(size).map_err(io::Error::other)?;
-            let mut pair = Pair::start(size)?;
+            let mut pair = start(size)?;
             let mut buf = vec![0x5a; size];
             pair.exchange(&mut buf)?;
             let t0 = Instant::now();
@@ -136,7 +153,7 @@ fn run(mode: Mode) -> io::Result<()> {
             format!("bytes={bytes} elapsed_ns={}", elapsed.as_nanos())
         }
         Mode::PluginRss => {
-            let mut pair = Pair::start(SMALL)?;
+            let mut pair = start(SMALL)?;
             pair.exchange(&mut [0x5a; SMALL])?;
             let status = std::fs::read_to_string(format!("/proc/{}/status", pair.child.id()))?;
             let rss = status
@@ -162,17 +179,18 @@ struct Pair {
 }
 
 impl Pair {
-    /// Binds a socket, spawns the echo child for `size`-byte messages, accepts its connection.
-    fn start(size: usize) -> io::Result<Self> {
+    /// Binds a socket, spawns the echo child for `size`-byte messages (pinned to `cpu`, if
+    /// given), accepts its connection.
+    fn start(size: usize, cpu: Option<usize>) -> io::Result<Self> {
         let dir = tempfile::Builder::new().prefix("pingpong-").tempdir()?;
         let socket = dir.path().join("s");
         let listener = UnixListener::bind(&socket)?;
-        let child = Command::new(std::env::current_exe()?)
-            .arg("echo")
-            .arg(&socket)
-            .arg(size.to_string())
-            .stdin(Stdio::null())
-            .spawn()?;
+        let mut command = Command::new(std::env::current_exe()?);
+        command.arg("echo").arg(&socket).arg(size.to_string());
+        if let Some(cpu) = cpu {
+            command.arg("--cpu").arg(cpu.to_string());
+        }
+        let child = command.stdin(Stdio::null()).spawn()?;
         let (stream, _) = listener.accept()?;
         Ok(Self {
             child,

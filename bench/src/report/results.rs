@@ -30,6 +30,19 @@ pub enum Summary {
     Failed(String),
 }
 
+/// Ratios of runs made side by side ([`Results::paired_ratios`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paired {
+    /// The median of the pairs' ratios.
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+    /// How many pairs.
+    pub pairs: usize,
+}
+
 impl Results {
     /// Records one round's `value` of `metric` for `system`.
     pub fn record(&mut self, system: &str, metric: &str, value: Value) {
@@ -76,6 +89,33 @@ impl Results {
             })
             .collect();
         median(&numbers).map(Summary::Median)
+    }
+
+    /// `system`'s value of `metric` divided by `other`'s, round by round (run *i* of one against
+    /// run *i* of the other: the runs made side by side), when every round of both is a
+    /// number and they have as many rounds.
+    #[must_use]
+    pub fn paired_ratios(&self, system: &str, other: &str, metric: &str) -> Option<Paired> {
+        let numbers = |id: &str| -> Option<Vec<f64>> {
+            self.rounds(id, metric)
+                .iter()
+                .map(|v| match v {
+                    Value::Number(n) => Some(*n),
+                    Value::Failed(_) => None,
+                })
+                .collect()
+        };
+        let (a, b) = (numbers(system)?, numbers(other)?);
+        if a.len() != b.len() || b.iter().any(|&v| v <= 0.0) {
+            return None;
+        }
+        let ratios: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x / y).collect();
+        Some(Paired {
+            median: median(&ratios)?,
+            min: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            max: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            pairs: ratios.len(),
+        })
     }
 
     /// The median of `system` divided by the median of `other`, when both are numbers.

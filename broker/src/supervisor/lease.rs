@@ -27,6 +27,9 @@ pub const CRASH_STDERR_TIMEOUT: Duration = Duration::from_millis(300);
 /// [`tonic::Request::set_timeout`]; override for all calls with [`SupervisorBuilder::call_timeout`](crate::supervisor::SupervisorBuilder::call_timeout).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Thirty years, in seconds: the deadline of a call whose timeout an instant cannot hold.
+const THIRTY_YEARS_SECS: u64 = 30 * 365 * 24 * 60 * 60;
+
 /// The recycling policy for hung handlers: after this many calls in a row on one plugin process
 /// ran out their deadline — [`DEFAULT_CALL_TIMEOUT`] (or [`SupervisorBuilder::call_timeout`](crate::supervisor::SupervisorBuilder::call_timeout)), or
 /// a gRPC status `DEADLINE_EXCEEDED` (grpc-go) or `CANCELLED: Timeout expired` (tonic) — the
@@ -124,9 +127,16 @@ impl Lease {
     {
         let mut ended = self.running.ended.subscribe();
         let timeout = self.running.call_timeout;
+        let now = Instant::now();
+        // A timeout beyond what an instant can hold (`Duration::MAX`) never runs out.
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(THIRTY_YEARS_SECS));
         let result = tokio::select! {
             biased;
-            result = tokio::time::timeout(timeout, f(self.channel.clone())) => result,
+            // The channel knows the deadline: a call abandoned at it is measured and traced as
+            // `DEADLINE_EXCEEDED`, not cancelled.
+            result = tokio::time::timeout_at(deadline.into(), f(self.channel.clone().deadline(deadline))) => result,
             Ok(end) = ended.wait_for(Option::is_some) => {
                 return Err(self.ended_error(end.clone()));
             }

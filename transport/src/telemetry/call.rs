@@ -42,13 +42,16 @@ pub enum CallSide {
     Server,
 }
 
-/// A call in flight. Dropped unfinished: it ended as cancelled.
+/// A call in flight. Dropped unfinished: it ended as cancelled, or as `DEADLINE_EXCEEDED` when
+/// it was dropped at or after its caller's deadline (a host abandoning a call at its timeout).
 pub(crate) struct Call {
     span: tracing::Span,
     path: Option<PathAndQuery>,
     started: Instant,
     side: CallSide,
     metrics: Option<Arc<dyn CallMetrics>>,
+    /// When the caller gives up on it, if it says.
+    deadline: Option<Instant>,
     finished: bool,
 }
 
@@ -65,12 +68,20 @@ impl Call {
             started: Instant::now(),
             side,
             metrics,
+            deadline: None,
             finished: false,
         };
         if let Some(metrics) = &call.metrics {
             metrics.begin(call.side, call.method());
         }
         call
+    }
+
+    /// The caller abandons the call at `deadline`: dropped unfinished from then on, it ended
+    /// as `DEADLINE_EXCEEDED`, not cancelled.
+    pub(crate) fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     /// `package.Service/Method` (the path without its leading `/`).
@@ -99,7 +110,17 @@ impl Call {
 
 impl Drop for Call {
     fn drop(&mut self) {
-        self.finish(Code::Cancelled);
+        if self.finished {
+            return;
+        }
+        let ran_out = self
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline);
+        self.finish(if ran_out {
+            Code::DeadlineExceeded
+        } else {
+            Code::Cancelled
+        });
     }
 }
 
@@ -127,11 +148,32 @@ pub(crate) fn method_of(path: Option<&PathAndQuery>) -> &str {
     path.map_or("", |p| p.path().trim_start_matches('/'))
 }
 
-/// The `grpc-status` of a trailers block or of a trailers-only answer's headers.
+/// The `grpc-status` of a trailers block or of a trailers-only answer's headers; tonic's
+/// `CANCELLED: Timeout expired` (a tonic server enforcing the call's `grpc-timeout`) is the
+/// deadline running out, `DEADLINE_EXCEEDED` as gRPC names it.
 pub(crate) fn status_in(headers: &HeaderMap) -> Option<Code> {
     let value = headers.get("grpc-status")?;
-    let code = value.to_str().ok()?.parse::<i32>().ok()?;
-    Some(Code::from_i32(code))
+    let code = Code::from_i32(value.to_str().ok()?.parse::<i32>().ok()?);
+    let message = headers.get("grpc-message").map(|m| m.as_bytes());
+    // The message as tonic sends it (percent-encoded) or as a peer may (spaces are allowed).
+    if code == Code::Cancelled && matches!(message, Some(b"Timeout%20expired" | b"Timeout expired"))
+    {
+        return Some(Code::DeadlineExceeded);
+    }
+    Some(code)
+}
+
+/// Whether a transport error is tonic's client-side timer running out the call's `grpc-timeout`
+/// ([`tonic::TimeoutExpired`], anywhere in its chain of causes).
+pub(crate) fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// The status code's name in OpenTelemetry's `rpc.response.status_code` (gRPC's upper-case
@@ -289,6 +331,64 @@ mod tests {
         assert_eq!(status_in(&headers), Some(Code::NotFound));
         headers.insert("grpc-status", "five".parse().unwrap());
         assert_eq!(status_in(&headers), None);
+    }
+
+    #[test]
+    fn tonics_timeout_expired_is_a_deadline_exceeded_and_other_cancellations_stay_cancelled() {
+        let mut headers = HeaderMap::new();
+        headers.insert("grpc-status", "1".parse().unwrap());
+        assert_eq!(status_in(&headers), Some(Code::Cancelled));
+        headers.insert("grpc-message", "Timeout%20expired".parse().unwrap());
+        assert_eq!(status_in(&headers), Some(Code::DeadlineExceeded));
+        headers.insert("grpc-message", "Timeout expired".parse().unwrap());
+        assert_eq!(status_in(&headers), Some(Code::DeadlineExceeded));
+        headers.insert("grpc-message", "the user gave up".parse().unwrap());
+        assert_eq!(status_in(&headers), Some(Code::Cancelled));
+        headers.insert("grpc-status", "13".parse().unwrap());
+        headers.insert("grpc-message", "Timeout%20expired".parse().unwrap());
+        assert_eq!(status_in(&headers), Some(Code::Internal));
+
+        #[derive(Debug)]
+        struct Wrapped(tonic::TimeoutExpired);
+        impl fmt::Display for Wrapped {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("transport error")
+            }
+        }
+        impl std::error::Error for Wrapped {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        assert!(timed_out(&Wrapped(tonic::TimeoutExpired(()))));
+        assert!(!timed_out(&std::io::Error::other("reset")));
+    }
+
+    #[test]
+    fn a_call_dropped_after_its_deadline_ran_out_its_deadline_and_one_dropped_before_was_cancelled()
+    {
+        let metrics = Arc::new(Recorded::default());
+        let path = Some(PathAndQuery::from_static("/kv.KV/Get"));
+        let begin = |deadline| {
+            Call::begin(
+                tracing::Span::none(),
+                path.clone(),
+                CallSide::Client,
+                Some(metrics.clone()),
+            )
+            .with_deadline(Some(deadline))
+        };
+        drop(begin(Instant::now()));
+        drop(begin(Instant::now() + Duration::from_secs(3600)));
+        assert_eq!(
+            *metrics.0.lock().unwrap(),
+            [
+                "begin Client kv.KV/Get",
+                "end Client kv.KV/Get DEADLINE_EXCEEDED",
+                "begin Client kv.KV/Get",
+                "end Client kv.KV/Get CANCELLED"
+            ]
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@ use tonic::codegen::http::{Request, Response};
 use tonic::transport::Channel;
 use tracing::field::Empty;
 
-use super::call::{Call, CallMetrics, CallSide, ObservedBody, method_of, status_in, untraced};
+use super::call::{
+    Call, CallMetrics, CallSide, ObservedBody, method_of, status_in, timed_out, untraced,
+};
 use super::context;
 
 /// A gRPC channel that traces and measures every call: a client span per call (named after
@@ -32,6 +34,8 @@ pub struct TracedChannel {
     metrics: Option<Arc<dyn CallMetrics>>,
     /// Whether the caller's trace context goes out in each call's metadata.
     send_context: bool,
+    /// When its caller gives up on the calls ([`TracedChannel::deadline`]).
+    deadline: Option<std::time::Instant>,
 }
 
 impl fmt::Debug for TracedChannel {
@@ -53,6 +57,7 @@ impl TracedChannel {
             plugin,
             metrics: None,
             send_context: true,
+            deadline: None,
         }
     }
 
@@ -65,6 +70,7 @@ impl TracedChannel {
             plugin: calls.plugin.clone(),
             metrics: calls.metrics.clone(),
             send_context: calls.trace_context,
+            deadline: None,
         }
     }
 
@@ -74,6 +80,15 @@ impl TracedChannel {
     #[must_use]
     pub fn trace_context(mut self, send: bool) -> Self {
         self.send_context = send;
+        self
+    }
+
+    /// Says that the caller abandons its calls at `deadline` (a host-side call timeout that
+    /// drops the call): a call dropped unfinished at or after it is measured and traced as
+    /// `DEADLINE_EXCEEDED`, not `CANCELLED`. A call's own `grpc-timeout` needs no telling.
+    #[must_use]
+    pub fn deadline(mut self, deadline: std::time::Instant) -> Self {
+        self.deadline = Some(deadline);
         self
     }
 
@@ -135,7 +150,8 @@ impl Service<Request<Body>> for TracedChannel {
         if self.send_context {
             context::inject(&context::of_span(&span), request.headers_mut());
         }
-        let call = Call::begin(span, path, CallSide::Client, self.metrics.clone());
+        let call = Call::begin(span, path, CallSide::Client, self.metrics.clone())
+            .with_deadline(self.deadline);
         TracedResponse {
             inner: self.inner.call(request),
             call: Some(call),
@@ -178,7 +194,13 @@ impl Future for TracedResponse {
                 None => Ok(response.map(|body| Body::new(ObservedBody::new(body, Some(call))))),
             },
             Err(error) => {
-                call.finish(tonic::Code::Unavailable);
+                // tonic's own timer running out the call's `grpc-timeout` is a deadline; any
+                // other transport error leaves the peer unreachable.
+                call.finish(if timed_out(&error) {
+                    tonic::Code::DeadlineExceeded
+                } else {
+                    tonic::Code::Unavailable
+                });
                 Err(error)
             }
         })

@@ -87,21 +87,41 @@ pub(crate) struct Launcher {
     pub(crate) seccomp: tether_broker::confine::SeccompMode,
     pub(crate) network: tether_broker::confine::NetworkMode,
     pub(crate) namespaces: tether_broker::confine::NamespacesMode,
+    /// What each plugin tells about its calls (`--telemetry metrics`).
+    pub(crate) call_metrics: Option<std::sync::Arc<dyn tether_broker::telemetry::CallMetrics>>,
+    /// The CPU each plugin is pinned to once started (`--plugin-cpu`).
+    pub(crate) plugin_cpu: Option<usize>,
 }
 
 impl Launcher {
     pub(crate) async fn start(&self) -> Result<PluginClient, Failure> {
-        Ok(self.builder()?.start().await?)
+        let plugin = self.builder()?.start().await?;
+        if let Some(cpu) = self.plugin_cpu
+            && let Err(e) = tether_bench::affinity::pin_process(plugin.pid(), &[cpu])
+        {
+            let error = format!(
+                "pinning the plugin (pid {}) to CPU {cpu}: {e}",
+                plugin.pid()
+            );
+            plugin.shutdown().await?;
+            return Err(error.into());
+        }
+        Ok(plugin)
     }
 
     /// The builder [`start`](Self::start) starts.
     pub(crate) fn builder(&self) -> std::io::Result<PluginClientBuilder<HandshakeConfig>> {
+        let mut telemetry = tether_broker::launch::Telemetry::default();
+        if let Some(metrics) = &self.call_metrics {
+            telemetry = telemetry.call_metrics(std::sync::Arc::clone(metrics));
+        }
         Ok(self
             .launch
             .builder(&self.program, &self.args)?
             .sandbox(self.sandbox)
             .seccomp(self.seccomp)
             .network(self.network)
-            .namespaces(self.namespaces))
+            .namespaces(self.namespaces)
+            .telemetry(telemetry))
     }
 }

@@ -33,6 +33,7 @@ mod launcher;
 mod measure;
 mod samples;
 mod summary;
+mod telemetry;
 mod workflow;
 
 #[derive(Debug, Parser)]
@@ -60,6 +61,15 @@ struct Cli {
     /// (the other layers only), e.g. to measure what namespaces cost at launch.
     #[arg(long, value_enum, default_value_t = Namespaces::Preferred, global = true)]
     namespaces: Namespaces,
+    /// The host's telemetry: `off` (tether's default), `metrics` (per-plugin metrics on a
+    /// meter whose reader is never collected) or `tracing` (call spans recorded by an
+    /// OpenTelemetry layer with no exporter), e.g. to measure what turning it on costs.
+    #[arg(long, value_enum, default_value_t = telemetry::TelemetryMode::Off, global = true)]
+    telemetry: telemetry::TelemetryMode,
+    /// Pin every plugin's threads to this CPU once it has started (the host's own placement is
+    /// the caller's: `taskset`, or the harness), e.g. to measure host and plugin on two CPUs.
+    #[arg(long, value_parser = tether_bench::affinity::parse_cpu, global = true)]
+    plugin_cpu: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -164,7 +174,7 @@ fn main() -> ExitCode {
     // Up to 64 MiB values: reuse heap pages rather than fault in fresh ones per buffer.
     tether_examples::keep_large_allocations();
     let cli = Cli::parse();
-    tether_examples::init_logging("KV_HOST_LOG");
+    let telemetry = telemetry::install(cli.telemetry, "KV_HOST_LOG");
 
     // Runtime: current-thread. Measured on the 2-core VM with release builds, kv-plugin over
     // AutoMTLS on a unix socket, `bench --calls 5000 --launches 20 --concurrency 64`, three runs
@@ -180,7 +190,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, &telemetry)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("kv-bench: error: {}", failure.message());
@@ -189,7 +199,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
+async fn run(cli: Cli, telemetry: &telemetry::HostTelemetry) -> Result<(), Failure> {
     let (program, args) = launcher::plugin_command()?;
     let launcher = Launcher {
         program,
@@ -199,6 +209,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         seccomp: cli.seccomp.into(),
         network: cli.network.into(),
         namespaces: cli.namespaces.into(),
+        call_metrics: telemetry.call_metrics.clone(),
+        plugin_cpu: cli.plugin_cpu,
     };
     match cli.command {
         Command::Summary {
