@@ -98,11 +98,11 @@ class Tracing:
         return grpc.intercept_channel(channel, self.client_interceptor)
 
     def close(self) -> None:
-        """Sends what is finished to the host (at most ``SPAN_FLUSH_TIMEOUT``), then stops the
-        batch thread."""
+        """Sends what is finished to the host, waiting at most ``SPAN_FLUSH_TIMEOUT``. The batch
+        thread (a daemon) is left to end with the process: shutting the provider down could wait
+        for an export far longer than that."""
         if not self.provider.force_flush(int(SPAN_FLUSH_TIMEOUT * 1000)):
             log.debug("the last spans did not reach the host within %gs", SPAN_FLUSH_TIMEOUT)
-        self.provider.shutdown()
 
 
 def _resource() -> Resource:
