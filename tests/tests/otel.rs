@@ -16,8 +16,8 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use tether_broker::telemetry::OtlpRelay;
 use std::path::Path;
+use tether_broker::telemetry::OtlpRelay;
 
 use tether_broker::{PluginClient, PluginClientBuilder};
 use tether_examples::adder::Adder;
@@ -185,7 +185,8 @@ async fn one_trace_follows_a_step_into_rust_python_and_typescript_plugins_and_ba
                 s.name == name
                     && s.kind == kind
                     && s.resource_attribute("service.name") == Some(service)
-                    && (service != HOST_SERVICE || s.attribute("tether.plugin.name") == Some(plugin))
+                    && (service != HOST_SERVICE
+                        || s.attribute("tether.plugin.name") == Some(plugin))
             })
             .unwrap_or_else(|| panic!("{name} kind {kind} from {service} ({plugin}):\n{report}"))
     };
@@ -208,7 +209,11 @@ async fn one_trace_follows_a_step_into_rust_python_and_typescript_plugins_and_ba
         assert_eq!(put_client.attribute("rpc.response.status_code"), Some("OK"));
         for span in [put_server, sum_client] {
             assert_eq!(span.attribute("rpc.system.name"), Some("grpc"), "{plugin}");
-            assert_eq!(span.attribute("rpc.response.status_code"), Some("OK"), "{plugin}");
+            assert_eq!(
+                span.attribute("rpc.response.status_code"),
+                Some("OK"),
+                "{plugin}"
+            );
             // The relay names the plugin from what the host knows.
             assert_eq!(span.resource_attribute("tether.plugin.name"), Some(plugin));
         }
