@@ -26,6 +26,7 @@ use tether_examples::counter::add_helper_server::AddHelperServer;
 use tether_examples::counter::counter_client::CounterClient;
 use tether_tests::bins;
 use tether_tests::otel::{self, Collector, ReceivedSpan, tree};
+use tether_tests::peers::or_skip;
 use tether_tests::python;
 use tether_tests::sdk_plugin::example_handshake;
 use tether_tests::typescript;
@@ -110,6 +111,34 @@ async fn put_through_a_host_callback(builder: PluginClientBuilder, relay: &OtlpR
     plugin.shutdown().await.unwrap();
 }
 
+/// Whether the Python SDK's `telemetry` extra is importable by the plugins' interpreter and the
+/// TypeScript SDK's OpenTelemetry peer dependencies are installed beside it.
+fn sdk_tracing_packages(
+    py: &python::PythonPeer,
+    node: &typescript::NodePeer,
+) -> Result<(), String> {
+    let imported = std::process::Command::new(&py.interpreter)
+        .args([
+            "-c",
+            "import opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.common.trace_encoder",
+        ])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", py.interpreter.display()))?;
+    if !imported.status.success() {
+        return Err("Python cannot import the OpenTelemetry packages; run: pip install -r sdk-python/requirements-dev.txt".into());
+    }
+    for package in ["api", "sdk-trace-base", "otlp-transformer"] {
+        let dir = node.sdk.join("node_modules/@opentelemetry").join(package);
+        if !dir.is_dir() {
+            return Err(format!(
+                "{} is missing; run: (cd sdk-typescript && npm ci)",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_trace_follows_a_step_into_rust_python_and_typescript_plugins_and_back_through_their_callbacks()
  {
@@ -123,6 +152,12 @@ async fn one_trace_follows_a_step_into_rust_python_and_typescript_plugins_and_ba
     let Some(node) = typescript::node_or_skip(TEST) else {
         return;
     };
+    // Without their optional OpenTelemetry packages the SDKs trace nothing (by design): say so
+    // rather than time out waiting for spans.
+    let packages = sdk_tracing_packages(&py, &node);
+    if or_skip(packages, "the SDKs' OpenTelemetry packages", TEST).is_none() {
+        return;
+    }
     let collector = Collector::start(&tools);
     let provider = host_pipeline(&collector);
     let relay = OtlpRelay::grpc(format!("http://{}", collector.grpc)).unwrap();
