@@ -39,6 +39,7 @@ import { log } from "./log.js";
 import type { MuxRouter } from "./mux.js";
 import { MuxRelay } from "./relay.js";
 import { DIAL_CHANNEL_OPTIONS, dialCredentials, type Pinned } from "./tls.js";
+import type { BrokerTracing } from "./trace-settings.js";
 
 /** Set by tether hosts to `served` or `none`: whether they serve host services (go-plugin hosts never set it). */
 export const HOST_SERVICES_VAR = "TETHER_HOST_SERVICES";
@@ -64,6 +65,8 @@ export interface BrokerSetup {
   socketDir: string;
   /** Set in the multiplexed mode. */
   mux: MuxRouter | undefined;
+  /** Set when the host asked for traces: brokered calls both ways are traced. */
+  tracing?: BrokerTracing | undefined;
 }
 
 /** An id served with {@link GRPCBroker.acceptAndServe}; {@link Served.stop} ends it. */
@@ -152,7 +155,7 @@ export class GRPCBroker {
     options: { timeoutMs?: number } = {},
   ): Promise<C> {
     const channel = await this.dialChannel(id, DialledChannel, options.timeoutMs);
-    return clientOn(channel, Client);
+    return clientOn(channel, Client, this.setup?.tracing);
   }
 
   /**
@@ -177,7 +180,7 @@ export class GRPCBroker {
         if (this.hostChannel === dialing) this.hostChannel = undefined;
       });
     }
-    return clientOn(await this.hostChannel, Client);
+    return clientOn(await this.hostChannel, Client, this.setup?.tracing);
   }
 
   /**
@@ -187,7 +190,7 @@ export class GRPCBroker {
    */
   async acceptAndServe(id: number, services: readonly ServiceEntry[]): Promise<Served> {
     const setup = this.requireSetup(id);
-    const endpoint = new Endpoint(services, setup.pinned);
+    const endpoint = new Endpoint(setup.tracing?.serve(services) ?? services, setup.pinned);
     const knocks = this.knocks;
     if (knocks !== undefined) {
       knocks.mux.route(id, (stream) => endpoint.accept(stream));
@@ -304,7 +307,10 @@ export type ClientConstructor<C extends grpc.Client> = new (
 function clientOn<C extends grpc.Client>(
   channel: grpc.Channel,
   Client: ClientConstructor<C> | grpc.ServiceClientConstructor,
+  tracing: BrokerTracing | undefined,
 ): C {
+  const options: grpc.ClientOptions = { channelOverride: channel };
+  if (tracing !== undefined) options.interceptors = [tracing.clientInterceptor];
   // The address and credentials are unused with channelOverride.
-  return new (Client as ClientConstructor<C>)("localhost", grpc.credentials.createInsecure(), { channelOverride: channel });
+  return new (Client as ClientConstructor<C>)("localhost", grpc.credentials.createInsecure(), options);
 }

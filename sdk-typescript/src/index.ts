@@ -13,6 +13,11 @@
  * await plugin.serve();
  * ```
  *
+ * Traces: with the optional OpenTelemetry packages installed (the `@opentelemetry/*` peer
+ * dependencies), a plugin whose host records traces continues them with no code of its own —
+ * each served call a span under the caller's, its brokered calls carrying the context on, its
+ * spans sent to the host over the existing connection. Without them nothing changes.
+ *
  * @module
  */
 
@@ -34,6 +39,14 @@ export { generateIdentity, parseCertPem, derToPem, fingerprint, Identity, SERVER
 export { log, setLogLevel } from "./log.js";
 export type { Level } from "./log.js";
 export { STDIO_BUFFER_LIMIT } from "./stdio.js";
+export {
+  SPAN_BATCH_DELAY_MS,
+  SPAN_FLUSH_TIMEOUT_MS,
+  SPAN_EXPORT_TIMEOUT_MS,
+  UNTRACED_SERVICES,
+  TRACEPARENT_VAR,
+  TRACESTATE_VAR,
+} from "./trace-settings.js";
 export {
   PluginError,
   ConfigurationError,

@@ -23,6 +23,7 @@ import { internalProtos } from "./protos.js";
 import { REFLECTION_SERVICES, serveReflection } from "./reflection.js";
 import { StdioRelay } from "./stdio.js";
 import type { Pinned } from "./tls.js";
+import { Tracing } from "./tracing.js";
 
 /** The health service name hosts check (go-plugin's). */
 export const HEALTH_SERVICE = "plugin";
@@ -233,11 +234,14 @@ class Serving {
   }
 
   async run(): Promise<StopReason> {
+    // Only when the host asked for traces and the OpenTelemetry packages are installed.
+    const tracing = await Tracing.start(this.broker);
+    const started = tracing?.startSpan();
     const pinned: Pinned | undefined =
       this.env.clientCert !== undefined ? { identity: generateIdentity(), hostCert: this.env.clientCert } : undefined;
     const protos = internalProtos();
     const entries: ServiceEntry[] = [
-      ...this.services,
+      ...(tracing?.serve(this.services) ?? this.services),
       { service: protos.health, implementation: healthImplementation() },
       {
         service: protos.controller,
@@ -274,6 +278,7 @@ class Serving {
       // Brokered sockets go next to the main one (the host's directory or our private one).
       socketDir: bound.network === "unix" ? path.dirname(bound.address) : this.env.tmpDir ?? path.dirname(bound.address),
       mux,
+      tracing,
     });
 
     const onSignal = (): void => this.stop(StopReason.Signal);
@@ -297,6 +302,7 @@ class Serving {
         multiplex: this.env.multiplex === undefined ? undefined : multiplex,
       }),
     );
+    started?.end();
     if (this.options.relayStdio !== false) this.relay.install();
     log("debug", "serving", {
       app_version: this.appVersion,
@@ -314,6 +320,8 @@ class Serving {
     const grace = this.options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
     this.relay.close();
     bound.server.close();
+    // The last spans, while the host-services connection is still up.
+    await tracing?.close();
     await Promise.all([this.broker.close(), endpoint.shutdown(grace)]);
     mux?.close();
     bound.cleanup();

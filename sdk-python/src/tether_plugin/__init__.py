@@ -21,6 +21,11 @@ when the host asks, on SIGTERM, or when the host process dies.
 
     tether_plugin.serve("BASIC_PLUGIN", "hello", [(kv_pb2_grpc.add_KVServicer_to_server, KV())])
 
+Traces: with the optional OpenTelemetry packages installed (``pip install
+tether-plugin[telemetry]``), a plugin whose host records traces continues them with no code of
+its own — each served call a span under the caller's, its callbacks carrying the context on,
+its spans sent to the host over the existing connection. Without them nothing changes.
+
 Secrets and config files a tether host granted: ``tether_plugin.secrets.read("name")``,
 ``tether_plugin.config.read("name")``.
 """
@@ -43,6 +48,7 @@ from ._plugin import (
 )
 from ._stdio import STDIO_BUFFER_LIMIT
 from ._tls import CERT_BACKDATE, CERT_VALIDITY, SERVER_NAME, Identity, fingerprint, generate_identity
+from ._tracing import SPAN_BATCH_DELAY, SPAN_EXPORT_TIMEOUT, SPAN_FLUSH_TIMEOUT, UNTRACED_SERVICES
 from .errors import (
     NOT_LAUNCHED_BY_HOST_MESSAGE,
     ConfigurationError,
@@ -74,6 +80,9 @@ __all__ = [
     "MAX_UNIX_PATH_BYTES",
     "NOT_LAUNCHED_BY_HOST_MESSAGE",
     "SERVER_NAME",
+    "SPAN_BATCH_DELAY",
+    "SPAN_EXPORT_TIMEOUT",
+    "SPAN_FLUSH_TIMEOUT",
     "STDIO_BUFFER_LIMIT",
     "GrpcBrokerError",
     "ConfigurationError",
@@ -96,6 +105,7 @@ __all__ = [
     "Served",
     "StopReason",
     "TlsError",
+    "UNTRACED_SERVICES",
     "choose_version",
     "config",
     "encode_cert",

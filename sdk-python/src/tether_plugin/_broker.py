@@ -78,6 +78,9 @@ class _Setup:
     host_services: bool | None = None
     #: The multiplexed mode's router (``None`` in the default mode).
     router: _mux.MuxRouter | None = None
+    #: The plugin's tracing (``_otel.Tracing``), when the host asked for traces: its interceptors
+    #: trace the calls on brokered channels and the calls served on brokered ids.
+    tracing: Any = None
 
 
 class Served:
@@ -152,6 +155,9 @@ class GRPCBroker:
         has stopped, no announcement arrives in time, or the announced address is not an
         absolute unix socket path or a loopback TCP address.
         """
+        return self._traced(self._dial(broker_id, timeout))
+
+    def _dial(self, broker_id: int, timeout: float | None) -> DialledChannel:
         timeout = self.dial_timeout if timeout is None else timeout
         mux = self._require_mux()
         cleanups: list = []
@@ -171,6 +177,11 @@ class GRPCBroker:
             raise GrpcBrokerError(f"broker id {broker_id}: the broker has stopped (the plugin is stopping)")
         return channel
 
+    def _traced(self, channel: grpc.Channel) -> grpc.Channel:
+        """``channel``, whose calls are traced when the host asked for traces."""
+        tracing = self._setup.tracing if self._setup is not None else None
+        return channel if tracing is None else tracing.intercept(channel)
+
     def _forget(self, channel: DialledChannel) -> None:
         """A dialled channel was closed: the broker no longer holds it."""
         with self._lock:
@@ -187,14 +198,14 @@ class GRPCBroker:
         :attr:`dial_timeout`)."""
         with self._lock:
             if self._host_channel is not None:
-                return SharedChannel(self._host_channel)
+                return self._traced(SharedChannel(self._host_channel))
         if self._require_setup().host_services is False:
             raise GrpcBrokerError(
                 f"broker id {HOST_SERVICES_ID}: the host serves no host services (it said so at "
                 "launch, TETHER_HOST_SERVICES=none; go-plugin hosts never do; a tether host does "
                 "when it registers host_service)"
             )
-        channel = self.dial(HOST_SERVICES_ID, timeout)
+        channel = self._dial(HOST_SERVICES_ID, timeout)
         with self._lock:
             if self._host_channel is None:
                 self._host_channel = channel
@@ -202,7 +213,7 @@ class GRPCBroker:
             shared = self._host_channel
         if channel is not None:
             channel.close()  # another caller's dial won the race
-        return SharedChannel(shared)
+        return self._traced(SharedChannel(shared))
 
     def accept_and_serve(
         self,
@@ -218,7 +229,9 @@ class GRPCBroker:
         setup = self._require_setup()
         executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tether-broker")
         tls = setup.tls
-        interceptors = [_tls.HostPin(tls.host_cert_der)] if tls and tls.grpc_can_verify else None
+        interceptors = [_tls.HostPin(tls.host_cert_der)] if tls and tls.grpc_can_verify else []
+        if setup.tracing is not None:
+            interceptors.append(setup.tracing.server_interceptor)
         server = grpc.server(executor, interceptors=interceptors, options=[("grpc.so_reuseport", 0)])
         for add, servicer in services:
             add(servicer, server)

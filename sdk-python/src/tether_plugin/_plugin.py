@@ -15,7 +15,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
-from . import _listen, _log, _mux, _stdio, _terminator, _tls
+from . import _listen, _log, _mux, _stdio, _terminator, _tls, _tracing
 from ._broker import GRPCBroker, _Setup, _Tls
 from ._handshake import Handshake
 from ._host import HostWatch, StopReason, StopWaiter
@@ -257,13 +257,14 @@ class Plugin:
         waiter = StopWaiter(host)
         try:
             waiter.install_signal_handlers(self.ignore_sigint)
-            return self._serve(launch, waiter)
+            return self._serve(launch, waiter, _traces(launch.host_services, self._broker))
         finally:
             waiter.close()
             host.close()
 
-    def _serve(self, launch, waiter: StopWaiter) -> StopReason:
+    def _serve(self, launch, waiter: StopWaiter, tracing: Any) -> StopReason:
         credentials = interceptors = identity = terminator = None
+        started = tracing.start_span() if tracing is not None else None
         host_cert = launch.client_cert_der
         if host_cert is not None:
             try:
@@ -276,6 +277,8 @@ class Plugin:
             except Exception as e:  # cryptography, ssl and grpc raise various types
                 raise TlsError(f"cannot set up AutoMTLS: {e}") from e
 
+        if tracing is not None:
+            interceptors = [*(interceptors or ()), tracing.server_interceptor]
         executor = futures.ThreadPoolExecutor(
             max_workers=self.max_workers, thread_name_prefix="tether-plugin"
         )
@@ -344,6 +347,7 @@ class Plugin:
                 socket_dir=os.path.dirname(bound.address) if bound.network == "unix" else None,
                 host_services=launch.host_services,
                 router=router,
+                tracing=tracing,
             )
         )
         saved = (sys.stdout, sys.stderr)
@@ -365,6 +369,9 @@ class Plugin:
             if mux_listener is not None:
                 mux_listener.start()
             _print_handshake(handshake.line())
+            if started is not None:
+                started.end()
+                started = None
             log.debug(
                 "serving on %s %s (%s, %s broker)",
                 bound.network,
@@ -379,6 +386,10 @@ class Plugin:
             log.debug("stopping: %s", reason.value)
         finally:
             health_servicer.enter_graceful_shutdown()
+            if started is not None:
+                started.end()  # the start failed
+            if tracing is not None:
+                tracing.close()  # the last spans, while the host-services connection is up
             self._broker.close()
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -462,6 +473,20 @@ def _reflection_handler(servicer: reflection.ReflectionServicer) -> grpc.RpcMeth
         request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
         response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
     )
+
+
+def _traces(host_services: bool | None, broker: GRPCBroker) -> Any:
+    """The plugin's tracing (:mod:`._tracing`), or ``None`` — when the host sent no
+    ``TRACEPARENT`` (it records no trace), serves no host services (no relay to send spans to),
+    or the OpenTelemetry packages are not installed."""
+    if not os.environ.get(_tracing.ENV_TRACEPARENT) or host_services is not True:
+        return None
+    try:
+        from . import _otel
+    except ImportError as e:
+        log.debug("not tracing: the OpenTelemetry packages are not installed (%s)", e)
+        return None
+    return _otel.Tracing(broker, os.environ)
 
 
 def _print_handshake(line: str) -> None:
