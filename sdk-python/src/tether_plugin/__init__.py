@@ -54,6 +54,7 @@ from .errors import (
     NotGrantedError,
     NotLaunchedByHost,
     PluginError,
+    PluginRefusedError,
     TlsError,
 )
 
@@ -92,6 +93,7 @@ __all__ = [
     "NotLaunchedByHost",
     "Plugin",
     "PluginError",
+    "PluginRefusedError",
     "PortRange",
     "Served",
     "StopReason",
