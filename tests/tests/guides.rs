@@ -137,7 +137,9 @@ fn the_manifest_and_grants_references_in_the_guides_parse_with_the_library() {
     // docs/host-rust.md's and docs/kubernetes.md's; the Python and TypeScript guides' `calls`.
     assert_eq!(
         parsed,
-        ["grants", "grants", "grants", "grants", "manifest", "manifest"]
+        [
+            "grants", "grants", "grants", "grants", "manifest", "manifest"
+        ]
     );
 }
 
