@@ -6,7 +6,8 @@
 
 Uses grpcio-tools from PyPI (its bundled protoc and well-known types), so no system protoc is
 needed. The .proto sources are the repository's own (go-plugin's internal services in
-proto/proto/plugin/, the KV example contract in examples/proto/); nothing is copied.
+proto/proto/plugin/, tether's plugin-to-plugin service in proto/proto/tether/, the KV example
+contract in examples/proto/); nothing is copied.
 tests/test_generated_code.py fails while the checked-in code is stale.
 """
 
@@ -45,6 +46,15 @@ JOBS = (
         ),
         out=SDK / "src" / "tether_plugin" / "_proto",
         rewrite_imports=(("from plugin import ", "from tether_plugin._proto.plugin import "),),
+    ),
+    # tether's own host service for plugin-to-plugin calls (docs/PROTOCOL.md §10.3).
+    Job(
+        include=REPO / "proto" / "proto",
+        protos=("tether/plugins/v1/plugins.proto",),
+        out=SDK / "src" / "tether_plugin" / "_proto",
+        rewrite_imports=(
+            ("from tether.plugins.v1 import ", "from tether_plugin._proto.tether.plugins.v1 import "),
+        ),
     ),
     Job(
         include=REPO / "examples" / "proto",

@@ -19,7 +19,9 @@
  * the broker's API and its lifecycle.
  *
  * A tether host also serves *host services* to every plugin under {@link HOST_SERVICES_ID},
- * with no id in any message ({@link GRPCBroker.hostServices}).
+ * with no id in any message ({@link GRPCBroker.hostServices}); a tether catalog host relays
+ * calls to other plugins of its catalog when granted ({@link GRPCBroker.openPlugin},
+ * `plugins.ts`).
  *
  * Brokered connections use the same AutoMTLS identities as the main connection: the plugin
  * presents its certificate and accepts only the host's, whichever side is the TLS server.
@@ -37,6 +39,8 @@ import { GrpcBrokerError } from "./errors.js";
 import { Knocks } from "./knocks.js";
 import { log } from "./log.js";
 import type { MuxRouter } from "./mux.js";
+import { openBrokerId } from "./plugins.js";
+import { internalProtos } from "./protos.js";
 import { MuxRelay } from "./relay.js";
 import { DIAL_CHANNEL_OPTIONS, dialCredentials, type Pinned } from "./tls.js";
 import type { BrokerTracing } from "./trace-settings.js";
@@ -99,6 +103,7 @@ export class Served {
  * ```ts
  * const helper = await broker.dial(request.add_server, AddHelper);  // an id the host sent
  * const host = await broker.hostServices(AddHelper);                 // a tether host's host services
+ * const kv = await broker.openPlugin<KVClient>("b", KV);             // catalog plugin b, if granted
  * const served = await broker.acceptAndServe(broker.nextId(), [{ service: Callback, implementation }]);
  * ```
  */
@@ -181,6 +186,30 @@ export class GRPCBroker {
       });
     }
     return clientOn(await this.hostChannel, Client, this.setup?.tracing);
+  }
+
+  /**
+   * A client of `Client` for the services of the host's catalog plugin `plugin`, relayed by the
+   * host (a tether `Supervisor`), which starts it if needed — when the operator's grants let
+   * this plugin call it (`calls = ["NAME"]` under `[plugins.THIS]`). This plugin never learns
+   * its address, certificate or secrets. Close the client when done with it (`client.close()`);
+   * clients still open are closed when the plugin stops.
+   *
+   * Asks `tether.plugins.v1.Plugins/Open` on the {@link hostServices host services} for a
+   * broker id, then {@link dial}s it; `timeoutMs` is as theirs. Works in both broker modes.
+   *
+   * @throws {PluginRefusedError} when the host refuses (not granted: the message names the
+   *   grants line to add; `code` and `details` are the host's); {@link GrpcBrokerError} as
+   *   {@link hostServices} and {@link dial}.
+   */
+  async openPlugin<C extends grpc.Client = grpc.Client>(
+    plugin: string,
+    Client: ClientConstructor<C> | grpc.ServiceClientConstructor,
+    options: { timeoutMs?: number } = {},
+  ): Promise<C> {
+    const host = await this.hostServices(internalProtos().plugins, options);
+    const id = await openBrokerId(host, plugin);
+    return this.dial(id, Client, options);
   }
 
   /**

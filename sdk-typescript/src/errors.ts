@@ -71,3 +71,26 @@ export class NotGrantedError extends PluginError {
 export class InvalidNameError extends PluginError {
   override name = "InvalidNameError";
 }
+
+/**
+ * The host did not open a connection to another catalog plugin asked for with
+ * `broker.openPlugin`: not granted (`PERMISSION_DENIED`; the message names the grants line to
+ * add, e.g. ``add `calls = ["b"]` under `[plugins.a]` at /etc/tether/grants.toml:3``), not in
+ * its catalog (`NOT_FOUND`), or it could not start (`UNAVAILABLE`). The host's own status code
+ * and message are kept, so a plugin can pass the refusal on to its caller unchanged.
+ */
+export class PluginRefusedError extends GrpcBrokerError {
+  override name = "PluginRefusedError";
+  constructor(
+    /** The catalog plugin asked for. */
+    readonly plugin: string,
+    /** The host's gRPC status code (a `grpc.status` value). */
+    readonly code: number,
+    /** The host's message. */
+    readonly details: string,
+    /** The status code's name (`PERMISSION_DENIED`), for the message. */
+    codeName: string,
+  ) {
+    super(`the host did not open a connection to plugin ${JSON.stringify(plugin)}: ${details} (${codeName})`);
+  }
+}

@@ -56,5 +56,6 @@ export {
   GrpcBrokerError,
   NotGrantedError,
   InvalidNameError,
+  PluginRefusedError,
   NOT_LAUNCHED_BY_HOST_MESSAGE,
 } from "./errors.js";

@@ -1,6 +1,7 @@
 /**
  * Loading `.proto` files with `@grpc/proto-loader`: the SDK's own (go-plugin's internal
- * services and gRPC health, shipped in the package's `proto/` folder) and the author's.
+ * services, gRPC health and tether's `tether.plugins.v1.Plugins`, shipped in the package's
+ * `proto/` folder) and the author's.
  *
  * @module
  */
@@ -58,14 +59,19 @@ export interface InternalProtos {
   controller: grpc.ServiceClientConstructor;
   stdio: grpc.ServiceClientConstructor;
   health: grpc.ServiceClientConstructor;
+  /** tether's plugin-to-plugin host service (docs/PROTOCOL.md §10.3). */
+  plugins: grpc.ServiceClientConstructor;
 }
 
 let internal: InternalProtos | undefined;
 
-/** go-plugin's `plugin.GRPCBroker`, `plugin.GRPCController`, `plugin.GRPCStdio` and `grpc.health.v1.Health`. */
+/**
+ * go-plugin's `plugin.GRPCBroker`, `plugin.GRPCController`, `plugin.GRPCStdio`,
+ * `grpc.health.v1.Health` and tether's `tether.plugins.v1.Plugins`.
+ */
 export function internalProtos(): InternalProtos {
   if (internal === undefined) {
-    const files = ["plugin/grpc_broker.proto", "plugin/grpc_controller.proto", "plugin/grpc_stdio.proto", "grpc/health/v1/health.proto"];
+    const files = ["plugin/grpc_broker.proto", "plugin/grpc_controller.proto", "plugin/grpc_stdio.proto", "grpc/health/v1/health.proto", "tether/plugins/v1/plugins.proto"];
     const definition = protoLoader.loadSync(
       files.map((f) => path.join(SDK_PROTO_DIR, f)),
       { ...PROTO_LOADER_OPTIONS, includeDirs: [SDK_PROTO_DIR] },
@@ -76,6 +82,7 @@ export function internalProtos(): InternalProtos {
       controller: serviceClient(pkg, "plugin.GRPCController"),
       stdio: serviceClient(pkg, "plugin.GRPCStdio"),
       health: serviceClient(pkg, "grpc.health.v1.Health"),
+      plugins: serviceClient(pkg, "tether.plugins.v1.Plugins"),
     };
   }
   return internal;

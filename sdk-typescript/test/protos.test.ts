@@ -12,6 +12,7 @@ test("the shipped .proto copies match the repository's", { skip: !existsSync(her
   for (const [copies, originals] of [
     ["../../proto/plugin/", "../../../proto/proto/plugin/"],
     ["../../examples/proto/", "../../../examples/proto/"],
+    ["../../proto/tether/plugins/v1/", "../../../proto/proto/tether/plugins/v1/"],
   ] as const) {
     for (const name of readdirSync(here(copies))) {
       assert.equal(readFileSync(here(copies + name), "utf8"), readFileSync(here(originals + name), "utf8"), `${copies}${name} is stale`);
@@ -25,4 +26,5 @@ test("the internal services load with go-plugin's names", () => {
   assert.ok(p.controller.service.Shutdown);
   assert.ok(p.stdio.service.StreamStdio);
   assert.equal(p.health.service.Check?.path, "/grpc.health.v1.Health/Check");
+  assert.equal(p.plugins.service.Open?.path, "/tether.plugins.v1.Plugins/Open");
 });

@@ -4,6 +4,7 @@
 #   otelplugin-v18                                     the same, with OpenTelemetry (otelgrpc + OTLP to the host)
 #   callerplugin-v18                                   the same, calling other catalog plugins through a tether host
 #   {kv,counter}{plugin,host}-v101, probeplugin-v101  Debian's go-plugin 1.0.1, /usr/lib/go-1.19/bin/go, GOPATH mode
+#   callerplugin-v101                                  the same, calling other catalog plugins through a tether host
 # Usage: tests/go/build.sh OUTDIR
 # The binaries land in OUTDIR; generated code, staged sources and the GOPATH go to
 # OUTDIR/.go-interop-build. Idempotent; safe to run concurrently on the same OUTDIR.
@@ -133,6 +134,7 @@ if want v101; then
 		"$GO119" build -o "$OUT/probeplugin-v101" ./probeplugin
 		"$GO119" build -o "$OUT/counterplugin-v101" ./counterplugin
 		"$GO119" build -o "$OUT/counterhost-v101" ./counterhost
+		"$GO119" build -o "$OUT/callerplugin-v101" ./callerplugin
 	) || die "v101 build failed ($("$GO119" version 2>&1), GOPATH=$BUILD/gopath:$GOCODE)"
-	echo "tests/go/build.sh: built kvplugin-v101 kvhost-v101 probeplugin-v101 counterplugin-v101 counterhost-v101 in $((SECONDS - t0))s" >&2
+	echo "tests/go/build.sh: built kvplugin-v101 kvhost-v101 probeplugin-v101 counterplugin-v101 counterhost-v101 callerplugin-v101 in $((SECONDS - t0))s" >&2
 fi

@@ -1,5 +1,6 @@
 //! `tether run`, `list` and `check` with the agent demo shipped in `examples/agent`: lazy
-//! starts, the notifier's secret, broken manifests and workflows.
+//! starts, the notifier's secret, the checksum step's granted call to another plugin, broken
+//! manifests and workflows.
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
@@ -59,14 +60,48 @@ fn the_agent_demo_binary_runs_the_workflow_and_prints_the_summary() {
     let text = stdout(&out);
     assert!(out.status.success(), "{}\n{text}", stderr(&out));
     assert!(text.contains("steps run: 10 (10 steps x 1 runs)"), "{text}");
+    // `hash` runs no step: the first step's call through the host started it.
     assert!(
-        text.contains("plugins: 5 started of 7 in catalog"),
+        text.contains(
+            "plugins: 6 started of 7 in catalog (checksum, hash, json-transform, notifier, template, word-count)"
+        ),
         "{text}"
     );
+    let progress = stderr(&out);
     assert!(
-        stderr(&out).contains("[10/10] announce (notifier)"),
+        progress.contains("[1/10] fetch-changes (checksum): changelog.md: ")
+            && progress.contains("(confirmed by plugin `hash` through the host)"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("[10/10] announce (notifier)"),
+        "{progress}"
+    );
+}
+
+#[test]
+fn the_checksum_steps_call_to_the_hash_plugin_is_refused_without_its_grant_naming_what_to_add() {
+    let work = tempfile::tempdir().unwrap();
+    let grants = work.path().join("grants.toml");
+    let policy = std::fs::read_to_string(demo().join("grants.toml")).unwrap();
+    let without = policy.replace("[plugins.checksum]\ncalls = [\"hash\"]\n", "");
+    assert_ne!(without, policy, "the demo grants checksum its call to hash");
+    std::fs::write(&grants, without).unwrap();
+    let out = tether(work.path(), &["run", "--grants", grants.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_STEP_FAILED),
         "{}",
-        stderr(&out)
+        stdout(&out)
+    );
+    let err = stderr(&out);
+    let refusal = format!(
+        "plugin `checksum` may not call plugin `hash`: not granted; add `[plugins.checksum]` with `calls = [\"hash\"]` to {}",
+        grants.display()
+    );
+    assert!(
+        err.contains("step `fetch-changes` (plugin `checksum`) failed") && err.contains(&refusal),
+        "{err}"
     );
 }
 

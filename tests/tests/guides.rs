@@ -134,8 +134,13 @@ fn the_manifest_and_grants_references_in_the_guides_parse_with_the_library() {
         }
     }
     parsed.sort();
-    // docs/host-rust.md's and docs/kubernetes.md's.
-    assert_eq!(parsed, ["grants", "grants", "manifest", "manifest"]);
+    // docs/host-rust.md's and docs/kubernetes.md's; the Python and TypeScript guides' `calls`.
+    assert_eq!(
+        parsed,
+        [
+            "grants", "grants", "grants", "grants", "manifest", "manifest"
+        ]
+    );
 }
 
 // --- Rust: the plugin guide's crate and the host guide's crate ----------------------------------

@@ -396,7 +396,8 @@ async fn run_both_ways(world: &PodWorld, agent: &Agent) {
     let (text, errors) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{errors}\n{text}");
     assert!(text.contains("steps run: 10"), "{text}");
-    assert!(text.contains("plugins: 5 started of 6"), "{text}");
+    // `hash` runs no step: checksum's call through the agent started it.
+    assert!(text.contains("plugins: 6 started of 6"), "{text}");
     // The same steps, the same granted secret: the same signed note.
     assert_eq!(signature(&text), in_processes);
     assert!(!text.contains(WEBHOOK_TOKEN) && !errors.contains(WEBHOOK_TOKEN));
@@ -404,11 +405,12 @@ async fn run_both_ways(world: &PodWorld, agent: &Agent) {
     watching.abort();
     let seen = std::mem::take(&mut *seen.lock().unwrap());
 
-    // A Pod per used step, each owned by the agent's Pod; `hash` is never started.
+    // A Pod per plugin used, each owned by the agent's Pod; `hash`'s for checksum's call.
     assert_eq!(
         seen.pods.keys().map(String::as_str).collect::<Vec<_>>(),
         [
             "checksum",
+            "hash",
             "json-transform",
             "notifier",
             "template",

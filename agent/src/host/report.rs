@@ -19,7 +19,7 @@ pub const ALL_LINES_UP_TO: u64 = 20;
 /// workflow: release-note (examples/agent/workflow.toml)
 /// catalog: examples/agent/catalog (from $TETHER_CATALOG)
 /// steps run: 10 (10 steps x 1 runs)
-/// plugins: 5 started of 7 in catalog (checksum, json-transform, notifier, template, word-count)
+/// plugins: 6 started of 7 in catalog (checksum, hash, json-transform, notifier, template, word-count)
 /// callbacks: 1 progress reports, 1 log lines, 1 artifact fetches (325 bytes), 0 refused
 /// output: {"channel":"releases"}
 /// total time: 52.60 ms

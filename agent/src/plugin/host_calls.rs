@@ -1,4 +1,5 @@
-//! A step's calls back to the host (`tether.agent.v1.Host`): progress, log lines, artifacts.
+//! A step's calls back to the host (`tether.agent.v1.Host`): progress, log lines, artifacts;
+//! and connections through the host to other plugins of its catalog, when granted.
 
 use tether_sdk::GrpcBroker;
 use tether_sdk::telemetry::TracedChannel;
@@ -79,6 +80,22 @@ impl HostCalls {
             .await
             .map_err(|s| StepError(format!("logging to the host: {}", s.message())))?;
         Ok(())
+    }
+
+    /// A connection to the services of catalog plugin `plugin`, relayed by the host, which
+    /// starts it if needed — when the operator's grants let this plugin call it (`calls =
+    /// ["NAME"]` under `[plugins.THIS]`; docs/PROTOCOL.md §10.3). Use it with that plugin's
+    /// client (e.g. [`ExecutorClient`](crate::v1::executor_client::ExecutorClient)).
+    ///
+    /// # Errors
+    /// When the host refuses (not granted: the message names the grants line to add; not in
+    /// its catalog; it could not start) or cannot be reached.
+    pub async fn open_plugin(&self, plugin: &str) -> Result<TracedChannel, StepError> {
+        self.broker.open_plugin(plugin).await.map_err(|e| {
+            StepError(format!(
+                "cannot call plugin `{plugin}` through the host: {e}"
+            ))
+        })
     }
 
     /// Fetches the host's artifact `name`, reporting progress after every chunk.

@@ -60,6 +60,7 @@ from .errors import (
     NotGrantedError,
     NotLaunchedByHost,
     PluginError,
+    PluginRefusedError,
     TlsError,
 )
 
@@ -101,6 +102,7 @@ __all__ = [
     "NotLaunchedByHost",
     "Plugin",
     "PluginError",
+    "PluginRefusedError",
     "PortRange",
     "Served",
     "StopReason",

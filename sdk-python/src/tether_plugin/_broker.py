@@ -6,7 +6,8 @@ serves gRPC there and announces ``ConnInfo{service_id, network, address}`` on th
 announcement and connects (:meth:`GRPCBroker.dial`). Ids travel inside app messages (e.g. the
 ``add_server`` field of go-plugin's counter example). A tether host also serves *host services*
 to every plugin under :data:`HOST_SERVICES_ID`, without an id in any message
-(:meth:`GRPCBroker.host_services`).
+(:meth:`GRPCBroker.host_services`); a tether catalog host relays calls to other plugins of its
+catalog when granted (:meth:`GRPCBroker.open_plugin`, see :mod:`._plugins`).
 
 Brokered connections use the same AutoMTLS identities as the main connection: the plugin
 presents its own certificate and accepts only the host's exact certificate. When gRPC's TLS
@@ -35,7 +36,7 @@ from typing import Any
 
 import grpc
 
-from . import _listen, _mux, _terminator, _tls
+from . import _listen, _mux, _plugins, _terminator, _tls
 from ._channel import DialledChannel, SharedChannel
 from ._proto.plugin import grpc_broker_pb2, grpc_broker_pb2_grpc
 from .errors import GrpcBrokerError
@@ -113,6 +114,7 @@ class GRPCBroker:
         channel = broker.dial(request.add_server)        # an id the host sent
         total = AddHelperStub(channel).Sum(SumRequest(a=1, b=2)).r
         host = broker.host_services()                    # a tether host's host services
+        other = broker.open_plugin("b")                  # catalog plugin b, if granted
         served = broker.accept_and_serve(broker.next_id(),
                                          [(add_CallbackServicer_to_server, Callback())])
     """
@@ -214,6 +216,23 @@ class GRPCBroker:
         if channel is not None:
             channel.close()  # another caller's dial won the race
         return self._traced(SharedChannel(shared))
+
+    def open_plugin(self, plugin: str, timeout: float | None = None) -> grpc.Channel:
+        """A channel to the services of the host's catalog plugin ``plugin``, relayed by the host
+        (a tether ``Supervisor``), which starts it if needed — when the operator's grants let this
+        plugin call it (``calls = ["NAME"]`` under ``[plugins.THIS]``). Use it with that
+        plugin's generated stubs; this plugin never learns its address, certificate or secrets.
+        Close it when done (or leave it to the broker when the plugin stops).
+
+        Asks ``tether.plugins.v1.Plugins/Open`` on the :meth:`host services <host_services>`
+        for a broker id, then :meth:`dials <dial>` it; ``timeout`` is as theirs. Works in both
+        broker modes. Raises :class:`~tether_plugin.errors.PluginRefusedError` when the host
+        refuses (not granted: the message names the grants line to add; its ``code`` and
+        ``details`` are the host's), else :class:`~tether_plugin.errors.GrpcBrokerError` as
+        :meth:`host_services` and :meth:`dial`.
+        """
+        broker_id = _plugins.open_broker_id(self.host_services(timeout), plugin)
+        return self.dial(broker_id, timeout)
 
     def accept_and_serve(
         self,

@@ -70,3 +70,22 @@ class GrpcBrokerError(PluginError):
     """A ``GRPCBroker`` operation failed: dialling an id the host never announced (in time), an
     address the plugin refuses to dial, using the broker before the plugin serves or after it
     stopped, or a socket that could not be made. The message names the broker id."""
+
+
+class PluginRefusedError(GrpcBrokerError):
+    """The host did not open a connection to another catalog plugin asked for with
+    :meth:`GRPCBroker.open_plugin <tether_plugin.GRPCBroker.open_plugin>`: not granted
+    (``PERMISSION_DENIED``; the message names the grants line to add, e.g. ``add `calls =
+    ["b"]` under `[plugins.a]` at /etc/tether/grants.toml:3``), not in its catalog
+    (``NOT_FOUND``), or it could not start (``UNAVAILABLE``). The host's own status code and
+    message are kept, so a plugin can pass the refusal on to its caller unchanged."""
+
+    def __init__(self, plugin: str, code: object, details: str) -> None:
+        name = getattr(code, "name", str(code))
+        super().__init__(f"the host did not open a connection to plugin {plugin!r}: {details} ({name})")
+        #: The catalog plugin asked for.
+        self.plugin = plugin
+        #: The host's status code (a :class:`grpc.StatusCode`).
+        self.code = code
+        #: The host's message.
+        self.details = details

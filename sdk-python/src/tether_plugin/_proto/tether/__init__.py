@@ -1,0 +1,1 @@
+"""tether's own services (generated; see ``tether_plugin._proto``)."""

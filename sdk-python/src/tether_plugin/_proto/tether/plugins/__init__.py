@@ -1,0 +1,1 @@
+"""``package tether.plugins.v1`` (generated; see ``tether_plugin._proto``)."""

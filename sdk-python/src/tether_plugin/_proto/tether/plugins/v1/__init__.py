@@ -1,0 +1,2 @@
+"""``tether.plugins.v1.Plugins``: plugin-to-plugin calls through the host (generated; see
+``tether_plugin._proto``)."""
