@@ -1,6 +1,7 @@
 //! Errors as data, in one place for the host author: each is defined next to its subsystem —
 //! [`StartError`] and [`ShutdownError`] in `launch/error/` (starting and ending one plugin),
-//! [`UseError`] in `supervisor/` (using a catalog plugin through the supervisor),
+//! [`UseError`] and [`UpgradeError`] in `supervisor/` (using a catalog plugin through the
+//! supervisor, upgrading one),
 //! [`CatalogFileError`] and [`NotGranted`] in `catalog/`, [`SandboxError`] and
 //! [`IntegrityError`] in `confine/` — and re-exported here.
 
@@ -11,5 +12,7 @@ pub use crate::launch::error::{
     AddressProblem, Incompatibility, OutputLimit, Phase, PluginOutput, ShutdownError,
     ShutdownErrorKind, ShutdownOutcome, StartError, StartErrorKind,
 };
-pub use crate::supervisor::error::{UseError, UseErrorKind};
+pub use crate::supervisor::error::{
+    UpgradeError, UpgradeErrorKind, UpgradePhase, UseError, UseErrorKind,
+};
 pub use tether_transport::{BoxError, GrpcBrokerError};

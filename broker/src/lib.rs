@@ -72,6 +72,12 @@
 //! ([`Lease::call`] → [`UseErrorKind::Crashed`](error::UseErrorKind::Crashed)) and restarts it with exponential backoff up to
 //! the manifest's limit ([`UseErrorKind::KeepsCrashing`](error::UseErrorKind::KeepsCrashing)). A plugin whose manifest requests a
 //! secret or config file that is not granted does not start ([`UseErrorKind::NotGranted`](error::UseErrorKind::NotGranted)).
+//! [`Supervisor::upgrade`] replaces a running plugin with a new version without a failed call:
+//! the new instance starts and passes its health check beside the old one, new leases get it,
+//! the old one serves the leases taken before the switch up to
+//! [`DEFAULT_UPGRADE_GRACE`](crate::supervisor::DEFAULT_UPGRADE_GRACE), and a new version that
+//! does not start changes nothing ([`UpgradeError`](error::UpgradeError));
+//! [`Supervisor::reload`] does it for every plugin of a catalog that changed.
 //!
 //! # What the plugin gets
 //! - An environment with only [`DEFAULT_ENV_ALLOWLIST`](crate::launch::DEFAULT_ENV_ALLOWLIST), the names allowed with

@@ -62,7 +62,8 @@ pub(crate) enum LogFormat {
 pub(crate) enum Command {
     /// Run a workflow of steps through the catalog's plugins (by default the workflow next to
     /// the catalog; in a source checkout, `cargo run` gives the agent demo's) and print a
-    /// summary.
+    /// summary. SIGHUP reloads the catalog: each plugin whose manifest or program changed is
+    /// upgraded without a failed step, or keeps running as it was if its new version fails.
     Run(RunArgs),
     /// List the catalog's plugins.
     List(CatalogArgs),

@@ -8,6 +8,7 @@
 //! tether inspect --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
 //! tether run                       # the catalog's workflow: DIR/../{workflow.toml,artifacts}
 //! tether run --repeat 100          # ≥ 1,000 steps, with steps/s
+//! kill -HUP <pid of tether run>    # reload the catalog: upgrade the plugins that changed
 //! tether conformance --cmd "target/debug/kv-plugin" --cookie BASIC_PLUGIN=hello
 //! tether list; tether check        # --catalog DIR, else $TETHER_CATALOG, else ./catalog
 //! tether call --catalog examples/agent/catalog --plugin word-count \
@@ -61,6 +62,7 @@ mod output;
 #[cfg(feature = "kubernetes")]
 mod pods;
 mod privileges;
+mod reload;
 mod run;
 mod target;
 

@@ -1,6 +1,7 @@
 //! `tether run`: the agent. Runs a workflow's steps through the catalog's plugins with
 //! [`tether_agent::host::run`], starting a plugin only when a step first needs it, shows
-//! progress, and prints a summary.
+//! progress, and prints a summary. On `SIGHUP` it reloads the catalog and upgrades the plugins
+//! that changed ([`crate::reload`]).
 
 use std::io::IsTerminal as _;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::args::RunArgs;
 use crate::error::CliError;
 use crate::installation::Installation;
 use crate::output::outln;
+use crate::reload::Reloads;
 
 /// Runs the workflow `--repeat` times and prints the summary.
 pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
@@ -80,10 +82,12 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
         Arc::clone(&progress) as Arc<dyn Observer>,
     )
     .build();
+    let reloads = Reloads::on_sighup(broker.clone(), args.catalog.clone());
 
     let started = Instant::now();
     let result = host::run(&broker, &workflow, args.repeat, progress.as_ref()).await;
     let elapsed = started.elapsed();
+    reloads.stop().await;
     progress.finish();
     let started_plugins: Vec<&str> = names
         .iter()

@@ -1,5 +1,6 @@
 //! Configuring a [`Supervisor`]: [`SupervisorBuilder`].
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -14,6 +15,8 @@ use crate::launch::builder::PluginClientBuilder;
 use crate::launch::settings::HandshakeConfig;
 use crate::supervisor::lease::{DEFAULT_CALL_TIMEOUT, DEFAULT_RECYCLE_AFTER_DEADLINES};
 use crate::supervisor::supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
+use crate::supervisor::upgrade::DEFAULT_UPGRADE_GRACE;
+use crate::supervisor::version::Version;
 use crate::supervisor::{Inner, Slot, SlotState, Supervisor};
 use crate::telemetry::metrics::Metrics;
 
@@ -32,6 +35,7 @@ impl Supervisor {
                 health_timeout: DEFAULT_HUNG_TIMEOUT,
                 call_timeout: DEFAULT_CALL_TIMEOUT,
                 recycle_after_deadlines: DEFAULT_RECYCLE_AFTER_DEADLINES,
+                upgrade_grace: DEFAULT_UPGRADE_GRACE,
                 customize: None,
                 metrics: None,
                 #[cfg(feature = "kubernetes")]
@@ -62,6 +66,7 @@ pub(crate) struct Options {
     pub(super) health_timeout: Duration,
     pub(super) call_timeout: Duration,
     pub(super) recycle_after_deadlines: u32,
+    pub(super) upgrade_grace: Duration,
     pub(super) customize: Option<Arc<Customize>>,
     pub(super) metrics: Option<Metrics>,
     /// The host's part of the Pod runner, for manifests with `runner = "kubernetes"`.
@@ -118,6 +123,21 @@ impl SupervisorBuilder {
     /// See [`DEFAULT_RECYCLE_AFTER_DEADLINES`]; `0` never recycles.
     pub fn recycle_after_deadlines(mut self, calls: u32) -> Self {
         self.options.recycle_after_deadlines = calls;
+        self
+    }
+
+    /// See [`DEFAULT_UPGRADE_GRACE`]: how long an instance replaced by
+    /// [`Supervisor::upgrade`] keeps serving the leases taken before the switch.
+    ///
+    /// ```
+    /// # fn f(catalog: tether_broker::Catalog) {
+    /// let supervisor = tether_broker::Supervisor::builder(catalog, "/var/lib/tether/state")
+    ///     .upgrade_grace(std::time::Duration::from_secs(120))
+    ///     .build();
+    /// # }
+    /// ```
+    pub fn upgrade_grace(mut self, grace: Duration) -> Self {
+        self.options.upgrade_grace = grace;
         self
     }
 
@@ -179,10 +199,17 @@ impl SupervisorBuilder {
                 (
                     m.name.clone(),
                     Arc::new(Slot {
-                        manifest: m.clone(),
-                        state: Mutex::new(SlotState::default()),
+                        name: m.name.clone(),
+                        state: Mutex::new(SlotState {
+                            version: Arc::new(Version::new(m.clone(), metrics)),
+                            running: None,
+                            draining: Vec::new(),
+                            crashes: VecDeque::new(),
+                            shut_down: false,
+                            restart_due: false,
+                        }),
                         starts: AtomicU64::new(0),
-                        metrics: metrics.map(|all| all.plugin(&m.name, m.sha256.as_deref())),
+                        upgrading: Mutex::new(()),
                     }),
                 )
             })

@@ -1,4 +1,5 @@
-//! Why a catalog plugin could not be used: [`UseError`] (plugin, [`UseErrorKind`]).
+//! Why a catalog plugin could not be used: [`UseError`] (plugin, [`UseErrorKind`]); why it
+//! could not be upgraded: [`UpgradeError`] (plugin, [`UpgradePhase`], [`UpgradeErrorKind`]).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use tether_proto::ValueKind;
 
 use crate::catalog::request::NotGranted;
-use crate::launch::error::StartError;
+use crate::launch::error::{Phase, StartError};
 
 /// Why a plugin could not be used: which plugin, and what went wrong ([`UseErrorKind`]) —
 /// each fact once.
@@ -94,6 +95,12 @@ pub enum UseErrorKind {
     },
     /// The supervisor was shut down.
     ShutDown,
+    /// The plugin was upgraded ([`Supervisor::upgrade`](crate::Supervisor::upgrade)) and the
+    /// instance this lease held was stopped when the grace ran out, the lease still held.
+    Replaced {
+        /// The grace the old instance was given ([`DEFAULT_UPGRADE_GRACE`](crate::supervisor::DEFAULT_UPGRADE_GRACE)).
+        grace: Duration,
+    },
 }
 
 impl UseError {
@@ -197,6 +204,10 @@ impl fmt::Display for UseError {
                 f,
                 "the supervisor is shut down; plugin `{plugin}` cannot be used"
             ),
+            K::Replaced { grace } => write!(
+                f,
+                "plugin `{plugin}` was upgraded and this lease's old instance stopped after the {grace:?} grace; acquire the plugin again for its new version (or raise `upgrade_grace`)"
+            ),
         }
     }
 }
@@ -215,7 +226,120 @@ impl std::error::Error for UseError {
             | K::DeadlineExceeded { .. }
             | K::KeepsCrashing { .. }
             | K::Call { .. }
-            | K::ShutDown => None,
+            | K::ShutDown
+            | K::Replaced { .. } => None,
+        }
+    }
+}
+
+/// Why a plugin was not upgraded ([`Supervisor::upgrade`](crate::Supervisor::upgrade)): which
+/// plugin, in which [`UpgradePhase`], and why ([`UpgradeErrorKind`]). The version that was
+/// serving keeps serving, and nothing of the new one is left (process, sockets, directories,
+/// cgroup).
+#[derive(Debug)]
+pub struct UpgradeError {
+    plugin: String,
+    /// Boxed: a `Result<_, UpgradeError>` stays small on the happy path.
+    kind: Box<UpgradeErrorKind>,
+}
+
+/// What went wrong in an [`UpgradeError`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum UpgradeErrorKind {
+    /// No plugin of that name in the supervisor: it runs the catalog it was built with, and a
+    /// plugin added to the catalog needs a new supervisor.
+    UnknownPlugin,
+    /// The new version could not be started: its manifest is not granted, a value it asks for
+    /// is missing, or its launch failed (the [`StartError`] inside names the launch's phase,
+    /// the exit status and what the plugin printed).
+    NotStarted(UseError),
+    /// The supervisor was shut down during the upgrade; the new instance was stopped.
+    ShutDown,
+}
+
+/// Where an upgrade failed ([`UpgradeError::phase`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UpgradePhase {
+    /// Checking the new version before anything runs: the plugin's name, the grants, the
+    /// values it asks for, its state directory.
+    Check,
+    /// Starting the new instance, up to its health check; the launch's own [`Phase`].
+    Start(Phase),
+    /// Switching new calls to the new instance.
+    Switch,
+}
+
+impl fmt::Display for UpgradePhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Check => f.write_str("check"),
+            Self::Start(phase) => write!(f, "start ({phase})"),
+            Self::Switch => f.write_str("switch"),
+        }
+    }
+}
+
+impl UpgradeError {
+    pub(crate) fn new(plugin: impl Into<String>, kind: UpgradeErrorKind) -> Self {
+        Self {
+            plugin: plugin.into(),
+            kind: Box::new(kind),
+        }
+    }
+
+    /// The plugin that was not upgraded.
+    #[must_use]
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    /// What went wrong.
+    #[must_use]
+    pub fn kind(&self) -> &UpgradeErrorKind {
+        &self.kind
+    }
+
+    /// Where the upgrade failed.
+    #[must_use]
+    pub fn phase(&self) -> UpgradePhase {
+        match &*self.kind {
+            UpgradeErrorKind::UnknownPlugin => UpgradePhase::Check,
+            UpgradeErrorKind::NotStarted(cause) => match cause.kind() {
+                UseErrorKind::Start(failed) => UpgradePhase::Start(failed.phase()),
+                _ => UpgradePhase::Check,
+            },
+            UpgradeErrorKind::ShutDown => UpgradePhase::Switch,
+        }
+    }
+}
+
+impl fmt::Display for UpgradeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (plugin, phase) = (&self.plugin, self.phase());
+        write!(f, "plugin `{plugin}` was not upgraded ({phase} failed): ")?;
+        match &*self.kind {
+            UpgradeErrorKind::UnknownPlugin => write!(
+                f,
+                "the host's supervisor has no plugin of that name; a plugin added to the catalog needs a restart of the host"
+            ),
+            UpgradeErrorKind::NotStarted(cause) => {
+                write!(f, "{cause}. The running version keeps serving")
+            }
+            UpgradeErrorKind::ShutDown => write!(
+                f,
+                "the supervisor shut down meanwhile; the new instance was stopped"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for UpgradeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &*self.kind {
+            UpgradeErrorKind::NotStarted(cause) => Some(cause),
+            UpgradeErrorKind::UnknownPlugin | UpgradeErrorKind::ShutDown => None,
         }
     }
 }

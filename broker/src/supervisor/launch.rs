@@ -15,8 +15,8 @@ use crate::launch::builder::PluginClientBuilder;
 use crate::launch::client::PluginClient;
 use crate::launch::delivery::Delivery;
 use crate::launch::settings::HandshakeConfig;
-use crate::supervisor::Slot;
 use crate::supervisor::error::{UseError, UseErrorKind};
+use crate::supervisor::version::Version;
 
 /// The builder for `manifest`'s plugin, if `grants` allow what it requests (secrets, config
 /// and every loosening of its confinement: see [`Grants`]), confined as
@@ -102,9 +102,9 @@ fn fetch(
 }
 
 impl crate::supervisor::Supervisor {
-    pub(super) async fn start(&self, slot: &Slot) -> Result<PluginClient, UseError> {
+    pub(super) async fn start(&self, version: &Version) -> Result<PluginClient, UseError> {
         let inner = &self.inner;
-        let manifest = &slot.manifest;
+        let manifest = &version.manifest;
         let plugin = &manifest.name;
         let mut builder = launch(
             manifest,
@@ -145,7 +145,7 @@ impl crate::supervisor::Supervisor {
         if let Some(customize) = &inner.options.customize {
             builder = customize(builder);
         }
-        if let Some(metrics) = &slot.metrics {
+        if let Some(metrics) = &version.metrics {
             // After `customize`: a host's own telemetry settings keep the supervisor's metrics.
             builder.settings.telemetry.call_metrics = Some(Arc::new(metrics.clone()));
         }

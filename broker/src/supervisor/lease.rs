@@ -211,6 +211,7 @@ impl Lease {
                 stderr_tail,
             },
             Some(Ended::Hung(reason)) => UseErrorKind::Hung { reason },
+            Some(Ended::Replaced(grace)) => UseErrorKind::Replaced { grace },
             Some(Ended::Stopped) | None => UseErrorKind::ShutDown,
         };
         UseError::new(&self.plugin, kind)

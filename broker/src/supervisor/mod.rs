@@ -6,8 +6,11 @@ mod calls;
 pub(crate) mod error;
 pub(crate) mod launch;
 pub(crate) mod lease;
+mod reload;
 mod restart;
 pub(crate) mod supervision;
+mod upgrade;
+mod version;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::process::ExitStatus;
@@ -20,10 +23,9 @@ use tether_transport::internal::lock;
 use tether_transport::telemetry::TracedChannel;
 use tokio::sync::{Mutex, Notify, watch};
 
-use crate::catalog::manifest::Manifest;
 use crate::launch::client::PluginClient;
 use crate::supervisor::error::{UseError, UseErrorKind};
-use crate::telemetry::metrics::{PluginMetrics, StartOutcome};
+use crate::telemetry::metrics::StartOutcome;
 use builder::Options;
 pub use builder::SupervisorBuilder;
 pub use launch::launch;
@@ -32,12 +34,17 @@ pub use lease::{
     CRASH_SETTLE_TIMEOUT, CRASH_STDERR_TIMEOUT, DEFAULT_CALL_TIMEOUT,
     DEFAULT_RECYCLE_AFTER_DEADLINES, Lease,
 };
+pub use reload::{ReloadReport, Unchanged};
 pub use supervision::{DEFAULT_HEALTH_INTERVAL, DEFAULT_HUNG_TIMEOUT};
 use supervision::{stop, supervise};
+pub use upgrade::{DEFAULT_UPGRADE_GRACE, OldInstance, UpgradeReport};
+use version::Version;
 
 /// Runs a catalog's plugins lazily: a plugin starts on its first use ([`Supervisor::acquire`]),
 /// concurrent first uses share one start, it stops after its manifest's idle timeout, and it is
-/// restarted after a crash (with exponential backoff, up to the manifest's limit).
+/// restarted after a crash (with exponential backoff, up to the manifest's limit). A running
+/// plugin is replaced by a new version without a failed call with [`Supervisor::upgrade`]
+/// (or [`Supervisor::reload`] for a whole catalog).
 ///
 /// ```no_run
 /// # mod kv { pub mod kv_client { pub struct KvClient<T>(T); impl<T> KvClient<T> { pub fn new(t: T) -> Self { Self(t) } pub async fn get(&mut self, _: super::GetRequest) -> Result<tonic::Response<Vec<u8>>, tonic::Status> { unimplemented!() } } } pub struct GetRequest { pub key: String } }
@@ -82,16 +89,21 @@ impl std::fmt::Debug for Inner {
 
 #[derive(Debug)]
 pub(super) struct Slot {
-    pub(super) manifest: Manifest,
+    /// The plugin's name (every version's manifest has it).
+    pub(super) name: String,
     pub(super) state: Mutex<SlotState>,
     pub(super) starts: AtomicU64,
-    /// The plugin's metrics, when the supervisor measures.
-    pub(super) metrics: Option<PluginMetrics>,
+    /// Held by an upgrade from its start to its end: one upgrade of a plugin at a time.
+    pub(super) upgrading: Mutex<()>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct SlotState {
+    /// The version a start runs: replaced by an upgrade.
+    pub(super) version: Arc<Version>,
     pub(super) running: Option<Arc<Running>>,
+    /// Instances an upgrade replaced, finishing their leases' calls (up to the grace).
+    pub(super) draining: Vec<Arc<Running>>,
     pub(super) crashes: VecDeque<Crash>,
     pub(super) shut_down: bool,
     /// The last run crashed or hung: the next successful start is a restart.
@@ -111,10 +123,14 @@ pub(super) enum Ended {
     Crashed(ExitStatus, String),
     Hung(String),
     Stopped,
+    /// Replaced by an upgrade and stopped with leases still held after this grace.
+    Replaced(Duration),
 }
 
 #[derive(Debug)]
 pub(super) struct Running {
+    /// The version this instance runs.
+    pub(super) version: Arc<Version>,
     pub(super) client: StdMutex<Option<PluginClient>>,
     pub(super) channel: TracedChannel,
     /// The plugin's callback broker (closed when the plugin ends).
@@ -136,6 +152,13 @@ pub(super) struct Running {
 impl Running {
     pub(super) fn take_client(&self) -> Option<PluginClient> {
         lock(&self.client).take()
+    }
+
+    /// Tells the metrics this instance's process ended (a newer instance's stays observed).
+    pub(super) fn process_ended(&self) {
+        if let Some(metrics) = &self.version.metrics {
+            metrics.process_ended_of(self.pid);
+        }
     }
 }
 
@@ -163,30 +186,57 @@ impl Supervisor {
         }
         state.running = None;
         self.wait_for_restart(slot, &mut state).await?;
+        let version = Arc::clone(&state.version);
+        let client = self.start_measured(slot, &version).await?;
+        if std::mem::take(&mut state.restart_due)
+            && let Some(metrics) = &version.metrics
+        {
+            metrics.restarted();
+        }
+        let running = self.run(slot, version, client);
+        state.running = Some(Arc::clone(&running));
+        Ok(lease(name, &running))
+    }
+
+    /// Starts `version` of `slot`'s plugin, measuring the start.
+    pub(super) async fn start_measured(
+        &self,
+        slot: &Slot,
+        version: &Version,
+    ) -> Result<PluginClient, UseError> {
         let started = Instant::now();
-        let client = self.start(slot).await;
-        if let Some(metrics) = &slot.metrics {
+        let client = self.start(version).await;
+        if let Some(metrics) = &version.metrics {
             let outcome = match &client {
                 Ok(_) => StartOutcome::Success,
                 Err(_) => StartOutcome::Failure,
             };
             metrics.start_ended(outcome, started.elapsed());
         }
-        let client = client?;
-        slot.starts.fetch_add(1, Ordering::Relaxed);
-        if let Some(metrics) = &slot.metrics {
-            if std::mem::take(&mut state.restart_due) {
-                metrics.restarted();
-            }
-            if slot.manifest.runner.name() != "kubernetes" {
-                let cgroup = match client.process_limit() {
-                    crate::confine::ProcessLimit::Cgroup { dir, .. } => Some(dir.clone()),
-                    _ => None,
-                };
-                metrics.process_started(client.pid(), cgroup);
-            }
+        if client.is_ok() {
+            slot.starts.fetch_add(1, Ordering::Relaxed);
+        }
+        client
+    }
+
+    /// The running instance of `version` that `client` is, supervised from now on.
+    pub(super) fn run(
+        &self,
+        slot: &Arc<Slot>,
+        version: Arc<Version>,
+        client: PluginClient,
+    ) -> Arc<Running> {
+        if let Some(metrics) = &version.metrics
+            && version.manifest.runner.name() != "kubernetes"
+        {
+            let cgroup = match client.process_limit() {
+                crate::confine::ProcessLimit::Cgroup { dir, .. } => Some(dir.clone()),
+                _ => None,
+            };
+            metrics.process_started(client.pid(), cgroup);
         }
         let running = Arc::new(Running {
+            version,
             pid: client.pid(),
             process_limit: client.process_limit().clone(),
             world: client.world_mechanism(),
@@ -201,14 +251,12 @@ impl Supervisor {
             deadlines_in_a_row: AtomicU32::new(0),
             recycle: Notify::new(),
         });
-        state.running = Some(Arc::clone(&running));
-        let lease = lease(name, &running);
         tokio::spawn(supervise(
             Arc::clone(&self.inner),
             Arc::clone(slot),
-            running,
+            Arc::clone(&running),
         ));
-        Ok(lease)
+        running
     }
 
     /// How many times plugin `name` has been started by this supervisor.
@@ -235,16 +283,14 @@ impl Supervisor {
     /// [`UseErrorKind::ShutDown`].
     pub async fn shutdown(&self) {
         for slot in self.inner.slots.values() {
-            let running = {
+            let (running, draining) = {
                 let mut state = slot.state.lock().await;
                 state.shut_down = true;
-                state.running.take()
+                (state.running.take(), std::mem::take(&mut state.draining))
             };
-            if let Some(metrics) = &slot.metrics {
-                metrics.process_ended();
-            }
-            if let Some(running) = running {
-                stop(&slot.manifest.name, &running, Ended::Stopped).await;
+            for running in running.into_iter().chain(draining) {
+                running.process_ended();
+                stop(&slot.name, &running, Ended::Stopped).await;
             }
         }
     }

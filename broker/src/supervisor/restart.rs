@@ -12,7 +12,7 @@ impl crate::supervisor::Supervisor {
         slot: &Slot,
         state: &mut SlotState,
     ) -> Result<(), UseError> {
-        let policy = slot.manifest.restart;
+        let policy = state.version.manifest.restart;
         let now = Instant::now();
         while state
             .crashes
@@ -27,7 +27,7 @@ impl crate::supervisor::Supervisor {
         let crashes = state.crashes.len();
         if crashes > usize::try_from(policy.max_restarts).unwrap_or(usize::MAX) {
             return Err(UseError::new(
-                &slot.manifest.name,
+                &slot.name,
                 UseErrorKind::KeepsCrashing {
                     crashes,
                     window: policy.window,
@@ -40,7 +40,7 @@ impl crate::supervisor::Supervisor {
         let backoff = policy.backoff(u32::try_from(crashes).unwrap_or(u32::MAX));
         let wait = backoff.saturating_sub(last.at.elapsed());
         if !wait.is_zero() {
-            tracing::info!(plugin = %slot.manifest.name, ?wait, crashes, "restarting a crashed plugin after backoff");
+            tracing::info!(plugin = %slot.name, ?wait, crashes, "restarting a crashed plugin after backoff");
             tokio::time::sleep(wait).await;
         }
         Ok(())

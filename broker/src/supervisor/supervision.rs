@@ -22,7 +22,7 @@ pub const DEFAULT_HUNG_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Watches one running plugin until it crashes, hangs or idles out.
 pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<Running>) {
-    let plugin = slot.manifest.name.clone();
+    let plugin = slot.name.clone();
     let Some(exited) = lock(&running.client).as_ref().map(PluginClient::exited) else {
         return;
     };
@@ -30,7 +30,7 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
     let mut leases = running.leases.subscribe();
     let mut health = tokio::time::interval(inner.options.health_interval);
     health.tick().await; // The first tick is immediate; the start just checked health.
-    let idle_timeout = slot.manifest.idle_timeout;
+    let idle_timeout = running.version.manifest.idle_timeout;
     loop {
         let idle_deadline = {
             let in_use = *leases.borrow_and_update() > 0;
@@ -47,16 +47,17 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
                 let stderr_tail = client.final_stderr_tail(CRASH_STDERR_TIMEOUT).await;
                 tracing::warn!(plugin, %status, stderr_tail = %tether_proto::text::escape(&stderr_tail), "plugin crashed");
                 let mut state = slot.state.lock().await;
-                state.crashes.push_back(Crash { at: Instant::now(), status, stderr_tail: stderr_tail.clone() });
-                state.restart_due = true;
-                if let Some(metrics) = &slot.metrics {
-                    metrics.process_ended();
-                    metrics.crashed(CrashReason::Exit);
-                }
+                // A replaced instance's crash does not count against its successor.
                 if state.running.as_ref().is_some_and(|r| Arc::ptr_eq(r, &running)) {
                     state.running = None;
+                    state.crashes.push_back(Crash { at: Instant::now(), status, stderr_tail: stderr_tail.clone() });
+                    state.restart_due = true;
                 }
                 drop(state);
+                running.process_ended();
+                if let Some(metrics) = &running.version.metrics {
+                    metrics.crashed(CrashReason::Exit);
+                }
                 running.ended.send_replace(Some(Ended::Crashed(status, stderr_tail)));
                 drop(client);
                 return;
@@ -97,8 +98,8 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
                 }
                 drop(state);
                 tracing::info!(plugin, ?idle_timeout, "stopping idle plugin");
-                if let Some(metrics) = &slot.metrics {
-                    metrics.process_ended();
+                running.process_ended();
+                if let Some(metrics) = &running.version.metrics {
                     metrics.idle_stopped();
                 }
                 stop(&plugin, &running, Ended::Stopped).await;
@@ -112,7 +113,7 @@ pub(super) async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>, running: Arc<R
 /// Ends a hung plugin: no new leases get it, calls in flight fail with [`UseErrorKind::Hung`](crate::error::UseErrorKind::Hung), and
 /// its process group is killed.
 async fn kill_hung(slot: &Slot, running: &Arc<Running>, reason: String) {
-    let plugin = &slot.manifest.name;
+    let plugin = &slot.name;
     tracing::warn!(plugin, reason, "plugin hung; killing it");
     {
         let mut state = slot.state.lock().await;
@@ -122,11 +123,11 @@ async fn kill_hung(slot: &Slot, running: &Arc<Running>, reason: String) {
             .is_some_and(|r| Arc::ptr_eq(r, running))
         {
             state.running = None;
+            state.restart_due = true;
         }
-        state.restart_due = true;
     }
-    if let Some(metrics) = &slot.metrics {
-        metrics.process_ended();
+    running.process_ended();
+    if let Some(metrics) = &running.version.metrics {
         metrics.crashed(CrashReason::Hang);
     }
     running.ended.send_replace(Some(Ended::Hung(reason)));

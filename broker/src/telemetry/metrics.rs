@@ -47,6 +47,9 @@ pub const PLUGIN_CRASHES: &str = "tether.plugin.crashes";
 pub const PLUGIN_RESTARTS: &str = "tether.plugin.restarts";
 /// Runs stopped because no lease held the plugin for its idle timeout.
 pub const PLUGIN_IDLE_STOPS: &str = "tether.plugin.idle_stops";
+/// Upgrades to a new version ([`Supervisor::upgrade`](crate::Supervisor::upgrade)), by
+/// [`UPGRADE_OUTCOME_ATTRIBUTE`], with the attributes of the version upgraded to.
+pub const PLUGIN_UPGRADES: &str = "tether.plugin.upgrades";
 /// Resident memory of the running plugin (its cgroup's, else its process tree's), in bytes.
 pub const PLUGIN_MEMORY_USAGE: &str = "tether.plugin.memory.usage";
 /// CPU time of the running plugin's processes, in seconds, by `cpu.mode` (`user`, `system`).
@@ -60,6 +63,9 @@ pub const PLUGIN_SHA256_ATTRIBUTE: &str = "tether.plugin.sha256";
 pub const CALL_SIDE_ATTRIBUTE: &str = "tether.call.side";
 /// `success` or `failure`.
 pub const START_OUTCOME_ATTRIBUTE: &str = "tether.plugin.start.outcome";
+/// `success` (the new version serves) or `failure` (it did not start or become healthy; the
+/// old version kept serving).
+pub const UPGRADE_OUTCOME_ATTRIBUTE: &str = "tether.plugin.upgrade.outcome";
 /// `exit` (the process ended by itself or by a signal from outside) or `hang` (killed by the
 /// supervisor: failed health checks, or calls that kept running out their deadline).
 pub const CRASH_REASON_ATTRIBUTE: &str = "tether.plugin.crash.reason";
@@ -83,6 +89,15 @@ pub enum StartOutcome {
     /// The plugin is running and healthy.
     Success,
     /// The start failed (refused by the grants, a missing secret, a failed launch).
+    Failure,
+}
+
+/// How an upgrade ended ([`PluginMetrics::upgraded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpgradeOutcome {
+    /// The new version serves new calls.
+    Success,
+    /// The new version did not start or become healthy; the old one kept serving.
     Failure,
 }
 
@@ -114,6 +129,7 @@ struct Instruments {
     crashes: Counter<u64>,
     restarts: Counter<u64>,
     idle_stops: Counter<u64>,
+    upgrades: Counter<u64>,
     plugins: Registry,
     /// Kept with the instruments they observe through.
     _observed: (
@@ -241,6 +257,11 @@ impl Metrics {
                     "{stop}",
                     "Runs of the plugin stopped after its idle timeout.",
                 ),
+                upgrades: counter(
+                    PLUGIN_UPGRADES,
+                    "{upgrade}",
+                    "Upgrades of the plugin to a new version.",
+                ),
                 plugins,
                 _observed: observed,
             }),
@@ -348,6 +369,16 @@ impl PluginMetrics {
         self.instruments.idle_stops.add(1, &self.plugin.attributes);
     }
 
+    /// An upgrade to this version (these attributes) ended with `outcome`.
+    pub fn upgraded(&self, outcome: UpgradeOutcome) {
+        let outcome = match outcome {
+            UpgradeOutcome::Success => "success",
+            UpgradeOutcome::Failure => "failure",
+        };
+        let attributes = self.plugin.with(UPGRADE_OUTCOME_ATTRIBUTE, outcome);
+        self.instruments.upgrades.add(1, &attributes);
+    }
+
     /// The plugin runs as `pid` (in the cgroup `cgroup`, if it has one): the resource gauges
     /// read it from now on, at each collection.
     pub fn process_started(&self, pid: u32, cgroup: Option<PathBuf>) {
@@ -358,6 +389,16 @@ impl PluginMetrics {
     /// [`process_started`](Self::process_started).
     pub fn process_ended(&self) {
         *lock(&self.plugin.process) = None;
+    }
+
+    /// The plugin's process `pid` ended: as [`process_ended`](Self::process_ended), unless the
+    /// gauges already read a newer process (an upgrade's new instance, which shares these
+    /// metrics when its attributes are the same).
+    pub fn process_ended_of(&self, pid: u32) {
+        let mut process = lock(&self.plugin.process);
+        if process.as_ref().is_some_and(|p| p.pid == pid) {
+            *process = None;
+        }
     }
 }
 
