@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 
 use tether_broker::error::UseErrorKind;
 use tether_broker::{Catalog, DirValueSource, Grants, Supervisor};
+use tether_examples::kv::GetRequest;
+use tether_examples::kv::kv_client::KvClient;
 use tether_tests::bins;
 
 const PROBE: &str = env!("CARGO_BIN_EXE_probe-plugin");
@@ -284,4 +286,89 @@ fn a_bad_grants_file_is_located_at_its_own_line_and_key_and_tether_asks_to_fix_t
         assert!(err.contains("fix the grants file"), "{args:?}: {err}");
         assert!(!err.contains("fix the manifest"), "{args:?}: {err}");
     }
+}
+
+// Issue 25 item 3: a fixed environment value a plugin needs (as a Vault plugin needs
+// `VAULT_PLUGIN_AUTOMTLS_ENABLED`) is written in its manifest and takes effect only when the
+// grants file names that very value: a variable such as `LD_PRELOAD` or `NODE_OPTIONS` changes
+// what the plugin runs.
+
+/// A site whose `probe-e` asks for `env = { PROBE_MODE = "fast" }`, with `grants`.
+fn env_site(grants: &str) -> Site {
+    let site = Site::new();
+    site.manifest(
+        "probe-e",
+        "env = { PROBE_MODE = \"fast\" }\n",
+        "probe-e",
+        "probe-e",
+        &[],
+    );
+    site.grants(grants);
+    site
+}
+
+#[test]
+fn a_manifests_env_value_reaches_the_plugin_only_when_the_grants_file_names_that_value() {
+    let granted = env_site("[plugins.probe-e]\nenv = { PROBE_MODE = \"fast\" }\n");
+    let call = granted.call_get("probe-e", "env:PROBE_MODE");
+    assert!(call.status.success(), "{}", text(&call.stderr));
+    let value = serde_json::from_slice::<serde_json::Value>(&call.stdout).unwrap();
+    assert_eq!(value["value"], "ZmFzdA==", "`fast`, base64: {value}");
+
+    for grants in [
+        "[plugins.probe-e]\n",
+        "[plugins.probe-e]\nenv = { PROBE_MODE = \"slow\" }\n",
+        "[plugins.probe-e]\nenv_allow = [\"PROBE_MODE\"]\n",
+    ] {
+        let site = env_site(grants);
+        let call = site.call_get("probe-e", "env:PROBE_MODE");
+        let (out, err) = (text(&call.stdout), text(&call.stderr));
+        assert_eq!(call.status.code(), Some(EXIT_START), "{grants}: {out}{err}");
+        assert!(
+            !out.contains("ZmFzdA"),
+            "{grants}: the value reached it: {out}"
+        );
+        assert!(
+            err.contains("requests `env = { PROBE_MODE = \"fast\" }` in catalog/probe-e.toml:1"),
+            "{grants}: {err}"
+        );
+        assert!(
+            err.contains("add `env = { PROBE_MODE = \"fast\" }` under `[plugins.probe-e]`"),
+            "{grants}: {err}"
+        );
+        let check = site.tether(&["check", "--catalog", "catalog"]);
+        let out = text(&check.stdout);
+        assert_eq!(check.status.code(), Some(EXIT_INPUT), "{grants}: {out}");
+        assert!(out.contains("PROBE_MODE"), "{grants}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn a_manifests_env_value_is_refused_by_the_library_without_its_grant_and_given_with_it() {
+    let site = env_site("");
+    let supervisor = site.supervisor(Grants::new().env("probe-e", "PROBE_MODE", "slow"));
+    let err = supervisor.acquire("probe-e").await.unwrap_err();
+    let refused = match err.kind() {
+        UseErrorKind::NotGranted(refused) => refused,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        refused.request,
+        tether_broker::catalog::Request::Env(Box::new(("PROBE_MODE".into(), "fast".into())))
+    );
+    supervisor.shutdown().await;
+
+    let supervisor = site.supervisor(Grants::new().env("probe-e", "PROBE_MODE", "fast"));
+    let lease = supervisor.acquire("probe-e").await.unwrap();
+    let value = KvClient::new(lease.channel())
+        .get(GetRequest {
+            key: "env:PROBE_MODE".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .value;
+    assert_eq!(value, b"fast");
+    drop(lease);
+    supervisor.shutdown().await;
 }

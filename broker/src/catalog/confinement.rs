@@ -1,18 +1,19 @@
 //! The confinement keys a manifest and the grants file share (`sandbox`, `network`,
-//! `seccomp`, `namespaces`, `run_as`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read`): one struct deserializes
+//! `seccomp`, `namespaces`, `run_as`, `env_allow`, `env`, `sandbox_allow_exec`, `sandbox_allow_read`): one struct deserializes
 //! them from both files and one function turns them into a [`Confinement`]. In a manifest they
 //! are what the plugin asks for; in a grants file's `[plugins.NAME]` what it may ask for.
 //!
 //! A new grantable key is a field of [`RawConfinement`] and a line of [`RawConfinement::read`];
 //! both files then accept it, and the schema check knows it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::catalog::errors::CatalogFileError;
-use crate::catalog::text::expand_env;
+use crate::catalog::text::{expand_env, toml_string};
 use crate::confine::confinement::Confinement;
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::SandboxMode;
@@ -34,6 +35,9 @@ pub(crate) struct RawConfinement {
     run_as: Option<Spanned<String>>,
     #[serde(default)]
     env_allow: Vec<Spanned<String>>,
+    /// `env = { NAME = "value" }`: fixed values (TOML forbids a name twice).
+    #[serde(default)]
+    env: BTreeMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
     sandbox_allow_exec: Vec<Spanned<String>>,
     #[serde(default)]
@@ -73,7 +77,8 @@ impl RawConfinement {
     ///
     /// # Errors
     /// The first bad value: a `run_as` that is not `"UID:GID"`, an environment variable name
-    /// that is empty or holds `=` or NUL, a path that is empty or holds NUL, or (with
+    /// that is empty or holds `=` or NUL, an `env` name the protocol owns or a value with NUL,
+    /// a path that is empty or holds NUL, or (with
     /// [`PathStyle::Expanded`]) names an unset variable.
     pub(crate) fn read(
         self,
@@ -104,6 +109,13 @@ impl RawConfinement {
                 ));
             }
             confinement.env_allow.push(value.clone());
+        }
+        for (name, value) in &self.env {
+            env_name(name.get_ref()).map_err(|why| error(name, "env", why))?;
+            if value.get_ref().contains('\0') {
+                return Err(error(value, "env", "contains a NUL byte".into()));
+            }
+            confinement = confinement.env(name.get_ref(), value.get_ref());
         }
         for (key, values, into) in [
             (
@@ -145,6 +157,23 @@ pub(crate) fn run_as(written: &str) -> Result<(u32, u32), String> {
             "`{written}` is not `\"UID:GID\"`: write the user id and the group id, e.g. `run_as = \"65534:65534\"`"
         )),
     }
+}
+
+/// Whether `name` may be an `env` entry: a variable name (not empty, no `=` or NUL) that the
+/// protocol does not own.
+fn env_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.contains(['=', '\0']) {
+        return Err(format!(
+            "{} is not an environment variable name (not empty, no `=` or NUL)",
+            toml_string(name)
+        ));
+    }
+    if tether_proto::env::ALL.contains(&name) {
+        return Err(format!(
+            "`{name}` is set by the host for every plugin (the plugin protocol's variable): remove it from `env`"
+        ));
+    }
+    Ok(())
 }
 
 /// One confinement path of a file in directory `dir`.

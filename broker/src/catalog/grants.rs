@@ -4,7 +4,7 @@
 //! A manifest is written by the plugin's author; the grants file by the operator. Everything a
 //! manifest asks for beyond the defaults — a secret, a config file, `sandbox = "off"`,
 //! `network = "host"`, `seccomp = "off"`, `namespaces = "off"`, a `run_as` user, an
-//! `env_allow` name, a `sandbox_allow_*` path — takes effect only when granted here, and a
+//! `env_allow` name, an `env` value, a `sandbox_allow_*` path — takes effect only when granted here, and a
 //! plugin asking for more does not start ([`NotGranted`] names the grants line to add).
 //!
 //! Some things only the operator decides, whatever a manifest says: the user a plugin runs as
@@ -35,6 +35,7 @@ use crate::confine::world::NamespacesMode;
 ///     .config("kv", "settings.json")
 ///     .network("kv", NetworkMode::Host)
 ///     .env_allow("kv", "HOME")
+///     .env("kv", "KV_MODE", "fast")
 ///     .sandbox_allow_read("kv", "/srv/kv-data");
 /// assert!(grants.allows_secret("kv", "db-password"));
 /// assert!(!grants.allows_secret("other", "db-password"));
@@ -46,6 +47,7 @@ use crate::confine::world::NamespacesMode;
 /// config = ["settings.json"]
 /// network = "host"                      # may use the host's network
 /// env_allow = ["HOME"]                  # may receive these host variables
+/// env = { KV_MODE = "fast" }            # may be given these fixed values, exactly
 /// sandbox_allow_read = ["/srv/kv-data"] # may read below these (and their subdirectories)
 /// calls = ["db"]                        # may call catalog plugin `db` through the host
 /// # sandbox = "best-effort" | "off"      # may run with less file-system confinement
@@ -252,6 +254,22 @@ impl Grants {
         self
     }
 
+    /// Lets `plugin`'s manifest set the variable `name` to `value`, exactly (`env = { NAME =
+    /// "value" }`; another value of the same name is refused).
+    #[must_use]
+    pub fn env(
+        mut self,
+        plugin: impl Into<String>,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        let confinement = &mut self.grant(plugin).confinement;
+        confinement
+            .env
+            .push((name.into().into(), value.into().into()));
+        self
+    }
+
     /// Lets `plugin`'s manifest allow reading and executing below `path` or any directory
     /// under it (`sandbox_allow_exec`, and `sandbox_allow_read` too).
     #[must_use]
@@ -379,8 +397,8 @@ impl Grants {
     }
 
     /// Every request of `manifest` that is not granted, in manifest-key order: secrets,
-    /// config, sandbox, network, seccomp, namespaces, run_as, env_allow, sandbox_allow_exec,
-    /// sandbox_allow_read, runner; each with the line of its key in the manifest.
+    /// config, sandbox, network, seccomp, namespaces, run_as, env_allow, env,
+    /// sandbox_allow_exec, sandbox_allow_read, runner; each with the line of its key in the manifest.
     /// Paths are compared after resolving symbolic links, so this reads the file system.
     #[must_use]
     pub fn refusals(&self, manifest: &Manifest) -> Vec<NotGranted> {
@@ -438,8 +456,8 @@ impl Grants {
 }
 
 /// What `asked` loosens beyond the default confinement that `allowed` does not cover, in
-/// manifest-key order: sandbox, network, seccomp, namespaces, run_as, env_allow,
-/// sandbox_allow_exec, sandbox_allow_read. `sandbox = "off"` covers `best-effort`; a directory
+/// manifest-key order: sandbox, network, seccomp, namespaces, run_as, env_allow, env (a name
+/// with the very value granted), sandbox_allow_exec, sandbox_allow_read. `sandbox = "off"` covers `best-effort`; a directory
 /// covers itself and what is below it; an exec directory covers reading too; `run_as` is
 /// covered by the same ids only (and root ids only with `allow_root`). The host-only parts
 /// (`plugin_ids`, the network mechanism, `env_allow_defaults`) are not compared, as no
@@ -475,6 +493,14 @@ fn ungranted(asked: &Confinement, allowed: &Confinement) -> Vec<Request> {
         .filter(|n| !allowed.env_allow.contains(*n))
     {
         refused.push(Request::EnvAllow(name.clone()));
+    }
+    for (name, value) in &asked.env {
+        if !allowed.env.contains(&(name.clone(), value.clone())) {
+            refused.push(Request::Env(Box::new((
+                name.to_string_lossy().into_owned(),
+                value.to_string_lossy().into_owned(),
+            ))));
+        }
     }
     for path in &asked.sandbox_allow_exec {
         if !allowed.sandbox_allow_exec.iter().any(|g| covers(g, path)) {
@@ -566,6 +592,11 @@ mod tests {
             ("seccomp = \"off\"", "seccomp = \"off\""),
             ("namespaces = \"off\"", "namespaces = \"off\""),
             ("env_allow = [\"HOME\"]", "env_allow = [\"HOME\"]"),
+            ("env = { MODE = \"fast\" }", "env = { MODE = \"fast\" }"),
+            (
+                "env = { \"A.B\" = \"x\\\"y\" }",
+                "env = { \"A.B\" = \"x\\\"y\" }",
+            ),
             (
                 "sandbox_allow_read = [\"/srv/data\"]",
                 "sandbox_allow_read = [\"/srv/data\"]",
@@ -831,6 +862,35 @@ mod tests {
     }
 
     #[test]
+    fn an_env_value_is_granted_only_with_the_very_value_the_grant_names() {
+        let m = manifest_with("env = { MODE = \"fast\", LEVEL = \"2\" }");
+        let grants = Grants::new().env("a", "MODE", "fast");
+        let refused: Vec<_> = grants.refusals(&m).into_iter().map(|r| r.request).collect();
+        assert_eq!(
+            refused,
+            [Request::Env(Box::new(("LEVEL".into(), "2".into())))]
+        );
+        let other_value = Grants::new()
+            .env("a", "MODE", "slow")
+            .env("a", "LEVEL", "2");
+        let refused: Vec<_> = other_value
+            .refusals(&m)
+            .into_iter()
+            .map(|r| r.request)
+            .collect();
+        assert_eq!(
+            refused,
+            [Request::Env(Box::new(("MODE".into(), "fast".into())))]
+        );
+        let granted = grants.env("a", "LEVEL", "2");
+        granted.check(&m).unwrap();
+        assert_eq!(
+            granted.confinement_of(&m).env,
+            [("LEVEL".into(), "2".into()), ("MODE".into(), "fast".into())]
+        );
+    }
+
+    #[test]
     fn every_refusal_is_listed_for_check() {
         let m = manifest_with(
             "secrets = [\"s\"]\nnetwork = \"host\"\nenv_allow = [\"HOME\", \"USER\"]",
@@ -846,7 +906,7 @@ mod tests {
 
     #[test]
     fn the_grants_file_equals_the_code_api() {
-        let text = "[plugins.a]\nsecrets = [\"x\"]\nconfig = [\"c.json\"]\nnetwork = \"host\"\nseccomp = \"off\"\nsandbox = \"best-effort\"\nenv_allow = [\"HOME\"]\nsandbox_allow_read = [\"data\"]\nsandbox_allow_exec = [\"/opt/py\"]\n[plugins.b]\nsecrets = [\"y\"]\n";
+        let text = "[plugins.a]\nsecrets = [\"x\"]\nconfig = [\"c.json\"]\nnetwork = \"host\"\nseccomp = \"off\"\nsandbox = \"best-effort\"\nenv_allow = [\"HOME\"]\nenv = { MODE = \"fast\" }\nsandbox_allow_read = [\"data\"]\nsandbox_allow_exec = [\"/opt/py\"]\n[plugins.b]\nsecrets = [\"y\"]\n";
         let file = Path::new("/etc/tether/grants.toml");
         let parsed = Grants::parse(text, file).unwrap();
         let mut built = Grants::new()
@@ -856,11 +916,12 @@ mod tests {
             .seccomp("a", SeccompMode::Off)
             .sandbox("a", SandboxMode::BestEffort)
             .env_allow("a", "HOME")
+            .env("a", "MODE", "fast")
             .sandbox_allow_read("a", "/etc/tether/data")
             .sandbox_allow_exec("a", "/opt/py")
             .secret("b", "y");
         built.file = Some(file.to_owned());
-        built.places = [("a".to_owned(), (1, 10)), ("b".to_owned(), (10, 10))].into();
+        built.places = [("a".to_owned(), (1, 10)), ("b".to_owned(), (11, 10))].into();
         assert_eq!(parsed, built);
     }
 

@@ -87,8 +87,8 @@ pub struct Manifest {
     /// Names of the config files the plugin asks for.
     pub config: Vec<String>,
     /// What the plugin asks to be allowed: the keys `sandbox`, `network`, `seccomp`,
-    /// `namespaces`, `run_as`, `env_allow`, `sandbox_allow_exec`, `sandbox_allow_read` and the
-    /// table `[limits]`. All but `[limits]` need the operator's grant when they loosen the
+    /// `namespaces`, `run_as`, `env_allow`, `env` (fixed values: `env = { NAME = "value" }`),
+    /// `sandbox_allow_exec`, `sandbox_allow_read` and the table `[limits]`. All but `[limits]` need the operator's grant when they loosen the
     /// default (see [`Grants`](crate::Grants)); what the plugin launches with is
     /// [`Grants::confinement_of`](crate::Grants::confinement_of) this. `sandbox_allow_*` paths
     /// are resolved when the manifest is parsed; see [`Manifest::parse`]. The host-only parts
@@ -242,8 +242,8 @@ impl Manifest {
     ///
     /// # What needs the operator's grant
     /// A manifest is written by the plugin's author. `sandbox = "best-effort" | "off"`,
-    /// `sandbox_allow_exec`, `sandbox_allow_read`, `env_allow`, `network = "host"`,
-    /// `seccomp = "off"`, `namespaces = "off"` and `run_as = "UID:GID"` (the user a root
+    /// `sandbox_allow_exec`, `sandbox_allow_read`, `env_allow`, `env` (each name with its
+    /// value), `network = "host"`, `seccomp = "off"`, `namespaces = "off"` and `run_as = "UID:GID"` (the user a root
     /// host runs the plugin as: two numeric ids) take effect only when the grants file allows
     /// them for this plugin
     /// (see [`Grants`](crate::Grants)), like `secrets` and `config`; otherwise the plugin does
@@ -763,6 +763,41 @@ initial_backoff = "50ms"
         let err = parse(&GOOD.replace("args", "sha256 = \"abc\"\nargs")).unwrap_err();
         assert_eq!(err.key.as_deref(), Some("sha256"));
         assert!(err.message.contains("64 hexadecimal"), "{err}");
+    }
+
+    #[test]
+    fn fixed_env_values_are_read_and_protocol_names_refused_at_their_line() {
+        let with = |env: &str| GOOD.replace("env_allow", &format!("{env}\nenv_allow"));
+        let m = parse(&with(
+            "env = { VAULT_PLUGIN_AUTOMTLS_ENABLED = \"true\", B = \"x=y\" }",
+        ))
+        .unwrap();
+        assert_eq!(
+            m.confinement.env,
+            [
+                ("B".into(), "x=y".into()),
+                ("VAULT_PLUGIN_AUTOMTLS_ENABLED".into(), "true".into())
+            ]
+        );
+        for (env, why) in [
+            ("env = { PLUGIN_MIN_PORT = \"1\" }", "set by the host"),
+            ("env = { TMPDIR = \"/x\" }", "set by the host"),
+            (
+                "env = { \"A=B\" = \"1\" }",
+                "not an environment variable name",
+            ),
+            ("env = { \"\" = \"1\" }", "not an environment variable name"),
+            ("env = { A = \"x\\u0000\" }", "NUL"),
+            ("env = { A = 1 }", "string"),
+        ] {
+            let err = parse(&with(env)).unwrap_err();
+            assert_eq!(
+                (err.line, err.key.as_deref()),
+                (6, Some("env")),
+                "{env}: {err}"
+            );
+            assert!(err.message.contains(why), "{env}: {err}");
+        }
     }
 
     #[test]

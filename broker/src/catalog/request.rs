@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use tether_proto::ValueKind;
 
-use crate::catalog::text::toml_string;
+use crate::catalog::text::{toml_key, toml_string};
 use crate::confine::network::NetworkMode;
 use crate::confine::sandbox::SandboxMode;
 use crate::confine::seccomp::SeccompMode;
@@ -34,6 +34,10 @@ pub enum Request {
     RunAs(u32, u32),
     /// A host environment variable (`env_allow = ["NAME"]`).
     EnvAllow(String),
+    /// A fixed environment value, name then value (`env = { NAME = "value" }`): granted by
+    /// the same name with the same value. (Boxed: keeps [`NotGranted`] small enough to
+    /// return by value.)
+    Env(Box<(String, String)>),
     /// Reading and executing below a directory (`sandbox_allow_exec`), as resolved from the
     /// manifest.
     SandboxAllowExec(PathBuf),
@@ -57,14 +61,16 @@ impl Request {
             Self::Namespaces(_) => "namespaces",
             Self::RunAs(..) => "run_as",
             Self::EnvAllow(_) => "env_allow",
+            Self::Env(_) => "env",
             Self::SandboxAllowExec(_) => "sandbox_allow_exec",
             Self::SandboxAllowRead(_) => "sandbox_allow_read",
             Self::Runner(_) => "runner",
         }
     }
 
-    /// The TOML line that grants it, e.g. `network = "host"` or `secrets = ["token"]` (merge
-    /// a list entry into an existing list of that key); for a `run_as` of root, two lines
+    /// The TOML line that grants it, e.g. `network = "host"`, `secrets = ["token"]` or
+    /// `env = { NAME = "value" }` (merge a list entry into an existing list of that key, an
+    /// `env` entry into an existing `env` table); for a `run_as` of root, two lines
     /// (`allow_root = true` the second).
     #[must_use]
     pub fn grants_line(&self) -> String {
@@ -75,6 +81,15 @@ impl Request {
             }
             Self::SandboxAllowExec(path) | Self::SandboxAllowRead(path) => {
                 format!("{key} = [{}]", toml_string(&path.to_string_lossy()))
+            }
+            Self::Env(entry) => {
+                let (name, value) = &**entry;
+                let name = if toml_key(name) == *name {
+                    name.clone()
+                } else {
+                    toml_string(name)
+                };
+                format!("{key} = {{ {name} = {} }}", toml_string(value))
             }
             Self::Sandbox(mode) => format!("{key} = \"{mode}\""),
             Self::Network(mode) => format!("{key} = \"{mode}\""),

@@ -10,6 +10,7 @@
 //! applies it (`launch::plan` for paths and environment, `confine::sandbox` between fork and
 //! exec, the gVisor bundle for that runner).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::confine::network::NetworkMode;
@@ -78,6 +79,14 @@ pub struct Confinement {
     /// Names of host environment variables passed to the plugin besides the defaults
     /// (`env_allow`).
     pub env_allow: Vec<String>,
+    /// Fixed environment values the plugin gets, in order, after the allowed host variables
+    /// (which they override) and before the protocol's (which always win: the cookie,
+    /// `PLUGIN_*`, `TETHER_*` and `TMPDIR` are ignored here with a warning). Manifest key `env`
+    /// (`env = { VAULT_PLUGIN_AUTOMTLS_ENABLED = "true" }`): each name and value needs the
+    /// operator's grant, as written (a variable such as `LD_PRELOAD`, `NODE_OPTIONS` or
+    /// `PYTHONPATH` changes what the plugin runs); set by the host's own code with
+    /// [`PluginClientBuilder::env`](crate::launch::PluginClientBuilder::env).
+    pub env: Vec<(OsString, OsString)>,
     /// Whether the host's values of [`DEFAULT_ENV_ALLOWLIST`](crate::launch::DEFAULT_ENV_ALLOWLIST)
     /// are passed (default `true`). Not a manifest key.
     pub env_allow_defaults: bool,
@@ -99,6 +108,7 @@ impl Default for Confinement {
             sandbox_allow_exec: Vec::new(),
             sandbox_allow_read: Vec::new(),
             env_allow: Vec::new(),
+            env: Vec::new(),
             env_allow_defaults: true,
             limits: Limits::default(),
         }
@@ -180,6 +190,13 @@ impl Confinement {
     #[must_use]
     pub fn env_allow(mut self, name: impl Into<String>) -> Self {
         self.env_allow.push(name.into());
+        self
+    }
+
+    /// Adds `name` = `value` to [`env`](Self::env).
+    #[must_use]
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((name.into(), value.into()));
         self
     }
 

@@ -51,7 +51,6 @@ impl PluginClientBuilder<NoHandshake> {
                 args: Vec::new(),
                 name: None,
                 current_dir: None,
-                env: Vec::new(),
                 plaintext: false,
                 multiplex: false,
                 output_sink: None,
@@ -151,12 +150,23 @@ impl<H> PluginClientBuilder<H> {
         self
     }
 
-    /// Sets an environment variable for the plugin, overriding an allowed host value.
+    /// Sets an environment variable for the plugin, overriding an allowed host value: adds it
+    /// to [`Confinement::env`](crate::confine::Confinement::env) (a later
+    /// [`confinement`](Self::confinement) replaces it, as it replaces [`env_allow`](Self::env_allow)).
     ///
     /// The protocol's variables (the cookie, `PLUGIN_*`, `TETHER_*` and `TMPDIR`) are set by
-    /// the host and cannot be overridden here; such entries are ignored with a warning.
+    /// the host and cannot be overridden here; such entries are ignored with a warning. A
+    /// catalog plugin's manifest sets these with its `env` table, granted by the operator.
+    ///
+    /// ```
+    /// let b = tether_broker::PluginClient::builder("/bin/vault-plugin")
+    ///     .env("VAULT_PLUGIN_AUTOMTLS_ENABLED", "true");
+    /// ```
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
-        self.settings.env.push((key.into(), value.into()));
+        self.settings
+            .confinement
+            .env
+            .push((key.into(), value.into()));
         self
     }
 

@@ -109,7 +109,7 @@ impl LaunchPlan {
         let env = env::build_env(
             inputs.host_env,
             env::allowed_names(&settings.confinement),
-            &settings.env,
+            &settings.confinement.env,
             protocol_vars,
             &handshake.cookie.key,
         );

@@ -64,7 +64,6 @@ pub(crate) struct Settings {
     pub(crate) args: Vec<OsString>,
     pub(crate) name: Option<String>,
     pub(crate) current_dir: Option<PathBuf>,
-    pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) plaintext: bool,
     pub(crate) multiplex: bool,
     pub(crate) output_sink: Option<crate::launch::output::sink::OutputSink>,

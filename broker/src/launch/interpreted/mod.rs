@@ -72,7 +72,7 @@ fn readers_env(settings: &Settings) -> env::PluginEnv {
     env::build_env(
         std::env::vars_os(),
         env::allowed_names(&settings.confinement),
-        &settings.env,
+        &settings.confinement.env,
         Vec::new(),
         "",
     )

@@ -102,6 +102,7 @@ pub(crate) async fn start(
         env: &plan.env.vars,
         cookie: &handshake.cookie.key,
         explicit: settings
+            .confinement
             .env
             .iter()
             .filter_map(|(k, _)| k.to_str().map(str::to_owned))
