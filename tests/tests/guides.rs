@@ -298,7 +298,9 @@ fn the_typescript_guides_plugin_builds_passes_its_tests_and_greets_under_the_gui
     let stdout = String::from_utf8_lossy(&tested.stdout);
     for name in &unit_tests {
         assert!(
-            stdout.lines().any(|l| l.contains(name.as_str()) && !l.contains("not ok")),
+            stdout
+                .lines()
+                .any(|l| l.contains(name.as_str()) && !l.contains("not ok")),
             "`npm test` did not run the unit test {name:?}:\n{stdout}"
         );
     }
