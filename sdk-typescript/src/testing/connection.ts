@@ -104,7 +104,11 @@ function dialRaw(announced: Announced): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     socket.once("connect", () => resolve(socket));
     socket.once("error", (e) =>
-      reject(new TestKitError(`the fake host cannot connect to the address the plugin announced, ${announced.network}:${announced.address}: ${e.message}`)),
+      reject(
+        new TestKitError(
+          `the fake host cannot connect to the address the plugin announced, ${announced.network}:${JSON.stringify(announced.address)}: ${e.message}`,
+        ),
+      ),
     );
   });
 }

@@ -192,7 +192,9 @@ export class FakeHost {
     const line = await within(Promise.race([handshake, ended]), start, `the plugin printed no handshake line within ${start} ms`);
     const announced = parseHandshakeLine(line);
     if (announced.serverCert === undefined) {
-      throw new TestKitError(`the plugin announced no certificate (${line.trim()}), though the fake host offered AutoMTLS (PLUGIN_CLIENT_CERT)`);
+      throw new TestKitError(
+        `the plugin announced no certificate (${JSON.stringify(line.trim())}), though the fake host offered AutoMTLS (PLUGIN_CLIENT_CERT)`,
+      );
     }
     const pinned: Pinned = { identity: this.identity, hostCert: announced.serverCert };
     const connection = await connect(announced, pinned, path.join(this.dir, "host"));
