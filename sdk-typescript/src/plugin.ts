@@ -10,9 +10,9 @@ import * as path from "node:path";
 import type { Duplex } from "node:stream";
 import * as grpc from "@grpc/grpc-js";
 
-import { GRPCBroker, type GrpcBrokerOptions } from "./broker.js";
+import { GRPCBroker, HOST_SERVICES_VAR, type GrpcBrokerOptions } from "./broker.js";
 import { Endpoint, definitionOf, type ServiceEntry } from "./endpoint.js";
-import { chooseVersion, readLaunchEnv, type LaunchEnv } from "./env.js";
+import { chooseVersion, readLaunchEnv, type LaunchEnv, type Lookup } from "./env.js";
 import { ConfigurationError, NotLaunchedByHostError, PluginError } from "./errors.js";
 import { handshakeLine } from "./handshake.js";
 import { generateIdentity } from "./identity.js";
@@ -23,6 +23,7 @@ import { internalProtos } from "./protos.js";
 import { REFLECTION_SERVICES, serveReflection } from "./reflection.js";
 import { StdioRelay } from "./stdio.js";
 import type { Pinned } from "./tls.js";
+import { TRACEPARENT_VAR, TRACESTATE_VAR } from "./trace-settings.js";
 import { Tracing } from "./tracing.js";
 
 /** The health service name hosts check (go-plugin's). */
@@ -75,6 +76,31 @@ export interface PluginOptions extends GrpcBrokerOptions {
   logLevel?: Level;
   /** Serve gRPC server reflection over the plugin's services (default `true`). */
   reflection?: boolean;
+}
+
+/**
+ * Where one run of a plugin gets its launch and what it may do to its process. `serve()` and
+ * `run()` use the process's own ({@link processLaunch}); the test kit (`tether-plugin/testing`)
+ * runs a plugin inside the test's process under a fake host's launch, through the same
+ * sequence. @internal
+ */
+export interface Launch {
+  /** Reads a launch variable, as `(name) => process.env[name]` does for a launched plugin. */
+  lookup: Lookup;
+  /** Gives the host the handshake line (a launched plugin prints it on stdout). */
+  announce(line: string): void;
+  /**
+   * Whether the run owns the process: handles SIGTERM/SIGINT, watches the parent process and
+   * relays `process.stdout`/`process.stderr` (the options that turn these off still apply).
+   */
+  ownsProcess: boolean;
+  /** Stops the run when aborted, as a termination signal would ({@link StopReason.Signal}). */
+  signal?: AbortSignal;
+}
+
+/** The launch of a plugin started by a host: its environment, its stdout, its signals. @internal */
+export function processLaunch(): Launch {
+  return { lookup: (name) => process.env[name], announce: (line) => writeAll(1, line), ownsProcess: true };
 }
 
 interface Registered extends ServiceEntry {
@@ -187,16 +213,21 @@ export class Plugin {
    * {@link PluginError} instead of exiting. Call it once per process.
    */
   async run(): Promise<StopReason> {
+    return this.runUnder(processLaunch());
+  }
+
+  /** {@link run} under `launch` (the test kit's fake host's, or the process's). @internal */
+  async runUnder(launch: Launch): Promise<StopReason> {
     this.check();
-    const env = readLaunchEnv({ key: this.options.cookieKey, value: this.options.cookieValue }, (n) => process.env[n], {
+    const env = readLaunchEnv({ key: this.options.cookieKey, value: this.options.cookieValue }, launch.lookup, {
       tcp: this.options.transport === "tcp",
     });
     setLogLevel(this.options.logLevel ?? "info");
     const appVersion = chooseVersion(env.appVersions, this.appVersions);
-    if (this.options.exitWithHost !== false && PARENT_PID > 1 && process.ppid !== PARENT_PID) {
+    if (launch.ownsProcess && this.options.exitWithHost !== false && PARENT_PID > 1 && process.ppid !== PARENT_PID) {
       return StopReason.HostExited;
     }
-    return new Serving(this.options, env, appVersion, this.servicesFor(appVersion), this.brokerInstance).run();
+    return new Serving(this.options, env, appVersion, this.servicesFor(appVersion), this.brokerInstance, launch).run();
   }
 }
 
@@ -221,6 +252,7 @@ class Serving {
     private readonly appVersion: number,
     private readonly services: ServiceEntry[],
     private readonly broker: GRPCBroker,
+    private readonly launch: Launch,
   ) {
     let resolve!: (reason: StopReason) => void;
     this.stopped = new Promise((r) => (resolve = r));
@@ -235,7 +267,7 @@ class Serving {
 
   async run(): Promise<StopReason> {
     // Only when the host asked for traces and the OpenTelemetry packages are installed.
-    const tracing = await Tracing.start(this.broker);
+    const tracing = await Tracing.start(this.broker, traceVars(this.launch.lookup));
     const started = tracing?.startSpan();
     const pinned: Pinned | undefined =
       this.env.clientCert !== undefined ? { identity: generateIdentity(), hostCert: this.env.clientCert } : undefined;
@@ -282,17 +314,21 @@ class Serving {
     });
 
     const onSignal = (): void => this.stop(StopReason.Signal);
-    process.on("SIGTERM", onSignal);
-    process.on("SIGINT", onSignal);
+    const owns = this.launch.ownsProcess;
+    if (owns) {
+      process.on("SIGTERM", onSignal);
+      process.on("SIGINT", onSignal);
+    }
+    this.launch.signal?.addEventListener("abort", onSignal, { once: true });
+    if (this.launch.signal?.aborted) onSignal();
     let watch: NodeJS.Timeout | undefined;
-    if (this.options.exitWithHost !== false && PARENT_PID > 1) {
+    if (owns && this.options.exitWithHost !== false && PARENT_PID > 1) {
       watch = setInterval(() => {
         if (process.ppid !== PARENT_PID) this.stop(StopReason.HostExited);
       }, this.options.hostWatchIntervalMs ?? HOST_WATCH_INTERVAL_MS);
     }
 
-    writeAll(
-      1,
+    this.launch.announce(
       handshakeLine({
         appVersion: this.appVersion,
         network: bound.network,
@@ -303,7 +339,7 @@ class Serving {
       }),
     );
     started?.end();
-    if (this.options.relayStdio !== false) this.relay.install();
+    if (owns && this.options.relayStdio !== false) this.relay.install();
     log("debug", "serving", {
       app_version: this.appVersion,
       network: bound.network,
@@ -317,6 +353,7 @@ class Serving {
     if (watch !== undefined) clearInterval(watch);
     process.off("SIGTERM", onSignal);
     process.off("SIGINT", onSignal);
+    this.launch.signal?.removeEventListener("abort", onSignal);
     const grace = this.options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
     this.relay.close();
     bound.server.close();
@@ -328,6 +365,11 @@ class Serving {
     this.relay.uninstall();
     return reason;
   }
+}
+
+/** The launch variables tracing reads. */
+function traceVars(lookup: Lookup): Record<string, string | undefined> {
+  return Object.fromEntries([TRACEPARENT_VAR, TRACESTATE_VAR, HOST_SERVICES_VAR].map((name) => [name, lookup(name)]));
 }
 
 function healthImplementation(): grpc.UntypedServiceImplementation {

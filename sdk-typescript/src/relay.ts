@@ -82,7 +82,8 @@ export class MuxRelay {
   }
 }
 
-function pipeBoth(a: Duplex, b: Duplex): void {
+/** Relays `a` and `b` byte for byte both ways; either one's end or error ends both. @internal */
+export function pipeBoth(a: Duplex, b: Duplex): void {
   a.pipe(b);
   b.pipe(a);
   const end = (): void => {

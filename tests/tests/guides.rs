@@ -283,12 +283,42 @@ fn the_typescript_guides_plugin_builds_passes_its_tests_and_greets_under_the_gui
     }
     let runs = guides::runs(&blocks, THIS);
     assert_eq!(runs.len(), 3);
+    let unit_tests = node_test_names(&blocks, "src/greeter.test.ts");
+    assert_eq!(
+        unit_tests.len(),
+        4,
+        "the guide's unit tests (three under the test kit's fake host, one launched)"
+    );
     let shell = Shell::new(dir)
         .path(workspace_programs())
         .path(guide_programs());
-    for block in runs {
+    // The first block builds and runs the unit tests: each must have run (and passed: a
+    // failure fails the block), not merely been compiled.
+    let tested = shell.run(runs[0]);
+    let stdout = String::from_utf8_lossy(&tested.stdout);
+    for name in &unit_tests {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(name.as_str()) && !l.contains("not ok")),
+            "`npm test` did not run the unit test {name:?}:\n{stdout}"
+        );
+    }
+    for block in &runs[1..] {
         shell.run(block);
     }
+}
+
+/// The names of the `test("NAME", …)` calls in a guide's file block `path`.
+fn node_test_names(blocks: &[guides::Block], path: &str) -> Vec<String> {
+    let (_, text) = guides::files(blocks, "")
+        .into_iter()
+        .find(|(p, _)| *p == path)
+        .unwrap_or_else(|| panic!("the guide has no file block {path}"));
+    text.lines()
+        .filter_map(|line| line.trim_start().strip_prefix("test(\""))
+        .filter_map(|rest| rest.split_once('"').map(|(name, _)| name.to_owned()))
+        .collect()
 }
 
 /// Hard-links the file or tree `from` to `to` (`cp -al`).
