@@ -1,0 +1,144 @@
+//! The `tether` command as a newcomer meets it, following the README and the guides (issue
+//! 25, item 5): a relative `--catalog` works for every command as its absolute form does, a
+//! virtualenv's interpreter given relatively runs, and an interpreted script needs to be
+//! readable, not executable, while a program the host executes itself must be executable.
+
+#![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use tether_tests::bins;
+use tether_tests::output::{stderr, stdout};
+
+fn tether(work: &Path, args: &[&str]) -> Output {
+    Command::new(bins::TETHER.path())
+        .args(args)
+        .current_dir(work)
+        .env_remove("RUST_LOG")
+        .env_remove("TETHER_CATALOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", stdout(out), stderr(out))
+}
+
+/// Writes the manifest `NAME.toml` of `catalog`: `command`, then `extra` lines, then the
+/// handshake `KEY=VALUE`.
+fn manifest(catalog: &Path, name: &str, command: &str, extra: &str, cookie: &str) {
+    let (key, value) = cookie.split_once('=').unwrap();
+    std::fs::write(
+        catalog.join(format!("{name}.toml")),
+        format!(
+            "name = \"{name}\"\ncommand = \"{command}\"\n{extra}\n[handshake]\ncookie_key = \"{key}\"\ncookie_value = \"{value}\"\napp_versions = [1]\n"
+        ),
+    )
+    .unwrap();
+}
+
+// Item 1: a relative --catalog.
+
+/// `work/catalog` with the KV plugin (`kv`, which may read `work/data`, granted in
+/// `work/grants.toml` relative to that file) and the agent demo's `word-count`, both in the
+/// catalog's own `bin/`, and `work/workflow.toml` counting words with `word-count`.
+fn catalog_in(work: &Path) {
+    let catalog = work.join("catalog");
+    std::fs::create_dir_all(catalog.join("bin")).unwrap();
+    std::fs::create_dir_all(work.join("data")).unwrap();
+    symlink(bins::KV_PLUGIN.path(), catalog.join("bin/kv")).unwrap();
+    symlink(bins::AGENT_DEMO.path(), catalog.join("bin/agent-demo")).unwrap();
+    manifest(
+        &catalog,
+        "kv",
+        "bin/kv",
+        "sandbox_allow_read = [\"../data\"]",
+        "BASIC_PLUGIN=hello",
+    );
+    manifest(
+        &catalog,
+        "word-count",
+        "bin/agent-demo",
+        "args = [\"step\", \"word-count\"]",
+        "TETHER_AGENT_PLUGIN=executor",
+    );
+    std::fs::write(
+        work.join("grants.toml"),
+        "[plugins.kv]\nsandbox_allow_read = [\"data\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        work.join("workflow.toml"),
+        "name = \"count\"\n[[steps]]\nname = \"count-words\"\nplugin = \"word-count\"\nparams = { text = \"one two three\" }\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn every_command_works_with_a_relative_catalog_as_with_its_absolute_form() {
+    let work = tempfile::tempdir().unwrap();
+    catalog_in(work.path());
+    let absolute = work.path().join("catalog");
+    let request = r#"{"step":"s","paramsJson":"{\"text\":\"one two\"}"}"#;
+    let commands: [&[&str]; 6] = [
+        &["list"],
+        &["check"],
+        &["inspect", "--plugin", "kv"],
+        &[
+            "call",
+            "--plugin",
+            "word-count",
+            "tether.agent.v1.Executor/Execute",
+            request,
+        ],
+        &["run"],
+        &["conformance", "--plugin", "kv"],
+    ];
+    for command in commands {
+        for catalog in ["catalog", absolute.to_str().unwrap()] {
+            let mut args = vec![command[0], "--catalog", catalog];
+            args.extend(&command[1..]);
+            let out = tether(work.path(), &args);
+            assert!(
+                out.status.success(),
+                "tether {}: {}",
+                args.join(" "),
+                text(&out)
+            );
+            // What each prints when it got as far as the plugin.
+            let expected = match command[0] {
+                "list" => "kv",
+                "check" => "ok       kv",
+                "inspect" => "proto.KV",
+                "call" | "run" => "words",
+                _ => "handshake line format",
+            };
+            let said = stdout(&out);
+            assert!(said.contains(expected), "{}: {said}", args.join(" "));
+        }
+    }
+}
+
+#[test]
+fn conformance_of_a_catalog_program_that_cannot_start_says_to_fix_the_manifests_command() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = work.path().join("catalog");
+    std::fs::create_dir_all(catalog.join("bin")).unwrap();
+    // There, but not executable.
+    std::fs::write(catalog.join("bin/kv"), "not a program\n").unwrap();
+    manifest(&catalog, "kv", "bin/kv", "", "BASIC_PLUGIN=hello");
+    let out = tether(
+        work.path(),
+        &["conformance", "--catalog", "catalog", "--plugin", "kv"],
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let manifest_line = format!("{}:2", catalog.join("kv.toml").display());
+    for says in ["the command starts", "fix `command` at", &manifest_line] {
+        assert!(said.contains(says), "no {says:?} in: {said}");
+    }
+    assert!(!said.contains("give --cmd"), "{said}");
+}
