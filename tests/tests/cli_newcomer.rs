@@ -11,6 +11,8 @@ use std::process::{Command, Output};
 
 use tether_tests::bins;
 use tether_tests::output::{stderr, stdout};
+use tether_tests::peers::repo_root;
+use tether_tests::python::python_or_skip;
 
 fn tether(work: &Path, args: &[&str]) -> Output {
     Command::new(bins::TETHER.path())
@@ -25,6 +27,13 @@ fn tether(work: &Path, args: &[&str]) -> Output {
 
 fn text(out: &Output) -> String {
     format!("{}{}", stdout(out), stderr(out))
+}
+
+fn kv_proto() -> String {
+    repo_root()
+        .join("examples/proto/kv.proto")
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Writes the manifest `NAME.toml` of `catalog`: `command`, then `extra` lines, then the
@@ -141,4 +150,63 @@ fn conformance_of_a_catalog_program_that_cannot_start_says_to_fix_the_manifests_
         assert!(said.contains(says), "no {says:?} in: {said}");
     }
     assert!(!said.contains("give --cmd"), "{said}");
+}
+
+// Item 2: a relative interpreter.
+
+/// A working directory holding `sdk-python` (a link to the checkout's).
+fn python_work() -> tempfile::TempDir {
+    let work = tempfile::tempdir().unwrap();
+    symlink(
+        repo_root().join("sdk-python"),
+        work.path().join("sdk-python"),
+    )
+    .unwrap();
+    work
+}
+
+#[test]
+fn a_virtualenvs_interpreter_written_relatively_runs_confined_from_the_users_directory() {
+    let Some(python) = python_or_skip("relative venv") else {
+        return;
+    };
+    let work = python_work();
+    let made = Command::new(&python.interpreter)
+        .args(["-m", "venv", "--system-site-packages", "venv"])
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    let out = Command::new(bins::TETHER.path())
+        .args([
+            "call",
+            "--cmd",
+            "venv/bin/python sdk-python/examples/kv_plugin.py",
+            "--cookie",
+            "BASIC_PLUGIN=hello",
+            "--work-dir",
+            ".",
+            "--proto",
+            &kv_proto(),
+            "proto.KV/Put",
+            r#"{"key":"v","value":"eQ=="}"#,
+        ])
+        .current_dir(work.path())
+        .env("RUST_LOG", "tether_broker=debug")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    assert_eq!(std::fs::read(work.path().join("kv_v")).unwrap(), b"y");
+    // The venv's own interpreter ran (so the venv was in force), not the one it links to.
+    let venv = work.path().canonicalize().unwrap().join("venv");
+    let resolved = log
+        .lines()
+        .find(|l| l.contains("runtime resolved"))
+        .unwrap_or_else(|| panic!("no runtime resolved: {log}"));
+    assert!(
+        resolved.contains(&format!("{}/bin/python ", venv.display())),
+        "{resolved}"
+    );
 }
