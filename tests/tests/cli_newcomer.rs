@@ -5,14 +5,17 @@
 
 #![allow(clippy::unwrap_used)] // Test code: a panic is a test failure.
 
-use std::os::unix::fs::symlink;
-use std::path::Path;
+use std::os::unix::fs::{PermissionsExt as _, symlink};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use tether_tests::bins;
 use tether_tests::output::{stderr, stdout};
 use tether_tests::peers::repo_root;
 use tether_tests::python::python_or_skip;
+
+/// Exit status for bad input, documented in `cli/src/main.rs`.
+const EXIT_INPUT: i32 = 4;
 
 fn tether(work: &Path, args: &[&str]) -> Output {
     Command::new(bins::TETHER.path())
@@ -209,4 +212,87 @@ fn a_virtualenvs_interpreter_written_relatively_runs_confined_from_the_users_dir
         resolved.contains(&format!("{}/bin/python ", venv.display())),
         "{resolved}"
     );
+}
+
+// Item 3: what must be executable.
+
+/// A copy of the Python SDK in `work/sdk` (its project: `pyproject.toml`, `src/`,
+/// `examples/`) whose KV plugin script is not executable; the catalog `work/catalog` runs it
+/// as `kv` (through its `#!` line's interpreter) and as `native-kv` (`runtime = "native"`:
+/// the host executes the file itself).
+fn non_executable_script_catalog(work: &Path) -> PathBuf {
+    let sdk = work.join("sdk");
+    std::fs::create_dir_all(&sdk).unwrap();
+    for part in ["pyproject.toml", "src", "examples"] {
+        let out = Command::new("cp")
+            .arg("-r")
+            .arg(repo_root().join("sdk-python").join(part))
+            .arg(&sdk)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "cp: {}", text(&out));
+    }
+    let script = sdk.join("examples/kv_plugin.py");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let catalog = work.join("catalog");
+    std::fs::create_dir_all(catalog.join("bin")).unwrap();
+    symlink(&script, catalog.join("bin/kv")).unwrap();
+    manifest(&catalog, "kv", "bin/kv", "", "BASIC_PLUGIN=hello");
+    manifest(
+        &catalog,
+        "native-kv",
+        "bin/kv",
+        "runtime = \"native\"",
+        "BASIC_PLUGIN=hello",
+    );
+    catalog
+}
+
+#[test]
+fn check_accepts_a_readable_script_an_interpreter_runs_and_asks_for_chmod_only_when_executed_itself()
+ {
+    let Some(_python) = python_or_skip("non-executable script") else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let catalog = non_executable_script_catalog(work.path());
+    let out = tether(work.path(), &["check", "--catalog", "catalog"]);
+    let said = stdout(&out);
+    assert_eq!(out.status.code(), Some(EXIT_INPUT), "{}", text(&out));
+    assert!(said.contains("ok       kv "), "{said}");
+    assert!(said.contains("problem  native-kv "), "{said}");
+    let problems: Vec<&str> = said.lines().filter(|l| l.starts_with("problem:")).collect();
+    assert_eq!(problems.len(), 1, "{said}");
+    let native = catalog.join("native-kv.toml");
+    for says in [
+        &format!("{}:2: plugin `native-kv`", native.display()),
+        "is not executable, and no interpreter runs it",
+        &format!("chmod +x {}", catalog.join("bin/kv").display()),
+    ] {
+        assert!(
+            problems[0].contains(says),
+            "no {says:?} in: {}",
+            problems[0]
+        );
+    }
+
+    // And it does run, not executable.
+    let out = tether(
+        work.path(),
+        &[
+            "call",
+            "--catalog",
+            "catalog",
+            "--plugin",
+            "kv",
+            "--work-dir",
+            ".",
+            "--proto",
+            &kv_proto(),
+            "proto.KV/Put",
+            r#"{"key":"n","value":"eQ=="}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::read(work.path().join("kv_n")).unwrap(), b"y");
 }
