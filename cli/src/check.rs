@@ -1,9 +1,10 @@
 //! `tether check`: every problem of a catalog, listed.
 
 use std::os::unix::fs::PermissionsExt as _;
-use tether_broker::launch::{RUNSC_INSTALL_HINT, Runner};
+use std::path::{Path, PathBuf};
 
-use tether_broker::{Manifest, PluginClient, ValueSource as _, confine::sha256_file};
+use tether_broker::launch::{RUNSC_INSTALL_HINT, ResolvedRuntime, Runner, RuntimeError};
+use tether_broker::{Manifest, PluginClient, SandboxMode, ValueSource as _, confine::sha256_file};
 use tether_proto::ValueKind;
 
 use crate::args::CatalogArgs;
@@ -23,9 +24,10 @@ pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
         .map(ToString::to_string)
         .collect();
     for manifest in install.catalog.manifests() {
-        let mut found = check_plugin(&install, manifest);
         let mut facts = privileges::facts(manifest, &install.grants);
-        match runtime_of(manifest).await {
+        let runtime = runtime_of(manifest).await;
+        let mut found = check_plugin(&install, manifest, &Exec::of(manifest, &runtime));
+        match runtime {
             Ok(Some(resolved)) => {
                 if let Some(fact) = facts.iter_mut().find(|(k, _)| *k == "runtime") {
                     fact.1 = privileges::runtime(&resolved);
@@ -101,9 +103,7 @@ fn grants_for_strangers(install: &Installation) -> Vec<String> {
 }
 
 /// What `m`'s runtime resolves to here (the interpreter is asked, confined, as at launch).
-async fn runtime_of(
-    m: &Manifest,
-) -> Result<Option<tether_broker::launch::ResolvedRuntime>, tether_broker::launch::RuntimeError> {
+async fn runtime_of(m: &Manifest) -> Result<Option<ResolvedRuntime>, RuntimeError> {
     let mut builder = PluginClient::builder(&m.command)
         .args(&m.args)
         .sandbox(m.confinement.sandbox)
@@ -118,8 +118,47 @@ async fn runtime_of(
     builder.resolve_runtime().await
 }
 
-/// The problems of one plugin.
-fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
+/// What a launch executes of a manifest's program file.
+enum Exec {
+    /// The file itself: it must be executable. Why the host executes it (no interpreter, a
+    /// pinned digest, a runner that resolves none).
+    Directly(&'static str),
+    /// An interpreter, which reads the file (and the script it runs, when that is another
+    /// file): they must be readable, not executable.
+    Interpreter { script: Option<PathBuf> },
+}
+
+impl Exec {
+    /// How `m`'s program runs, given its runtime as [`runtime_of`] resolved it, as a launch
+    /// decides (`launch::interpreted::interpreter`): an interpreter only under the process
+    /// runner, without a pinned digest, with the sandbox on and an interpreter detected.
+    fn of(m: &Manifest, runtime: &Result<Option<ResolvedRuntime>, RuntimeError>) -> Self {
+        if m.sha256.is_some() {
+            return Self::Directly(
+                "its SHA-256 is pinned, so the verified file itself is executed",
+            );
+        }
+        if !matches!(m.runner, Runner::Process) {
+            return Self::Directly("its runner executes the file itself");
+        }
+        match runtime {
+            Ok(Some(resolved)) => Self::Interpreter {
+                script: resolved.script.clone(),
+            },
+            // An interpreter was detected but cannot be resolved: that problem is listed.
+            Err(_) => Self::Interpreter { script: None },
+            Ok(None) if m.confinement.sandbox == SandboxMode::Off => Self::Directly(
+                "with `sandbox = \"off\"` the host resolves no interpreter and executes the file itself",
+            ),
+            Ok(None) => Self::Directly(
+                "no interpreter runs it (a Python or Node script needs a `#!` line naming its interpreter, or `runtime = \"python\"` or `\"node\"`)",
+            ),
+        }
+    }
+}
+
+/// The problems of one plugin, whose program runs as `exec` says.
+fn check_plugin(install: &Installation, m: &Manifest, exec: &Exec) -> Vec<String> {
     let mut problems = Vec::new();
     let file = m.file.display();
     problems.extend(privileges::refusals(install.grants.refusals(m)));
@@ -183,14 +222,26 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
                 m.command.display()
             ),
         }),
-        Ok(meta) if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 => {
-            problems.push(format!(
-                "{file}: plugin `{}`: {} is not an executable file",
-                m.name,
-                m.command.display()
-            ));
-        }
-        Ok(_) => {
+        Ok(meta) if !meta.is_file() => problems.push(format!(
+            "{}: plugin `{}`: {} is not a file; make `command` name the plugin's program",
+            command_at(m),
+            m.name,
+            m.command.display()
+        )),
+        Ok(meta) => {
+            match exec {
+                Exec::Directly(why) if meta.permissions().mode() & 0o111 == 0 => {
+                    problems.push(format!(
+                        "{}: plugin `{}`: {} is not executable, and {why}: make it executable (`chmod +x {}`)",
+                        command_at(m),
+                        m.name,
+                        m.command.display(),
+                        m.command.display()
+                    ));
+                }
+                Exec::Directly(_) => {}
+                Exec::Interpreter { script } => problems.extend(unreadable(m, script.as_deref())),
+            }
             if let Some(expected) = &m.sha256 {
                 match sha256_file(&m.command) {
                     Ok(actual) if &actual == expected => {}
@@ -209,4 +260,81 @@ fn check_plugin(install: &Installation, m: &Manifest) -> Vec<String> {
         }
     }
     problems
+}
+
+/// `file:line` of `m`'s `command` (the file alone when the line is not known).
+fn command_at(m: &Manifest) -> String {
+    match m.line_of("command") {
+        Some(line) => format!("{}:{line}", m.file.display()),
+        None => m.file.display().to_string(),
+    }
+}
+
+/// The problems of an interpreted plugin's files: its interpreter reads the program file and
+/// the script (when that is another file), which need not be executable but must be readable.
+fn unreadable(m: &Manifest, script: Option<&Path>) -> Vec<String> {
+    let mut files = vec![m.command.as_path()];
+    files.extend(script.filter(|s| *s != m.command));
+    files
+        .into_iter()
+        .filter_map(|path| {
+            std::fs::File::open(path).err().map(|e| {
+                format!(
+                    "{}: plugin `{}`: its interpreter reads {}, which cannot be read ({e}); make it readable (`chmod a+r {}`)",
+                    command_at(m),
+                    m.name,
+                    path.display(),
+                    path.display()
+                )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(extra: &str) -> Manifest {
+        let text = format!(
+            "name = \"p\"\ncommand = \"bin/p\"\n{extra}\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n"
+        );
+        Manifest::parse(&text, Path::new("/cat/p.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_pinned_digest_a_sandbox_off_or_no_interpreter_mean_the_file_itself_is_executed() {
+        let pinned = manifest(&format!("sha256 = \"{}\"", "0".repeat(64)));
+        let off = manifest("sandbox = \"off\"");
+        let native = manifest("runtime = \"native\"");
+        for (m, why) in [
+            (&pinned, "SHA-256 is pinned"),
+            (&off, "sandbox = \"off\""),
+            (&native, "no interpreter runs it"),
+        ] {
+            match Exec::of(m, &Ok(None)) {
+                Exec::Directly(said) => assert!(said.contains(why), "{said}"),
+                Exec::Interpreter { .. } => panic!("{why}: not executed directly"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_interpreted_plugins_files_must_be_readable_and_the_advice_names_the_command_line() {
+        let m = manifest("");
+        let problems = unreadable(&m, Some(Path::new("/nonexistent/kv.py")));
+        // The program file and the script, neither of which exists here.
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        for problem in &problems {
+            assert!(
+                problem.starts_with("/cat/p.toml:2: plugin `p`"),
+                "{problem}"
+            );
+            assert!(problem.contains("cannot be read"), "{problem}");
+            assert!(problem.contains("chmod a+r"), "{problem}");
+        }
+        assert!(problems[1].contains("/nonexistent/kv.py"), "{problems:?}");
+        // The script that is the program itself is named once.
+        assert_eq!(unreadable(&m, Some(&m.command)).len(), 1);
+    }
 }

@@ -160,7 +160,8 @@ pub(crate) enum CliError {
         default = crate::catalog_origin::DEFAULT_CATALOG
     )]
     NoCatalog { cwd: PathBuf },
-    /// The current directory cannot be read (to find `./catalog`).
+    /// The current directory cannot be read (to find `./catalog`, or to make a relative path
+    /// absolute).
     #[error("cannot read the current directory")]
     CurrentDir(#[source] std::io::Error),
     /// The catalog directory cannot be read.

@@ -70,12 +70,18 @@ impl Installation {
         Self::load_dir(&dir, origin, &args.install)
     }
 
-    /// Loads the catalog in `dir`, which came from `origin`.
+    /// Loads the catalog in `dir`, which came from `origin`. `dir` and the paths of `install`
+    /// are made absolute against the current directory first: a manifest's `command` and
+    /// `sandbox_allow_*` paths are relative to its directory, and a plugin starts elsewhere (its
+    /// private directory, a state directory, a conformance check's temporary one), so a
+    /// relative `--catalog` works exactly as its absolute form does.
     pub(crate) fn load_dir(
         dir: &Path,
         origin: Origin,
         install: &InstallArgs,
     ) -> Result<Self, CliError> {
+        let dir = &absolute(dir)?;
+        let install = &install.absolute()?;
         let loaded = Catalog::load_dir(dir).map_err(|source| CliError::Catalog {
             dir: dir.to_owned(),
             origin,
@@ -206,6 +212,25 @@ impl Installation {
         names.sort();
         names.dedup();
         names
+    }
+}
+
+/// `path` made absolute against the current directory, without resolving symbolic links (a
+/// catalog's `bin/NAME` link stays the program the manifest names).
+fn absolute(path: &Path) -> Result<PathBuf, CliError> {
+    std::path::absolute(path).map_err(CliError::CurrentDir)
+}
+
+impl InstallArgs {
+    /// These paths made absolute ([`absolute`]).
+    fn absolute(&self) -> Result<Self, CliError> {
+        let made = |path: &Option<PathBuf>| path.as_deref().map(absolute).transpose();
+        Ok(Self {
+            grants: made(&self.grants)?,
+            secrets: made(&self.secrets)?,
+            config: made(&self.config)?,
+            bin_dir: made(&self.bin_dir)?,
+        })
     }
 }
 

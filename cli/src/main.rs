@@ -47,6 +47,7 @@ mod check;
 mod conformance;
 mod describe;
 mod descriptors;
+mod docs_flags;
 mod dynamic_codec;
 mod error;
 mod given;

@@ -445,6 +445,23 @@ fn the_python_guides_plugin_greets_confined_from_a_virtualenv_under_the_guide_ho
     for block in runs {
         shell.run(block);
     }
+    // The catalog links the script where it lives, not a copy: an edit is what runs next.
+    let script = dir.join("greeter_plugin.py");
+    let source = std::fs::read_to_string(&script).unwrap();
+    let edited = source.replace(
+        "f\"{salutation}, {title} {request.name}\"",
+        "f\"{salutation}; {title} {request.name}\"",
+    );
+    assert_ne!(
+        edited, source,
+        "the guide's greeting changed: follow it here"
+    );
+    std::fs::write(&script, edited).unwrap();
+    let again = guides::parse(
+        "docs/plugin-python.md (edited)",
+        "<!-- run: x -->\n```sh\ngreeter-catalog site greeter Grace   # prints Welcome; Dr. Grace\n```\n",
+    );
+    shell.run(&again[0]);
 }
 
 // --- The CLI guide ---------------------------------------------------------------------------------

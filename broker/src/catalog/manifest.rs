@@ -375,6 +375,21 @@ impl Manifest {
     pub fn dir(&self) -> &Path {
         self.file.parent().unwrap_or(Path::new("."))
     }
+
+    /// The 1-based line of the top-level `key` in [`file`](Self::file), when the manifest
+    /// sets it: an error about the key's value names the place to fix as `file:line`.
+    ///
+    /// ```
+    /// let text = "name = \"kv\"\ncommand = \"bin/kv\"\n[handshake]\ncookie_key = \"K\"\ncookie_value = \"V\"\n";
+    /// let m = tether_broker::Manifest::parse(text, "/cat/kv.toml".as_ref())?;
+    /// assert_eq!(m.line_of("command"), Some(2));
+    /// assert_eq!(m.line_of("args"), None);
+    /// # Ok::<(), tether_broker::catalog::CatalogFileErrors>(())
+    /// ```
+    #[must_use]
+    pub fn line_of(&self, key: &str) -> Option<usize> {
+        self.key_lines.get(key).copied()
+    }
 }
 
 /// Checks of single values, turning failures into located errors.

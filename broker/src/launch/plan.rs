@@ -199,7 +199,7 @@ impl LaunchPlan {
 /// `.` and `..` taken away against `cwd`: exact, as the working directory has no symbolic
 /// link in it (`getcwd`), and needed where the plugin does not start in `cwd` (its world has
 /// no `cwd/..` to walk through).
-fn against(cwd: &Path, program: &Path) -> PathBuf {
+pub(crate) fn against(cwd: &Path, program: &Path) -> PathBuf {
     use std::path::Component;
     let mut dir = cwd.to_path_buf();
     let mut rest = program.components();

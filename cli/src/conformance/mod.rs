@@ -77,10 +77,7 @@ async fn check(subject: &Subject) -> Vec<CheckResult> {
             "the command starts",
             "§1",
             Level::Required,
-            report::fail(
-                seen.clone(),
-                "give --cmd a program that exists and is executable",
-            ),
+            report::fail(seen.clone(), subject.start_remedy.clone()),
         )];
     }
     let mut results = vec![cookie];

@@ -37,6 +37,9 @@ pub(crate) struct Subject {
     pub(crate) start_timeout: Duration,
     pub(crate) grace: Duration,
     pub(crate) host_death_timeout: Duration,
+    /// What to change when the plugin's program cannot be started at all: `--cmd`, or the
+    /// manifest's `command` at its `file:line`.
+    pub(crate) start_remedy: String,
     catalog: Option<(Installation, String)>,
     _work: tempfile::TempDir,
 }
@@ -47,11 +50,15 @@ impl Subject {
             cmd: String::new(),
             reason: format!("cannot make a temporary working directory: {e}"),
         })?;
+        let mut start_remedy = "give --cmd a program that exists and is executable".to_owned();
         let (name, program, words, (cookie_key, cookie_value), app_versions, catalog) =
             match args.which.choice()? {
                 Choice::Catalog { dir, plugin } => {
                     let install = Installation::load_dir(dir, Origin::Flag, &args.which.install)?;
                     let m = install.manifest(plugin)?.clone();
+                    // A program that is nowhere: every place searched, as `call` says it.
+                    install.check_binary(plugin)?;
+                    start_remedy = command_remedy(&m);
                     (
                         format!("{plugin} (catalog {})", dir.display()),
                         m.command,
@@ -93,6 +100,7 @@ impl Subject {
             start_timeout: args.start_timeout.into(),
             grace: args.grace.into(),
             host_death_timeout: args.host_death_timeout.into(),
+            start_remedy,
             catalog,
             _work: work,
         })
@@ -139,6 +147,19 @@ impl Subject {
             _ => builder,
         })
     }
+}
+
+/// What to change when a catalog plugin's program cannot be started: its manifest's
+/// `command`, at its `file:line`.
+fn command_remedy(m: &tether_broker::Manifest) -> String {
+    let at = match m.line_of("command") {
+        Some(line) => format!("{}:{line}", m.file.display()),
+        None => m.file.display().to_string(),
+    };
+    format!(
+        "make {} an executable program (build or install it there), or fix `command` at {at} (a path relative to the manifest's directory)",
+        m.command.display()
+    )
 }
 
 /// `word` made absolute against the current directory when it is a relative path to an

@@ -20,6 +20,7 @@ use crate::launch::interpreted::runtime::{
     PYTHON_QUERY, ResolvedRuntime, Runtime, RuntimeError, SHEBANG_MAX, Script, detect,
     narrow_enough, parse_answer,
 };
+use crate::launch::plan::against;
 
 /// What a launch needs to resolve its runtime.
 pub(crate) struct Query<'a> {
@@ -39,7 +40,8 @@ pub(crate) struct Query<'a> {
     pub(crate) args: &'a [OsString],
     /// The plugin's environment (the interpreter is asked with it).
     pub(crate) env: &'a BTreeMap<OsString, OsString>,
-    /// Relative scripts are relative to this (the plugin's working directory).
+    /// A relative script or interpreter is relative to this: the host's working directory,
+    /// where the user wrote the command line (not the plugin's).
     pub(crate) cwd: Option<&'a Path>,
     pub(crate) timeout: Duration,
     pub(crate) plugin: &'a str,
@@ -66,7 +68,7 @@ pub(crate) async fn resolve(query: Query<'_>) -> Result<Option<ResolvedRuntime>,
         return Ok(None);
     };
     let interpreter = detected.interpreter;
-    let program = (query.lookup)(&detected.query_program);
+    let program = users_program((query.lookup)(&detected.query_program), query.cwd);
     let text = ask(&query, interpreter, &program).await?;
     let bad = |reason: String| RuntimeError::BadAnswer {
         interpreter,
@@ -155,6 +157,19 @@ impl Drop for GroupKiller {
             // ESRCH (nothing left) is the common case.
             let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
         }
+    }
+}
+
+/// The interpreter to ask, as the user meant it: a relative path (`venv/bin/python`) made
+/// absolute against `cwd`, where the user typed it (the query runs from `/`, the plugin from
+/// its own directory), lexically: a virtualenv's `bin/python` is a symbolic link that must stay
+/// the venv's. A bare name (not found in the plugin's `PATH`) stays as it is.
+fn users_program(program: PathBuf, cwd: Option<&Path>) -> PathBuf {
+    match cwd {
+        Some(cwd) if program.is_relative() && program.components().count() > 1 => {
+            against(cwd, &program)
+        }
+        _ => program,
     }
 }
 
@@ -338,6 +353,29 @@ pub(crate) async fn run_read_only(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_interpreter_is_asked_at_its_place_in_the_users_directory_without_resolving_links()
+    {
+        let cwd = Path::new("/home/me/proj");
+        for (typed, asked) in [
+            ("venv/bin/python", "/home/me/proj/venv/bin/python"),
+            ("./venv/bin/python3", "/home/me/proj/venv/bin/python3"),
+            ("../other/venv/bin/python", "/home/me/other/venv/bin/python"),
+            ("/opt/py/bin/python3", "/opt/py/bin/python3"),
+            ("python3", "python3"),
+        ] {
+            assert_eq!(
+                users_program(PathBuf::from(typed), Some(cwd)),
+                Path::new(asked),
+                "{typed}"
+            );
+        }
+        assert_eq!(
+            users_program(PathBuf::from("venv/bin/python"), None),
+            Path::new("venv/bin/python")
+        );
+    }
 
     #[test]
     fn a_scripts_project_is_found_a_little_way_up() {
