@@ -285,3 +285,50 @@ fn a_bad_grants_file_is_located_at_its_own_line_and_key_and_tether_asks_to_fix_t
         assert!(!err.contains("fix the manifest"), "{args:?}: {err}");
     }
 }
+
+// Issue 25 item 5: a grants table for a plugin the catalog does not have.
+
+/// Everything a `tracing` subscriber writes, kept.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_supervisor_warns_once_of_grants_for_a_plugin_not_in_the_catalog_with_its_place_and_likely_typo()
+ {
+    let site = Site::new();
+    site.manifest("notifier", "", "notifier", "probe", &[]);
+    site.grants("[plugins.notifier]\nsecrets = []\n\n[plugins.notifer]\nnetwork = \"host\"\n");
+    let file = site.path().join("grants.toml");
+    let grants = Grants::load(&file).unwrap();
+    let captured = Captured::default();
+    let subscriber = {
+        let captured = captured.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || captured.clone())
+            .with_ansi(false)
+            .without_time()
+            .finish()
+    };
+    let supervisor = tracing::subscriber::with_default(subscriber, || site.supervisor(grants));
+    let logged = text(&captured.0.lock().unwrap());
+    let warnings: Vec<&str> = logged.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 1, "{logged}");
+    let says = format!(
+        "{}:4:10: grants for plugin `notifer`, which is not in the catalog; did you mean `notifier`?",
+        file.display()
+    );
+    assert!(warnings[0].contains(&says), "no {says:?} in: {logged}");
+    assert!(warnings[0].contains("plugin=notifer"), "{logged}");
+    supervisor.shutdown().await;
+}
