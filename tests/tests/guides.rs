@@ -376,10 +376,16 @@ fn the_go_guides_plugin_words_a_secret_it_did_not_receive_as_the_sdks_do() {
         .unwrap()
         .text;
     let between = |from: &str, to: &str| {
-        let start = main.find(from).unwrap_or_else(|| panic!("no {from:?} in main.go")) + from.len();
+        let start = main
+            .find(from)
+            .unwrap_or_else(|| panic!("no {from:?} in main.go"))
+            + from.len();
         main[start..][..main[start..].find(to).unwrap()].to_owned()
     };
-    let format = between("return fmt.Errorf(\"secret %q is not available", "\", name, why");
+    let format = between(
+        "return fmt.Errorf(\"secret %q is not available",
+        "\", name, why",
+    );
     let none = between("return nil, notAvailable(name, \"", "\")");
     let others = between("why := fmt.Sprintf(\"", "\", name)");
     let fixture: serde_json::Value = serde_json::from_str(
@@ -392,7 +398,11 @@ fn the_go_guides_plugin_words_a_secret_it_did_not_receive_as_the_sdks_do() {
             continue;
         }
         let quoted = format!("\"{}\"", case["name"].as_str().unwrap());
-        let why = if case["delivered"] == "none" { &none } else { &others };
+        let why = if case["delivered"] == "none" {
+            &none
+        } else {
+            &others
+        };
         let message = format!("secret %q is not available{format}")
             .replace("%s", &why.replace("%q", &quoted))
             .replace("%q", &quoted);

@@ -584,7 +584,12 @@ mod tests {
         let line_of = |place: &str| place.rsplit(':').next().unwrap().parse::<usize>().unwrap();
         let mut lines: Vec<String> = grants.lines().map(str::to_owned).collect();
         if let Some(rest) = todo.strip_prefix("change `") {
-            let (place, value) = rest.split_once(" at ").unwrap().1.split_once(" to `").unwrap();
+            let (place, value) = rest
+                .split_once(" at ")
+                .unwrap()
+                .1
+                .split_once(" to `")
+                .unwrap();
             lines[line_of(place) - 1] = value.trim_end_matches('`').to_owned();
         } else if let Some(rest) = todo.strip_prefix("add `") {
             let (value, rest) = rest.split_once("` under `").unwrap();
@@ -594,7 +599,11 @@ mod tests {
                 None => lines.extend([table.to_owned(), value.to_owned()]),
             }
         } else {
-            let (entry, list) = todo.strip_prefix("add ").unwrap().split_once(" to the `").unwrap();
+            let (entry, list) = todo
+                .strip_prefix("add ")
+                .unwrap()
+                .split_once(" to the `")
+                .unwrap();
             let line = &mut lines[line_of(list) - 1];
             let open = line.find('[').unwrap() + 1;
             line.insert_str(open, &format!("{entry}, "));

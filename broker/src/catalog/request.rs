@@ -94,7 +94,9 @@ impl Request {
     #[must_use]
     pub fn entry(&self) -> Option<String> {
         match self {
-            Self::Secret(name) | Self::Config(name) | Self::EnvAllow(name) => Some(toml_string(name)),
+            Self::Secret(name) | Self::Config(name) | Self::EnvAllow(name) => {
+                Some(toml_string(name))
+            }
             Self::SandboxAllowExec(path) | Self::SandboxAllowRead(path) => {
                 Some(toml_string(&path.to_string_lossy()))
             }
@@ -223,9 +225,7 @@ impl fmt::Display for NotGranted {
                 write!(f, "add `{request}` under `[plugins.{plugin}]` in ")?;
                 match &self.grants_file {
                     Some(file) => write!(f, "{}", file.display())?,
-                    None => f.write_str(
-                        "the grants file (or grant it with `Grants` in code)",
-                    )?,
+                    None => f.write_str("the grants file (or grant it with `Grants` in code)")?,
                 }
             }
         }

@@ -59,7 +59,7 @@ impl Grants {
         let loaded: BTreeSet<&str> = catalog.manifests().map(|m| m.name.as_str()).collect();
         let broken = catalog.broken_names();
         self.plugins()
-            .filter(|(name, _)| !loaded.contains(name) && !broken.contains(&name))
+            .filter(|(name, _)| !loaded.contains(name) && !broken.contains(name))
             .map(|(name, place)| Stranger {
                 name: name.to_owned(),
                 place: self
@@ -159,7 +159,11 @@ mod tests {
                 .to_string()
                 .ends_with("not in the catalog; remove them from the grants file or add the plugin's manifest (a misspelt name grants nothing)")
         );
-        assert!(grants.strangers(&catalog(&["kv", "notifer", "zzz-unrelated"])).is_empty());
+        assert!(
+            grants
+                .strangers(&catalog(&["kv", "notifer", "zzz-unrelated"]))
+                .is_empty()
+        );
     }
 
     #[test]
@@ -167,11 +171,19 @@ mod tests {
         let in_code = Grants::new().secret("kvv", "x");
         let strangers = in_code.strangers(&catalog(&["kv"]));
         assert_eq!(strangers.len(), 1);
-        assert_eq!((strangers[0].place.as_ref(), strangers[0].closest.as_deref()), (None, Some("kv")));
+        assert_eq!(
+            (strangers[0].place.as_ref(), strangers[0].closest.as_deref()),
+            (None, Some("kv"))
+        );
         // A manifest claimed twice does not load, but its name is the catalog's.
         let mut contested = catalog(&["kv"]);
         contested.add(catalog(&["kv"]).get("kv").unwrap().clone());
         assert!(contested.get("kv").is_none());
-        assert!(Grants::new().secret("kv", "x").strangers(&contested).is_empty());
+        assert!(
+            Grants::new()
+                .secret("kv", "x")
+                .strangers(&contested)
+                .is_empty()
+        );
     }
 }

@@ -413,7 +413,9 @@ mod tests {
         let input = [b"starting up\n", b"banner v2\n" as &[u8], HANDSHAKE].concat();
         let mut reader = LineReader::new(&input[..], MAX_LINE_LEN + 1);
         let mut stray = StrayOutput::new(10, 1024);
-        let hs = read_handshake(&mut reader, &mut stray, "p", None).await.unwrap();
+        let hs = read_handshake(&mut reader, &mut stray, "p", None)
+            .await
+            .unwrap();
         assert_eq!(hs.address, Address::Unix("/tmp/tether-abc/plugin1".into()));
         assert!(
             stray
