@@ -131,6 +131,7 @@
 //!
 //! # Timeouts and limits
 //! Every one is a named constant with a builder override: [`DEFAULT_START_TIMEOUT`](crate::launch::DEFAULT_START_TIMEOUT),
+//! [`DEFAULT_AFTER_STRAY_TIMEOUT`](crate::launch::DEFAULT_AFTER_STRAY_TIMEOUT),
 //! [`DEFAULT_CONNECT_TIMEOUT`](crate::launch::DEFAULT_CONNECT_TIMEOUT), [`DEFAULT_HEALTH_TIMEOUT`](crate::launch::DEFAULT_HEALTH_TIMEOUT), [`DEFAULT_SHUTDOWN_RPC_TIMEOUT`](crate::launch::DEFAULT_SHUTDOWN_RPC_TIMEOUT),
 //! [`DEFAULT_SHUTDOWN_GRACE`](crate::launch::DEFAULT_SHUTDOWN_GRACE), [`DEFAULT_TERMINATE_GRACE`](crate::launch::DEFAULT_TERMINATE_GRACE), [`DEFAULT_MAX_STRAY_LINES`](crate::launch::DEFAULT_MAX_STRAY_LINES),
 //! [`DEFAULT_MAX_STRAY_BYTES`](crate::launch::DEFAULT_MAX_STRAY_BYTES), [`DEFAULT_STDERR_TAIL_LEN`](crate::launch::DEFAULT_STDERR_TAIL_LEN), [`DEFAULT_HEALTH_INTERVAL`](crate::supervisor::DEFAULT_HEALTH_INTERVAL),
@@ -138,7 +139,7 @@
 //! [`DEFAULT_MAX_RESTARTS`](crate::catalog::DEFAULT_MAX_RESTARTS), [`DEFAULT_INITIAL_BACKOFF`](crate::catalog::DEFAULT_INITIAL_BACKOFF), [`DEFAULT_MAX_BACKOFF`](crate::catalog::DEFAULT_MAX_BACKOFF),
 //! [`DEFAULT_RESTART_WINDOW`](crate::catalog::DEFAULT_RESTART_WINDOW); fixed ones are [`CRASH_SETTLE_TIMEOUT`](crate::supervisor::CRASH_SETTLE_TIMEOUT), [`CRASH_STDERR_TIMEOUT`](crate::supervisor::CRASH_STDERR_TIMEOUT), [`MAX_VALUE_LEN`](crate::catalog::MAX_VALUE_LEN),
 //! [`MAX_NAME_LEN`](crate::catalog::MAX_NAME_LEN),
-//! [`KILL_REAP_TIMEOUT`](crate::launch::KILL_REAP_TIMEOUT), [`MAX_QUOTED_STDOUT`](crate::launch::MAX_QUOTED_STDOUT), [`MAX_LOG_LINE_LEN`](crate::launch::MAX_LOG_LINE_LEN),
+//! [`KILL_REAP_TIMEOUT`](crate::launch::KILL_REAP_TIMEOUT), [`MAX_QUOTED_STDOUT`](crate::launch::MAX_QUOTED_STDOUT), [`MAX_QUOTED_STRAY_LINE`](crate::launch::MAX_QUOTED_STRAY_LINE), [`MAX_LOG_LINE_LEN`](crate::launch::MAX_LOG_LINE_LEN),
 //! [`MAX_SOCKET_PATH_LEN`](crate::launch::MAX_SOCKET_PATH_LEN), [`SOCKET_NAME_RESERVE`](crate::launch::SOCKET_NAME_RESERVE), [`MAX_PRIVATE_DIR_BASE_LEN`](crate::launch::MAX_PRIVATE_DIR_BASE_LEN) and
 //! [`tether_proto::handshake::MAX_LINE_LEN`]. The broker's are in [`GrpcBrokerConfig`](crate::callbacks::GrpcBrokerConfig)
 //! ([`DEFAULT_DIAL_TIMEOUT`](crate::callbacks::DEFAULT_DIAL_TIMEOUT), [`DEFAULT_UNCLAIMED_TTL`](crate::callbacks::DEFAULT_UNCLAIMED_TTL), [`DEFAULT_BROKER_CONNECT_TIMEOUT`](crate::callbacks::DEFAULT_BROKER_CONNECT_TIMEOUT),

@@ -80,25 +80,15 @@ pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
 }
 
 /// A warning for each plugin the grants file grants something although the catalog has no
-/// manifest for it (a misspelt name grants nothing, and a removed plugin's grants linger). A
-/// plugin whose manifest is broken is in the catalog: its problems are listed already.
+/// manifest for it ([`Grants::strangers`](tether_broker::Grants::strangers): a misspelt name
+/// grants nothing, and a removed plugin's grants linger). A plugin whose manifest is broken is
+/// in the catalog: its problems are listed already.
 fn grants_for_strangers(install: &Installation) -> Vec<String> {
-    let mut known = install.names();
-    known.extend(install.broken_names());
     install
         .grants
-        .plugins()
-        .filter(|(name, _)| !known.iter().any(|k| k == name))
-        .map(|(name, place)| {
-            let at = match (install.grants.file(), place) {
-                (Some(file), Some((line, column))) => format!("{}:{line}:{column}: ", file.display()),
-                _ => String::new(),
-            };
-            format!(
-                "{at}grants for plugin `{name}`, which is not in the catalog {}; remove them from the grants file or add the plugin's manifest (a misspelt name grants nothing)",
-                install.dir.display()
-            )
-        })
+        .strangers(&install.catalog)
+        .iter()
+        .map(ToString::to_string)
         .collect()
 }
 

@@ -48,7 +48,7 @@ pub(crate) struct Installation {
     pub(crate) dir: PathBuf,
     /// Where [`dir`](Self::dir) came from.
     pub(crate) origin: Origin,
-    /// The good manifests, commands resolved.
+    /// The good manifests, commands resolved (and the bad ones' errors).
     pub(crate) catalog: Catalog,
     /// The manifests that could not be loaded.
     pub(crate) bad_manifests: Vec<CatalogFileError>,
@@ -110,13 +110,14 @@ impl Installation {
                 .clone()
                 .unwrap_or_else(|| beside(dir, "config")),
         );
-        let mut catalog = Catalog::default();
+        let bad_manifests = loaded.errors().to_vec();
         let mut missing_binaries = Vec::new();
-        for manifest in loaded.manifests() {
+        // The bad manifests' errors stay in the catalog: their plugins are known by name
+        // (`Grants::strangers`, a supervisor's warnings).
+        let catalog = loaded.map_manifests(|manifest| {
             if manifest.runner.name() == "kubernetes" {
                 // Its program is a path in its image: nothing to find on this host.
-                catalog.add(manifest.clone());
-                continue;
+                return manifest;
             }
             let resolved = resolve_binary(dir, manifest.clone(), install.bin_dir.as_deref());
             if !resolved.command.exists() {
@@ -127,13 +128,13 @@ impl Installation {
                 );
                 missing_binaries.push((manifest.name.clone(), searched));
             }
-            catalog.add(resolved);
-        }
+            resolved
+        });
         Ok(Self {
             dir: dir.to_owned(),
             origin,
             catalog,
-            bad_manifests: loaded.errors().to_vec(),
+            bad_manifests,
             missing_binaries,
             grants,
             secrets,
@@ -147,7 +148,7 @@ impl Installation {
         let broken: Vec<_> = self
             .bad_manifests
             .iter()
-            .filter(|e| declared(e) == Some(plugin))
+            .filter(|e| e.plugin_named() == Some(plugin))
             .cloned()
             .collect();
         if self.catalog.get(plugin).is_none() && !broken.is_empty() {
@@ -204,14 +205,11 @@ impl Installation {
 
     /// The names of the plugins whose manifests did not load, as far as they can be told.
     pub(crate) fn broken_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .bad_manifests
-            .iter()
-            .filter_map(|e| declared(e).map(ToOwned::to_owned))
-            .collect();
-        names.sort();
-        names.dedup();
-        names
+        self.catalog
+            .broken_names()
+            .into_iter()
+            .map(ToOwned::to_owned)
+            .collect()
     }
 }
 
@@ -232,15 +230,6 @@ impl InstallArgs {
             bin_dir: made(&self.bin_dir)?,
         })
     }
-}
-
-/// The plugin a bad manifest is for: the `name` it declares, else (when the file cannot be
-/// read that far) its file name without `.toml`.
-fn declared(error: &CatalogFileError) -> Option<&str> {
-    error
-        .plugin
-        .as_deref()
-        .or_else(|| error.file.file_stem().and_then(|s| s.to_str()))
 }
 
 /// `dir/../name`.

@@ -1,4 +1,6 @@
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -23,14 +25,14 @@ def test_without_the_directory_variable_nothing_was_granted_and_the_error_says_s
     secrets = GrantedFiles("TETHER_SECRETS_DIR", "secret", {})
     with pytest.raises(NotGrantedError) as e:
         secrets.read("api_token")
-    assert "TETHER_SECRETS_DIR is not set" in str(e.value) and "'api_token'" in str(e.value)
+    assert "TETHER_SECRETS_DIR is not set" in str(e.value) and '"api_token"' in str(e.value)
     assert isinstance(e.value, LookupError)
     assert secrets.names() == []
 
 
 def test_a_secret_that_was_not_granted_is_named_in_the_error(granted):
     secrets, _ = granted
-    with pytest.raises(NotGrantedError, match="secret 'db_password' is not available"):
+    with pytest.raises(NotGrantedError, match='secret "db_password" is not available'):
         secrets.read("db_password")
 
 
@@ -68,3 +70,21 @@ def test_the_module_level_helpers_read_the_environment_at_call_time(tmp_path, mo
     monkeypatch.delenv("TETHER_CONFIG_DIR")
     with pytest.raises(NotGrantedError, match="TETHER_CONFIG_DIR"):
         tether_plugin.config.read("settings.json")
+
+
+#: The messages every tether SDK words the same, word for word.
+NOT_AVAILABLE = json.loads(
+    (Path(__file__).resolve().parents[2] / "proto" / "testdata" / "not-available.json").read_text()
+)["cases"]
+
+
+@pytest.mark.parametrize("case", NOT_AVAILABLE, ids=lambda c: f"{c['kind']}-{c['delivered']}")
+def test_a_value_not_available_is_worded_exactly_as_every_sdk_words_it(case, tmp_path):
+    env_var, kind = {
+        "secret": ("TETHER_SECRETS_DIR", "secret"),
+        "config": ("TETHER_CONFIG_DIR", "config file"),
+    }[case["kind"]]
+    environ = {} if case["delivered"] == "none" else {env_var: str(tmp_path)}
+    with pytest.raises(NotGrantedError) as e:
+        GrantedFiles(env_var, kind, environ).read(case["name"])
+    assert str(e.value) == case["message"]

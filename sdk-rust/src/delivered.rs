@@ -12,11 +12,7 @@ use tether_proto::ValueKind;
 #[non_exhaustive]
 pub enum DeliveredError {
     /// The host delivered nothing of this kind: the variable is not set.
-    #[error(
-        "no {kind} was delivered to this plugin ({} is not set), so `{name}` cannot be read; list `{name}` under `{}` in the plugin's manifest and have the operator grant it",
-        kind.dir_var(),
-        kind.manifest_key()
-    )]
+    #[error("{}", not_available(*kind, name, false))]
     NothingDelivered {
         /// What was asked for; its [`ValueKind::dir_var`] is not set.
         kind: ValueKind,
@@ -24,11 +20,7 @@ pub enum DeliveredError {
         name: String,
     },
     /// Other values were delivered, but not this one.
-    #[error(
-        "{kind} `{name}` was not delivered to this plugin (not in {}); list it under `{}` in the plugin's manifest and have the operator grant it",
-        dir.display(),
-        kind.manifest_key()
-    )]
+    #[error("{}", not_available(*kind, name, true))]
     NotDelivered {
         /// What was asked for.
         kind: ValueKind,
@@ -60,6 +52,26 @@ pub enum DeliveredError {
         #[source]
         source: io::Error,
     },
+}
+
+/// Why a secret or config file `name` of `kind` is not available (`others`: other values of
+/// that kind were delivered) and what to do, in the one wording every tether SDK uses, word for
+/// word (`proto/testdata/not-available.json`): a plugin cannot tell a name missing from its
+/// manifest from one the operator did not grant, so it names both remedies.
+fn not_available(kind: ValueKind, name: &str, others: bool) -> String {
+    let (noun, plural) = match kind {
+        ValueKind::Secret => ("secret", "secrets"),
+        ValueKind::Config => ("config file", "config files"),
+    };
+    let (var, key) = (kind.dir_var(), kind.manifest_key());
+    let why = if others {
+        format!("the host delivered other {plural}, not this one (no file \"{name}\" in {var})")
+    } else {
+        format!("the host delivered no {plural} ({var} is not set)")
+    };
+    format!(
+        "{noun} \"{name}\" is not available to this plugin: {why}. To receive it, list it in the plugin's manifest (`{key} = [\"{name}\"]`) and have the operator grant it in the grants file (`{key} = [\"{name}\"]` under the plugin's `[plugins.NAME]`)."
+    )
 }
 
 /// Reads the delivered file `name` of `kind` from the directory its variable names, looked up
@@ -126,14 +138,23 @@ mod tests {
     }
 
     #[test]
-    fn nothing_delivered_says_which_variable_and_what_to_do() {
-        let err = read(ValueKind::Config, |_| None, "settings.json").unwrap_err();
-        let text = err.to_string();
-        assert!(text.contains("TETHER_CONFIG_DIR is not set"), "{text}");
-        assert!(text.contains("have the operator grant it"), "{text}");
-        assert!(
-            text.contains("under `config` in the plugin's manifest"),
-            "{text}"
-        );
+    fn a_value_not_available_is_worded_exactly_as_every_sdk_words_it() {
+        let fixture: serde_json::Value =
+            serde_json::from_str(include_str!("../../proto/testdata/not-available.json")).unwrap();
+        let cases = fixture["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 4);
+        let empty = tempfile::tempdir().unwrap();
+        for case in cases {
+            let kind = match case["kind"].as_str().unwrap() {
+                "secret" => ValueKind::Secret,
+                _ => ValueKind::Config,
+            };
+            let name = case["name"].as_str().unwrap();
+            let err = match case["delivered"].as_str().unwrap() {
+                "none" => read(kind, |_| None, name).unwrap_err(),
+                _ => read(kind, |_| Some(empty.path().into()), name).unwrap_err(),
+            };
+            assert_eq!(err.to_string(), case["message"].as_str().unwrap(), "{case}");
+        }
     }
 }

@@ -60,8 +60,9 @@ export class GrpcBrokerError extends PluginError {
 }
 
 /**
- * A secret or config file the plugin asked for is not available: the host granted none of that
- * kind, or not this one. Grant it in the host's policy or the plugin's manifest.
+ * A secret or config file the plugin asked for is not available: the host delivered none of
+ * that kind, or not this one. The message (the same in every tether SDK) names the manifest key
+ * and the grants file line to add.
  */
 export class NotGrantedError extends PluginError {
   override name = "NotGrantedError";

@@ -15,6 +15,25 @@ import * as path from "node:path";
 import { CONFIG_DIR, SECRETS_DIR } from "./env.js";
 import { InvalidNameError, NotGrantedError } from "./errors.js";
 
+/**
+ * Why the `kind` (`secret` or `config file`) `name`, listed under `manifestKey`, is not
+ * available (`others`: other files of that kind were delivered) and what to do, in the one
+ * wording every tether SDK uses, word for word (`proto/testdata/not-available.json`): a plugin
+ * cannot tell a name missing from its manifest from one the operator did not grant, so it names
+ * both remedies.
+ */
+function notAvailable(kind: string, envVar: string, manifestKey: string, name: string, others: boolean): string {
+  const quoted = JSON.stringify(name);
+  const why = others
+    ? `the host delivered other ${kind}s, not this one (no file ${quoted} in ${envVar})`
+    : `the host delivered no ${kind}s (${envVar} is not set)`;
+  const line = `\`${manifestKey} = [${quoted}]\``;
+  return (
+    `${kind} ${quoted} is not available to this plugin: ${why}. To receive it, list it in the plugin's manifest (${line}) ` +
+    `and have the operator grant it in the grants file (${line} under the plugin's \`[plugins.NAME]\`).`
+  );
+}
+
 /** One kind of granted file: {@link secrets} or {@link config}. */
 export class GrantedFiles {
   constructor(
@@ -39,11 +58,8 @@ export class GrantedFiles {
       );
     }
     const directory = this.lookup(this.envVar);
-    const remedy = `request it in the plugin manifest's \`${this.manifestKey}\` list and grant it in the host's policy`;
     if (!directory) {
-      throw new NotGrantedError(
-        `${this.kind} ${JSON.stringify(name)} is not available: the host granted this plugin no ${this.kind}s (${this.envVar} is not set); ${remedy}`,
-      );
+      throw new NotGrantedError(notAvailable(this.kind, this.envVar, this.manifestKey, name, false));
     }
     let fd: number;
     try {
@@ -52,9 +68,7 @@ export class GrantedFiles {
     } catch (e) {
       const err = e as NodeJS.ErrnoException;
       if (err.code === "ENOENT") {
-        throw new NotGrantedError(
-          `${this.kind} ${JSON.stringify(name)} is not available: it is not among the ${this.kind}s the host granted (no file ${JSON.stringify(name)} in ${this.envVar}); ${remedy}`,
-        );
+        throw new NotGrantedError(notAvailable(this.kind, this.envVar, this.manifestKey, name, true));
       }
       throw new NotGrantedError(`${this.kind} ${JSON.stringify(name)} cannot be read from ${this.envVar}: ${err.code ?? err.message}`);
     }

@@ -288,6 +288,53 @@ fn a_bad_grants_file_is_located_at_its_own_line_and_key_and_tether_asks_to_fix_t
     }
 }
 
+// Issue 25 item 5: a grants table for a plugin the catalog does not have.
+
+/// Everything a `tracing` subscriber writes, kept.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_supervisor_warns_once_of_grants_for_a_plugin_not_in_the_catalog_with_its_place_and_likely_typo()
+ {
+    let site = Site::new();
+    site.manifest("notifier", "", "notifier", "probe", &[]);
+    site.grants("[plugins.notifier]\nsecrets = []\n\n[plugins.notifer]\nnetwork = \"host\"\n");
+    let file = site.path().join("grants.toml");
+    let grants = Grants::load(&file).unwrap();
+    let captured = Captured::default();
+    let subscriber = {
+        let captured = captured.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || captured.clone())
+            .with_ansi(false)
+            .without_time()
+            .finish()
+    };
+    let supervisor = tracing::subscriber::with_default(subscriber, || site.supervisor(grants));
+    let logged = text(&captured.0.lock().unwrap());
+    let warnings: Vec<&str> = logged.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 1, "{logged}");
+    let says = format!(
+        "{}:4:10: grants for plugin `notifer`, which is not in the catalog; did you mean `notifier`?",
+        file.display()
+    );
+    assert!(warnings[0].contains(&says), "no {says:?} in: {logged}");
+    assert!(warnings[0].contains("plugin=notifer"), "{logged}");
+    supervisor.shutdown().await;
+}
+
 // Issue 25 item 3: a fixed environment value a plugin needs (as a Vault plugin needs
 // `VAULT_PLUGIN_AUTOMTLS_ENABLED`) is written in its manifest and takes effect only when the
 // grants file names that very value: a variable such as `LD_PRELOAD` or `NODE_OPTIONS` changes
@@ -315,10 +362,14 @@ fn a_manifests_env_value_reaches_the_plugin_only_when_the_grants_file_names_that
     let value = serde_json::from_slice::<serde_json::Value>(&call.stdout).unwrap();
     assert_eq!(value["value"], "ZmFzdA==", "`fast`, base64: {value}");
 
-    for grants in [
-        "[plugins.probe-e]\n",
-        "[plugins.probe-e]\nenv = { PROBE_MODE = \"slow\" }\n",
-        "[plugins.probe-e]\nenv_allow = [\"PROBE_MODE\"]\n",
+    let add = "add `env = { PROBE_MODE = \"fast\" }` under `[plugins.probe-e]`";
+    // A table that has `env` already gets the entry set in it: a second `env` key would make
+    // the grants file invalid TOML.
+    let set = "set `PROBE_MODE = \"fast\"` in the `env` table at ";
+    for (grants, advice) in [
+        ("[plugins.probe-e]\n", add),
+        ("[plugins.probe-e]\nenv = { PROBE_MODE = \"slow\" }\n", set),
+        ("[plugins.probe-e]\nenv_allow = [\"PROBE_MODE\"]\n", add),
     ] {
         let site = env_site(grants);
         let call = site.call_get("probe-e", "env:PROBE_MODE");
@@ -329,13 +380,14 @@ fn a_manifests_env_value_reaches_the_plugin_only_when_the_grants_file_names_that
             "{grants}: the value reached it: {out}"
         );
         assert!(
-            err.contains("requests `env = { PROBE_MODE = \"fast\" }` in catalog/probe-e.toml:1"),
+            err.contains("requests `env = { PROBE_MODE = \"fast\" }` in ")
+                && err.contains("probe-e.toml:1"),
             "{grants}: {err}"
         );
-        assert!(
-            err.contains("add `env = { PROBE_MODE = \"fast\" }` under `[plugins.probe-e]`"),
-            "{grants}: {err}"
-        );
+        assert!(err.contains(advice), "{grants}: {err}");
+        if advice == set {
+            assert!(err.contains("grants.toml:2"), "{grants}: {err}");
+        }
         let check = site.tether(&["check", "--catalog", "catalog"]);
         let out = text(&check.stdout);
         assert_eq!(check.status.code(), Some(EXIT_INPUT), "{grants}: {out}");

@@ -287,7 +287,9 @@ async fn a_request_that_is_not_granted_stops_only_that_plugin() {
     // The SDK's error for a secret that was not delivered says what to do.
     let status = get(&a, "secret:b").await.unwrap_err();
     assert!(
-        status.message().contains("secret `b` was not delivered"),
+        status.message().contains(
+            "secret \"b\" is not available to this plugin: the host delivered other secrets, not this one"
+        ),
         "{status:?}"
     );
     drop(a);

@@ -394,6 +394,54 @@ fn the_go_guides_plugin_passes_its_tests_and_greets_under_the_guide_host() {
     }
 }
 
+/// The Go guide's plugin words a secret it did not receive as the tether SDKs do, word for word
+/// (`proto/testdata/not-available.json`): its format strings, filled as Go's `%q` and `%s` fill
+/// them for a plain name, are the shared messages.
+#[test]
+fn the_go_guides_plugin_words_a_secret_it_did_not_receive_as_the_sdks_do() {
+    let blocks = guides::blocks("docs/plugin-go.md");
+    let main = &blocks
+        .iter()
+        .find(|b| matches!(&b.kind, Kind::File(path) if path == "main.go"))
+        .unwrap()
+        .text;
+    let between = |from: &str, to: &str| {
+        let start = main
+            .find(from)
+            .unwrap_or_else(|| panic!("no {from:?} in main.go"))
+            + from.len();
+        main[start..][..main[start..].find(to).unwrap()].to_owned()
+    };
+    let format = between(
+        "return fmt.Errorf(\"secret %q is not available",
+        "\", name, why",
+    );
+    let none = between("return nil, notAvailable(name, \"", "\")");
+    let others = between("why := fmt.Sprintf(\"", "\", name)");
+    let fixture: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("proto/testdata/not-available.json")).unwrap(),
+    )
+    .unwrap();
+    let mut checked = 0;
+    for case in fixture["cases"].as_array().unwrap() {
+        if case["kind"] != "secret" {
+            continue;
+        }
+        let quoted = format!("\"{}\"", case["name"].as_str().unwrap());
+        let why = if case["delivered"] == "none" {
+            &none
+        } else {
+            &others
+        };
+        let message = format!("secret %q is not available{format}")
+            .replace("%s", &why.replace("%q", &quoted))
+            .replace("%q", &quoted);
+        assert_eq!(message, case["message"].as_str().unwrap());
+        checked += 1;
+    }
+    assert_eq!(checked, 2);
+}
+
 #[test]
 fn the_python_guides_plugin_greets_confined_from_a_virtualenv_under_the_guide_hosts() {
     let Some(peer) = python::python_or_skip(

@@ -241,6 +241,50 @@ async fn a_flood_of_stray_lines_before_the_handshake_is_cut_off() {
     sb.assert_nothing_left();
 }
 
+/// Issue 25 item 5: a debug print on stdout and then nothing fails soon after the print, not
+/// at the start timeout, quoting it escaped and saying where logs go.
+#[tokio::test]
+async fn a_stray_line_and_then_silence_fails_soon_after_it_not_at_the_start_timeout() {
+    let sb = Sandbox::new();
+    let start_timeout = Duration::from_secs(60);
+    let began = Instant::now();
+    let err = start_err(
+        sb.builder(env!("CARGO_BIN_EXE_bad-handshake"))
+            .arg("stray-then-silence")
+            .timeouts(
+                Timeouts::default()
+                    .start(start_timeout)
+                    .terminate_grace(Duration::from_millis(500)),
+            ),
+    )
+    .await;
+    let took = began.elapsed();
+    let StartErrorKind::SilentAfterStray {
+        first_line,
+        lines,
+        waited,
+    } = err.kind()
+    else {
+        panic!("expected SilentAfterStray, got {err:?}");
+    };
+    assert_eq!(first_line, "debug: connecting to \x1b[31mdb\x1b[0m");
+    assert_eq!(*lines, 2);
+    assert_eq!(*waited, tether_broker::launch::DEFAULT_AFTER_STRAY_TIMEOUT);
+    assert_eq!(err.phase(), Phase::Handshake);
+    assert!(took < start_timeout, "returned after {took:?}");
+    let text = err.to_string();
+    assert!(!text.contains('\x1b'), "{text}");
+    assert!(
+        text.contains("(the first: \"debug: connecting to \\x1b[31mdb\\x1b[0m\")"),
+        "{text}"
+    );
+    assert!(
+        text.contains("must be its handshake: write logs, debug output and banners to stderr"),
+        "{text}"
+    );
+    sb.assert_nothing_left();
+}
+
 #[tokio::test]
 async fn an_app_version_the_host_did_not_offer_is_incompatible_and_no_connection_is_tried() {
     let sb = Sandbox::new();

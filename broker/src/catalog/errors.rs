@@ -48,6 +48,15 @@ pub struct CatalogFileError {
 }
 
 impl CatalogFileError {
+    /// The plugin a manifest's problem belongs to, as far as it can be told: the name it
+    /// declares ([`plugin`](Self::plugin)), else its file name without `.toml`.
+    #[must_use]
+    pub fn plugin_named(&self) -> Option<&str> {
+        self.plugin
+            .as_deref()
+            .or_else(|| self.file.file_stem().and_then(|s| s.to_str()))
+    }
+
     pub(crate) fn whole_file(file: &Path, message: impl fmt::Display) -> Self {
         Self {
             file: file.to_owned(),

@@ -86,13 +86,13 @@ pub struct Grants {
     pub(crate) namespaces: NamespacesMode,
     /// Its line in [`file`](Self::file).
     pub(crate) namespaces_line: Option<usize>,
-    /// Where each plugin's `run_as` is in [`file`](Self::file): its line.
-    pub(crate) run_as_lines: BTreeMap<String, usize>,
     pub(crate) file: Option<PathBuf>,
     /// Where each plugin's table is in [`file`](Self::file): line and column of its name.
     pub(crate) places: BTreeMap<String, (usize, usize)>,
-    /// Where each plugin's `calls` list is in [`file`](Self::file): the line of its first name.
-    pub(crate) calls_places: BTreeMap<String, usize>,
+    /// Where each plugin's keys are in [`file`](Self::file): the line where each key's value
+    /// starts (a list's `[`), so that advice can name the line to extend or change rather
+    /// than ask for the key again.
+    pub(crate) key_lines: BTreeMap<String, BTreeMap<String, usize>>,
 }
 
 /// One plugin's grant.
@@ -212,7 +212,7 @@ impl Grants {
     #[must_use]
     pub fn run_as_place(&self, plugin: &str) -> Option<String> {
         self.plugins.get(plugin)?.confinement.run_as?;
-        Some(match (&self.file, self.run_as_lines.get(plugin)) {
+        Some(match (&self.file, self.key_line(plugin, "run_as")) {
             (Some(file), Some(line)) => format!("{}:{line}", file.display()),
             (Some(file), None) => file.display().to_string(),
             (None, _) => "the grants".to_owned(),
@@ -359,7 +359,7 @@ impl Grants {
             .as_ref()
             .map_or_else(|| "the grants".to_owned(), |f| f.display().to_string());
         let table = format!("[plugins.{}]", toml_key(caller));
-        let advice = match (self.calls_places.get(caller), self.places.get(caller)) {
+        let advice = match (self.key_line(caller, "calls"), self.places.get(caller)) {
             (Some(line), _) => format!("add {callee:?} to the `calls` list at {file}:{line}"),
             (None, Some((line, _))) => {
                 format!("add `calls = [{callee:?}]` under `{table}` at {file}:{line}")
@@ -367,6 +367,25 @@ impl Grants {
             (None, None) => format!("add `{table}` with `calls = [{callee:?}]` to {file}"),
         };
         format!("plugin `{caller}` may not call plugin `{callee}`: not granted; {advice}")
+    }
+
+    /// The line of `key`'s value under `[plugins.PLUGIN]` in the grants [`file`](Self::file),
+    /// when it has that key.
+    fn key_line(&self, plugin: &str, key: &str) -> Option<usize> {
+        self.key_lines.get(plugin)?.get(key).copied()
+    }
+
+    /// What makes `request` of `plugin` start, when the operator may grant it: extending or
+    /// changing the key the plugin's table already has, else adding it.
+    fn remedy(&self, plugin: &str, request: &Request) -> Remedy {
+        let line = self
+            .key_line(plugin, request.key())
+            .and_then(|line| u32::try_from(line).ok());
+        match (line, request.entry()) {
+            (None, _) => Remedy::Grant,
+            (Some(line), Some(_)) => Remedy::Extend { line },
+            (Some(line), None) => Remedy::Change { line },
+        }
     }
 
     /// The grants file these grants were read from, if any.
@@ -377,8 +396,8 @@ impl Grants {
 
     /// The plugins granted anything (a table `[plugins.NAME]`, even an empty one, or a builder
     /// call), by name, each with where its name is in the grants [`file`](Self::file) (line
-    /// and column) when it was read from one. `tether check` warns about those that are not
-    /// in the catalog.
+    /// and column) when it was read from one; those a catalog does not have are its
+    /// [`strangers`](Self::strangers).
     pub fn plugins(&self) -> impl Iterator<Item = (&str, Option<(usize, usize)>)> {
         self.plugins
             .keys()
@@ -408,6 +427,15 @@ impl Grants {
         let mut refused = Vec::new();
         let mut refuse = |request: Request| {
             let forbidden = forbidden_off && matches!(request, Request::Namespaces(_));
+            let remedy = if forbidden {
+                Remedy::DropIt {
+                    policy_line: self
+                        .namespaces_line
+                        .and_then(|line| u32::try_from(line).ok()),
+                }
+            } else {
+                self.remedy(&manifest.name, &request)
+            };
             refused.push(NotGranted {
                 plugin: manifest.name.clone(),
                 // Every request is a key of the manifest's file: 1 only if it were not.
@@ -415,15 +443,7 @@ impl Grants {
                 request,
                 manifest: manifest.file.clone(),
                 grants_file: self.file.clone(),
-                remedy: if forbidden {
-                    Remedy::DropIt {
-                        policy_line: self
-                            .namespaces_line
-                            .and_then(|line| u32::try_from(line).ok()),
-                    }
-                } else {
-                    Remedy::Grant
-                },
+                remedy,
             });
         };
         for name in manifest
@@ -581,6 +601,141 @@ mod tests {
         );
     }
 
+    /// `grants` edited as `advice` (a [`NotGranted`] message) says, literally: an entry put
+    /// first in the list at the line it names, the line it names replaced, or a line added
+    /// under the table (the table appended when there is none).
+    fn follow(advice: &str, grants: &str) -> String {
+        let todo = advice.split_once("To allow it, ").unwrap().1;
+        let todo = todo.split(", or remove").next().unwrap();
+        let line_of = |place: &str| place.rsplit(':').next().unwrap().parse::<usize>().unwrap();
+        let mut lines: Vec<String> = grants.lines().map(str::to_owned).collect();
+        if let Some(rest) = todo.strip_prefix("change `") {
+            let (place, value) = rest
+                .split_once(" at ")
+                .unwrap()
+                .1
+                .split_once(" to `")
+                .unwrap();
+            lines[line_of(place) - 1] = value.trim_end_matches('`').to_owned();
+        } else if let Some(rest) = todo.strip_prefix("set `") {
+            // `NAME = "value"` set in the inline table at the line named: replaced or added.
+            let (entry, place) = rest.split_once("` in the `").unwrap();
+            let name = entry.split(" = ").next().unwrap();
+            let line = &mut lines[line_of(place) - 1];
+            let (key, table) = line.split_once('{').unwrap();
+            let kept = table
+                .trim_end_matches('}')
+                .split(',')
+                .map(str::trim)
+                .filter(|pair| !pair.is_empty() && !pair.starts_with(&format!("{name} =")));
+            let pairs: Vec<&str> = std::iter::once(entry).chain(kept).collect();
+            *line = format!("{key}{{ {} }}", pairs.join(", "));
+        } else if let Some(rest) = todo.strip_prefix("add `") {
+            let (value, rest) = rest.split_once("` under `").unwrap();
+            let table = rest.split('`').next().unwrap();
+            match lines.iter().position(|l| l == table) {
+                Some(at) => lines.insert(at + 1, value.to_owned()),
+                None => lines.extend([table.to_owned(), value.to_owned()]),
+            }
+        } else {
+            let (entry, list) = todo
+                .strip_prefix("add ")
+                .unwrap()
+                .split_once(" to the `")
+                .unwrap();
+            let line = &mut lines[line_of(list) - 1];
+            let open = line.find('[').unwrap() + 1;
+            line.insert_str(open, &format!("{entry}, "));
+        }
+        lines.join("\n") + "\n"
+    }
+
+    #[test]
+    fn a_refusal_whose_key_the_grant_already_has_names_its_line_and_following_any_advice_grants_it()
+    {
+        let file = Path::new("/etc/tether/grants.toml");
+        let cases = [
+            // (grants file, manifest line, the advice)
+            (
+                "[plugins.a]\nsecrets = [\"y\"]\n",
+                "secrets = [\"x\"]",
+                "add \"x\" to the `secrets` list at /etc/tether/grants.toml:2",
+            ),
+            (
+                "[plugins.a]\nsecrets = []\n",
+                "secrets = [\"x\"]",
+                "add \"x\" to the `secrets` list at /etc/tether/grants.toml:2",
+            ),
+            (
+                "# the operator's\n\n[plugins.b]\nconfig = [\"c\"]\n[plugins.a]\nnetwork = \"host\"\nconfig = [\n  \"c.json\",\n]\n",
+                "config = [\"d.json\"]",
+                "add \"d.json\" to the `config` list at /etc/tether/grants.toml:7",
+            ),
+            (
+                "[plugins.a]\nenv_allow = [\"HOME\"]\n",
+                "env_allow = [\"USER\"]",
+                "add \"USER\" to the `env_allow` list at /etc/tether/grants.toml:2",
+            ),
+            (
+                "[plugins.a]\nsandbox_allow_read = [\"/srv/other\"]\n",
+                "sandbox_allow_read = [\"/srv/data\"]",
+                "add \"/srv/data\" to the `sandbox_allow_read` list at /etc/tether/grants.toml:2",
+            ),
+            (
+                "[plugins.a]\nsandbox = \"best-effort\"\n",
+                "sandbox = \"off\"",
+                "change `sandbox` at /etc/tether/grants.toml:2 to `sandbox = \"off\"`",
+            ),
+            (
+                "[plugins.a]\nrun_as = \"1000:1000\"\n",
+                "run_as = \"65534:65534\"",
+                "change `run_as` at /etc/tether/grants.toml:2 to `run_as = \"65534:65534\"`",
+            ),
+            // `env` is a table: the entry is set in it, whether the name is there or not.
+            (
+                "[plugins.a]\nenv = { MODE = \"slow\", OTHER = \"1\" }\n",
+                "env = { MODE = \"fast\" }",
+                "set `MODE = \"fast\"` in the `env` table at /etc/tether/grants.toml:2",
+            ),
+            (
+                "[plugins.a]\nenv = { OTHER = \"1\" }\n",
+                "env = { \"A.B\" = \"x\" }",
+                "set `\"A.B\" = \"x\"` in the `env` table at /etc/tether/grants.toml:2",
+            ),
+            // Without the key: the line to add, under the table or with it.
+            (
+                "[plugins.a]\nnetwork = \"host\"\n",
+                "secrets = [\"x\"]",
+                "add `secrets = [\"x\"]` under `[plugins.a]` in /etc/tether/grants.toml",
+            ),
+            (
+                "[plugins.b]\nsecrets = [\"x\"]\n",
+                "secrets = [\"x\"]",
+                "add `secrets = [\"x\"]` under `[plugins.a]` in /etc/tether/grants.toml",
+            ),
+        ];
+        for (grants, asked, advice) in cases {
+            let m = manifest_with(asked);
+            let err = Grants::parse(grants, file).unwrap().check(&m).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("To allow it, {advice}, or remove")),
+                "{grants}: {text}"
+            );
+            let followed = follow(&text, grants);
+            let after = Grants::parse(&followed, file)
+                .unwrap_or_else(|e| panic!("following {advice:?} gives:\n{followed}\n{e}"));
+            after
+                .check(&m)
+                .unwrap_or_else(|e| panic!("following {advice:?} gives:\n{followed}\n{e}"));
+        }
+        let err = Grants::parse("[plugins.a]\nsecrets = []\n", file)
+            .unwrap()
+            .check(&manifest("[\"x\"]"))
+            .unwrap_err();
+        assert_eq!(err.remedy, Remedy::Extend { line: 2 });
+    }
+
     #[test]
     fn each_loosening_is_refused_without_its_grant_and_names_the_line_to_add() {
         let file = Path::new("/etc/tether/grants.toml");
@@ -690,7 +845,11 @@ mod tests {
             built.plugins.get_mut("a").unwrap().secrets.clear();
             built.file = Some(file.to_owned());
             built.places = [("a".to_owned(), (1, 10))].into();
-            built.run_as_lines = [("a".to_owned(), 3)].into();
+            built.key_lines = [(
+                "a".to_owned(),
+                [("secrets".to_owned(), 2), ("run_as".to_owned(), 3)].into(),
+            )]
+            .into();
             built
         });
     }
@@ -922,7 +1081,11 @@ mod tests {
             .secret("b", "y");
         built.file = Some(file.to_owned());
         built.places = [("a".to_owned(), (1, 10)), ("b".to_owned(), (11, 10))].into();
+        built.key_lines = parsed.key_lines.clone();
         assert_eq!(parsed, built);
+        assert_eq!(parsed.key_line("a", "sandbox_allow_exec"), Some(10));
+        assert_eq!(parsed.key_line("b", "secrets"), Some(12));
+        assert_eq!(parsed.key_line("b", "config"), None);
     }
 
     #[test]

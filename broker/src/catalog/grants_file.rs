@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 use crate::catalog::confinement::{PathStyle, RawConfinement};
 use crate::catalog::errors::{CatalogFileError, CatalogFileErrors, FileKind};
@@ -58,7 +59,9 @@ impl Grants {
         let grant = Schema::of::<RawGrant>().and::<RawConfinement>();
         let schema = Schema::of::<GrantsFile>().table("plugins", Schema::any_key(grant));
         keys::check(&document, &schema, file, text, FileKind::Grants)?;
-        Ok(Self::parse_known(text, file)?)
+        let mut grants = Self::parse_known(text, file)?;
+        grants.key_lines = key_lines(&document, text);
+        Ok(grants)
     }
 
     /// [`parse`](Self::parse) of a file whose keys are all known: the first problem.
@@ -79,8 +82,6 @@ impl Grants {
         let dir = file.parent().unwrap_or(Path::new("."));
         let mut plugins = BTreeMap::new();
         let mut places = BTreeMap::new();
-        let mut calls_places = BTreeMap::new();
-        let mut run_as_lines = BTreeMap::new();
         let namespaces_line = parsed
             .namespaces
             .as_ref()
@@ -113,12 +114,6 @@ impl Grants {
                 }
                 grant.kubernetes_runner = true;
             }
-            if let Some(first) = raw.calls.first() {
-                calls_places.insert(
-                    plugin.get_ref().clone(),
-                    line_column(text, first.span().start).0,
-                );
-            }
             for (key, names, into) in [
                 ("secrets", &raw.secrets, &mut grant.secrets),
                 ("config", &raw.config, &mut grant.config),
@@ -134,20 +129,17 @@ impl Grants {
             let namespaces_at = raw_confinement.namespaces_at();
             grant.confinement = raw_confinement.read(dir, PathStyle::Literal, at)?;
             grant.confinement.allow_root = raw.allow_root;
-            if let (Some(written), Some((uid, gid))) = (&run_as, grant.confinement.run_as) {
-                run_as_lines.insert(
-                    plugin.get_ref().clone(),
-                    line_column(text, written.span().start).0,
-                );
-                if (uid == 0 || gid == 0) && !raw.allow_root {
-                    return Err(at(
-                        written,
-                        "run_as",
-                        format!(
-                            "uid or gid 0 is the host's root: the plugin would hold root over every file it reaches; to mean it, add `allow_root = true` under `[{table}]`, else choose another user"
-                        ),
-                    ));
-                }
+            if let (Some(written), Some((uid, gid))) = (&run_as, grant.confinement.run_as)
+                && (uid == 0 || gid == 0)
+                && !raw.allow_root
+            {
+                return Err(at(
+                    written,
+                    "run_as",
+                    format!(
+                        "uid or gid 0 is the host's root: the plugin would hold root over every file it reaches; to mean it, add `allow_root = true` under `[{table}]`, else choose another user"
+                    ),
+                ));
             }
             if let Some(span) = namespaces_at
                 && policy == NamespacesMode::Required
@@ -168,10 +160,9 @@ impl Grants {
             plugins,
             namespaces: policy,
             namespaces_line,
-            run_as_lines,
             file: Some(file.to_owned()),
             places,
-            calls_places,
+            key_lines: BTreeMap::new(),
         })
     }
 
@@ -189,4 +180,29 @@ impl Grants {
         })?;
         Self::parse(&text, path)
     }
+}
+
+/// The line where each key's value starts under each `[plugins.NAME]` of `document` (parsed
+/// from `text`), by plugin and key.
+fn key_lines(document: &DeTable<'_>, text: &str) -> BTreeMap<String, BTreeMap<String, usize>> {
+    let Some(DeValue::Table(plugins)) = document.get("plugins").map(Spanned::get_ref) else {
+        return BTreeMap::new();
+    };
+    plugins
+        .iter()
+        .filter_map(|(plugin, grant)| {
+            let DeValue::Table(keys) = grant.get_ref() else {
+                return None;
+            };
+            let lines = keys
+                .iter()
+                .map(|(key, value)| {
+                    let key: &str = key.get_ref();
+                    (key.to_owned(), line_column(text, value.span().start).0)
+                })
+                .collect();
+            let plugin: &str = plugin.get_ref();
+            Some((plugin.to_owned(), lines))
+        })
+        .collect()
 }

@@ -11,6 +11,7 @@ pub(crate) mod manifest;
 pub(crate) mod request;
 pub(crate) mod runner;
 pub(crate) mod sources;
+pub(crate) mod strangers;
 pub(crate) mod text;
 
 pub use grants::Grants;
@@ -24,6 +25,7 @@ pub use manifest::{
 pub use request::{NotGranted, Remedy, Request};
 pub use secrecy::SecretSlice;
 pub use sources::{DirValueSource, EnvValueSource, MAX_VALUE_LEN, MemoryValueSource, ValueSource};
+pub use strangers::Stranger;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -151,6 +153,17 @@ impl Catalog {
         self.contested.insert(name, vec![first, claim]);
     }
 
+    /// The same catalog with each manifest replaced by `f(manifest)` (e.g. its command
+    /// resolved), its [`errors`](Self::errors) kept. A name `f` makes collide with another is
+    /// an error for both, as in [`add`](Self::add).
+    #[must_use]
+    pub fn map_manifests(mut self, mut f: impl FnMut(Manifest) -> Manifest) -> Self {
+        for (_, manifest) in std::mem::take(&mut self.plugins) {
+            self.add(f(manifest));
+        }
+        self
+    }
+
     /// The manifest of plugin `name`.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Manifest> {
@@ -178,6 +191,18 @@ impl Catalog {
     #[must_use]
     pub fn errors(&self) -> &[CatalogFileError] {
         &self.errors
+    }
+
+    /// The plugins whose manifests did not load ([`errors`](Self::errors)), as far as they can
+    /// be told ([`CatalogFileError::plugin_named`]); sorted, each once.
+    #[must_use]
+    pub fn broken_names(&self) -> Vec<&str> {
+        let names: std::collections::BTreeSet<&str> = self
+            .errors
+            .iter()
+            .filter_map(CatalogFileError::plugin_named)
+            .collect();
+        names.into_iter().collect()
     }
 }
 

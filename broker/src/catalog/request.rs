@@ -84,12 +84,7 @@ impl Request {
             }
             Self::Env(entry) => {
                 let (name, value) = &**entry;
-                let name = if toml_key(name) == *name {
-                    name.clone()
-                } else {
-                    toml_string(name)
-                };
-                format!("{key} = {{ {name} = {} }}", toml_string(value))
+                format!("{key} = {{ {} = {} }}", env_key(name), toml_string(value))
             }
             Self::Sandbox(mode) => format!("{key} = \"{mode}\""),
             Self::Network(mode) => format!("{key} = \"{mode}\""),
@@ -101,6 +96,40 @@ impl Request {
             Self::RunAs(uid, gid) => format!("{key} = \"{uid}:{gid}\""),
             Self::Runner(name) => format!("{key} = \"{name}\""),
         }
+    }
+
+    /// The entry that grants it in the list of its key (`"token"`, `"/srv/data"`), for the
+    /// requests written as lists (`secrets`, `config`, `env_allow`, `sandbox_allow_*`), or in the
+    /// `env` table (`NAME = "value"`); `None` for the others, whose key holds one value.
+    #[must_use]
+    pub fn entry(&self) -> Option<String> {
+        match self {
+            Self::Secret(name) | Self::Config(name) | Self::EnvAllow(name) => {
+                Some(toml_string(name))
+            }
+            Self::SandboxAllowExec(path) | Self::SandboxAllowRead(path) => {
+                Some(toml_string(&path.to_string_lossy()))
+            }
+            Self::Env(entry) => {
+                let (name, value) = &**entry;
+                Some(format!("{} = {}", env_key(name), toml_string(value)))
+            }
+            Self::Sandbox(_)
+            | Self::Network(_)
+            | Self::Seccomp(_)
+            | Self::Namespaces(_)
+            | Self::RunAs(..)
+            | Self::Runner(_) => None,
+        }
+    }
+}
+
+/// An `env` table's key as TOML writes it: bare when it can be, else quoted.
+fn env_key(name: &str) -> String {
+    if toml_key(name) == name {
+        name.to_owned()
+    } else {
+        toml_string(name)
     }
 }
 
@@ -115,8 +144,22 @@ impl fmt::Display for Request {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Remedy {
-    /// The operator adds [`Request::grants_line`] under the plugin's `[plugins.NAME]`.
+    /// The operator adds [`Request::grants_line`] under the plugin's `[plugins.NAME]`, which
+    /// does not have the request's key yet.
     Grant,
+    /// The plugin's table in the grants file already has the request's key, a list: the
+    /// operator adds [`Request::entry`] to that list (writing the key again would make the file
+    /// invalid TOML: a duplicate key).
+    Extend {
+        /// The line of the list in the grants file (where its value starts).
+        line: u32,
+    },
+    /// The plugin's table in the grants file already has the request's key with another value:
+    /// the operator changes that value to the one of [`Request::grants_line`].
+    Change {
+        /// The line of the key's value in the grants file.
+        line: u32,
+    },
     /// Only dropping it from the manifest: the operator's policy for every plugin refuses it
     /// (a top-level `namespaces = "required"` refuses `namespaces = "off"`).
     DropIt {
@@ -181,13 +224,39 @@ impl fmt::Display for NotGranted {
         }
         write!(
             f,
-            "plugin `{plugin}` requests `{asked}` in {manifest}, which the operator's policy does not grant; it does not start. To allow it, add `{request}` under `[plugins.{plugin}]` in ",
+            "plugin `{plugin}` requests `{asked}` in {manifest}, which the operator's policy does not grant; it does not start. To allow it, ",
         )?;
-        match &self.grants_file {
-            Some(file) => write!(f, "{}", file.display())?,
-            None => f.write_str("the grants file (or grant it with `Grants` in code)")?,
+        let grants = self
+            .grants_file
+            .as_ref()
+            .map_or_else(|| "the grants file".to_owned(), |f| f.display().to_string());
+        match (self.remedy, self.request.entry()) {
+            // `env` is a table: its entry is set (added, or its value changed), never repeated.
+            (Remedy::Extend { line }, Some(entry)) if matches!(self.request, Request::Env(_)) => {
+                write!(f, "set `{entry}` in the `{key}` table at {grants}:{line}")?;
+            }
+            (Remedy::Extend { line }, Some(entry)) => {
+                write!(f, "add {entry} to the `{key}` list at {grants}:{line}")?;
+            }
+            (Remedy::Change { line }, _) | (Remedy::Extend { line }, None) => {
+                let mut lines = self.request.grants_line();
+                // A second line (`allow_root = true`) is added, not changed.
+                let added = lines.split_once('\n').map(|(_, more)| more.to_owned());
+                lines.truncate(lines.find('\n').unwrap_or(lines.len()));
+                write!(f, "change `{key}` at {grants}:{line} to `{lines}`")?;
+                if let Some(added) = added {
+                    write!(f, " and add `{added}` under `[plugins.{plugin}]`")?;
+                }
+            }
+            (Remedy::Grant | Remedy::DropIt { .. }, _) => {
+                write!(f, "add `{request}` under `[plugins.{plugin}]` in ")?;
+                match &self.grants_file {
+                    Some(file) => write!(f, "{}", file.display())?,
+                    None => f.write_str("the grants file (or grant it with `Grants` in code)")?,
+                }
+            }
         }
-        write!(f, ", or remove `{}` from the manifest", self.request.key())
+        write!(f, ", or remove `{key}` from the manifest")
     }
 }
 

@@ -23,6 +23,11 @@ use crate::launch::settings::{HandshakeConfig, Settings};
 /// At most this many bytes of stdout are quoted in an error message.
 pub const MAX_QUOTED_STDOUT: usize = 1024;
 
+/// At most this many bytes of a plugin's first stray stdout line are quoted in the sentence of
+/// [`StartErrorKind::SilentAfterStray`] (all of its stdout, up to [`MAX_QUOTED_STDOUT`], ends
+/// the message).
+pub const MAX_QUOTED_STRAY_LINE: usize = 200;
+
 /// When stdout ends, how long to wait for the plugin's exit before reporting the closed stdout
 /// itself rather than the exit.
 pub(crate) const EXIT_SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -56,6 +61,8 @@ pub(crate) struct StrayOutput {
     quoted: Vec<u8>,
     quoted_cut: usize,
     overlong: bool,
+    /// The first stray line, truncated to [`MAX_QUOTED_STRAY_LINE`] bytes.
+    first: Option<String>,
 }
 
 impl StrayOutput {
@@ -68,6 +75,7 @@ impl StrayOutput {
             quoted: Vec::new(),
             quoted_cut: 0,
             overlong: false,
+            first: None,
         }
     }
 
@@ -79,6 +87,10 @@ impl StrayOutput {
         }
         self.lines += 1;
         self.bytes += line.len() + 1;
+        if self.first.is_none() {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            self.first = Some(handshake::quote_truncated(line, MAX_QUOTED_STRAY_LINE));
+        }
         if self.lines > self.max_lines {
             return Err(StrayLimit::Lines(self.max_lines));
         }
@@ -132,6 +144,13 @@ pub(crate) enum ReadFailure {
     LineTooLong,
     /// Too much stray output.
     TooMuchStray(StrayLimit),
+    /// Stray lines, then no line within the after-stray timeout.
+    SilentAfterStray {
+        /// The first stray line, truncated.
+        first_line: String,
+        /// How many stray lines.
+        lines: usize,
+    },
     /// A line that looks like a handshake but is not a valid one.
     Malformed {
         /// The line, quoted and truncated.
@@ -142,14 +161,29 @@ pub(crate) enum ReadFailure {
 }
 
 /// Reads stdout until a handshake line, logging stray lines (with `plugin` as a field) and
-/// skipping them within `stray`'s limits.
+/// skipping them within `stray`'s limits; after the first stray line, waits at most
+/// `after_stray` (when given) for the handshake.
 pub(crate) async fn read_handshake<R: AsyncRead + Unpin>(
     reader: &mut LineReader<R>,
     stray: &mut StrayOutput,
     plugin: &str,
+    after_stray: Option<Duration>,
 ) -> Result<Handshake, ReadFailure> {
+    let mut deadline = None;
     loop {
-        let line = match reader.next_line().await {
+        let next = match deadline {
+            None => reader.next_line().await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, reader.next_line()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    return Err(ReadFailure::SilentAfterStray {
+                        first_line: stray.first.clone().unwrap_or_default(),
+                        lines: stray.lines,
+                    });
+                }
+            },
+        };
+        let line = match next {
             Ok(Some(Line::Complete(line))) => line,
             Ok(Some(Line::Fragment(start))) => {
                 stray.remember_overlong(&start);
@@ -166,6 +200,9 @@ pub(crate) async fn read_handshake<R: AsyncRead + Unpin>(
                 });
             }
             Ok(Verdict::Stray) => {
+                if deadline.is_none() {
+                    deadline = after_stray.map(|d| tokio::time::Instant::now() + d);
+                }
                 tracing::info!(
                     plugin,
                     line = %escape(String::from_utf8_lossy(&line).trim_end()),
@@ -199,9 +236,11 @@ pub(crate) async fn stage(
     let group = &launched.group;
     // +1: a `\r` before the newline.
     let mut reader = LineReader::new(stdout, MAX_LINE_LEN + 1);
+    // A Pod's log stream is stdout and stderr mixed: its stray lines are most often logs.
+    let after_stray = (!launched.view.is_remote()).then_some(settings.timeouts.after_stray);
     let read = tokio::select! {
         biased;
-        read = read_handshake(&mut reader, stray, plugin) => read,
+        read = read_handshake(&mut reader, stray, plugin, after_stray) => read,
         status = group.exited() => return Err(Failure::exited(Phase::Handshake, status)),
         () = tokio::time::sleep(settings.timeouts.start) => {
             return Err(StartErrorKind::Timeout { timeout: settings.timeouts.start }.into());
@@ -209,7 +248,7 @@ pub(crate) async fn stage(
     };
     let hs = match read {
         Ok(hs) => hs,
-        Err(failure) => return Err(read_failure(failure, config, launched).await),
+        Err(failure) => return Err(read_failure(failure, settings, config, launched).await),
     };
     output::drain_stdout(
         reader,
@@ -294,11 +333,18 @@ pub(crate) fn cookie_refused(failure: Failure, config: &HandshakeConfig, stderr:
 /// its stdout closed), a closed stdout, too much output, or a malformed or incompatible line.
 async fn read_failure(
     failure: ReadFailure,
+    settings: &Settings,
     config: &HandshakeConfig,
     launched: &Launched,
 ) -> Failure {
     let too_much = |limit| StartErrorKind::TooMuchOutput { limit }.into();
     match failure {
+        ReadFailure::SilentAfterStray { first_line, lines } => StartErrorKind::SilentAfterStray {
+            first_line,
+            lines,
+            waited: settings.timeouts.after_stray,
+        }
+        .into(),
         ReadFailure::Eof | ReadFailure::Io(_) => {
             if let ReadFailure::Io(e) = &failure {
                 tracing::debug!(plugin = %launched.plugin, error = %e, "reading the plugin's stdout failed");
@@ -367,7 +413,9 @@ mod tests {
         let input = [b"starting up\n", b"banner v2\n" as &[u8], HANDSHAKE].concat();
         let mut reader = LineReader::new(&input[..], MAX_LINE_LEN + 1);
         let mut stray = StrayOutput::new(10, 1024);
-        let hs = read_handshake(&mut reader, &mut stray, "p").await.unwrap();
+        let hs = read_handshake(&mut reader, &mut stray, "p", None)
+            .await
+            .unwrap();
         assert_eq!(hs.address, Address::Unix("/tmp/tether-abc/plugin1".into()));
         assert!(
             stray
@@ -376,13 +424,72 @@ mod tests {
         );
     }
 
+    const AFTER_STRAY: Duration = Duration::from_secs(3);
+
+    #[tokio::test(start_paused = true)]
+    async fn stray_lines_then_silence_fail_after_the_after_stray_timeout_quoting_the_first() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut plugin, stdout) = tokio::io::duplex(1024);
+        plugin
+            .write_all(b"debug: \x1b[31mstarting\r\nsecond\n")
+            .await
+            .unwrap();
+        let mut reader = LineReader::new(stdout, MAX_LINE_LEN + 1);
+        let mut stray = StrayOutput::new(10, 1024);
+        let began = tokio::time::Instant::now();
+        let read = read_handshake(&mut reader, &mut stray, "p", Some(AFTER_STRAY)).await;
+        match read {
+            Err(ReadFailure::SilentAfterStray { first_line, lines }) => {
+                assert_eq!((first_line.as_str(), lines), ("debug: \x1b[31mstarting", 2));
+            }
+            other => panic!("expected SilentAfterStray, got {other:?}"),
+        }
+        // Counted from the first stray line, which came at once.
+        assert_eq!(began.elapsed(), AFTER_STRAY);
+        drop(plugin);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handshake_within_the_after_stray_timeout_of_a_stray_line_is_found() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut plugin, stdout) = tokio::io::duplex(1024);
+        plugin.write_all(b"banner v2\n").await.unwrap();
+        let mut reader = LineReader::new(stdout, MAX_LINE_LEN + 1);
+        let mut stray = StrayOutput::new(10, 1024);
+        // The plugin's own pace (virtual time): its handshake 2 s after its banner.
+        let late = async {
+            tokio::time::sleep(AFTER_STRAY - Duration::from_secs(1)).await;
+            plugin.write_all(HANDSHAKE).await.unwrap();
+            plugin
+        };
+        let (read, _plugin) = tokio::join!(
+            read_handshake(&mut reader, &mut stray, "p", Some(AFTER_STRAY)),
+            late
+        );
+        assert_eq!(
+            read.unwrap().address,
+            Address::Unix("/tmp/tether-abc/plugin1".into())
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_stray_line_only_the_start_timeout_bounds_the_wait() {
+        let (plugin, stdout) = tokio::io::duplex(1024);
+        let mut reader = LineReader::new(stdout, MAX_LINE_LEN + 1);
+        let mut stray = StrayOutput::new(10, 1024);
+        let read = read_handshake(&mut reader, &mut stray, "p", Some(AFTER_STRAY));
+        let waited = tokio::time::timeout(AFTER_STRAY * 20, read).await;
+        assert!(waited.is_err(), "{waited:?}");
+        drop(plugin);
+    }
+
     #[tokio::test]
     async fn more_stray_lines_than_allowed_is_an_error() {
         let input = [b"a\nb\nc\n" as &[u8], HANDSHAKE].concat();
         let mut reader = LineReader::new(&input[..], 100);
         let mut stray = StrayOutput::new(2, 1024);
         assert!(matches!(
-            read_handshake(&mut reader, &mut stray, "p").await,
+            read_handshake(&mut reader, &mut stray, "p", None).await,
             Err(ReadFailure::TooMuchStray(StrayLimit::Lines(2)))
         ));
     }
@@ -393,7 +500,7 @@ mod tests {
         let mut reader = LineReader::new(&input[..], 100);
         let mut stray = StrayOutput::new(100, 15);
         assert!(matches!(
-            read_handshake(&mut reader, &mut stray, "p").await,
+            read_handshake(&mut reader, &mut stray, "p", None).await,
             Err(ReadFailure::TooMuchStray(StrayLimit::Bytes(15)))
         ));
     }
@@ -402,7 +509,7 @@ mod tests {
     async fn a_line_that_looks_like_a_handshake_but_is_invalid_is_malformed() {
         let mut reader = LineReader::new(&b"hello\n1|x|unix|/s|grpc|\n"[..], 100);
         let mut stray = StrayOutput::new(10, 1024);
-        match read_handshake(&mut reader, &mut stray, "p").await {
+        match read_handshake(&mut reader, &mut stray, "p", None).await {
             Err(ReadFailure::Malformed { line, error }) => {
                 assert_eq!(line, "1|x|unix|/s|grpc|");
                 assert_eq!(error, HandshakeError::InvalidAppVersion("x".into()));
@@ -417,7 +524,7 @@ mod tests {
         let mut reader = LineReader::new(&input[..], 1000);
         let mut stray = StrayOutput::new(10, 100_000);
         assert!(matches!(
-            read_handshake(&mut reader, &mut stray, "p").await,
+            read_handshake(&mut reader, &mut stray, "p", None).await,
             Err(ReadFailure::LineTooLong)
         ));
         assert!(stray.printed().ends_with("(and more of the same line)"));
@@ -428,7 +535,7 @@ mod tests {
         let mut reader = LineReader::new(&b"just chatter\n"[..], 100);
         let mut stray = StrayOutput::new(10, 1024);
         assert!(matches!(
-            read_handshake(&mut reader, &mut stray, "p").await,
+            read_handshake(&mut reader, &mut stray, "p", None).await,
             Err(ReadFailure::Eof)
         ));
         assert_eq!(stray.printed(), "just chatter");

@@ -30,7 +30,7 @@ pub use builder::{NoHandshake, PluginClientBuilder};
 pub use client::PluginClient;
 pub use delivery::{Delivery, delivery_base};
 pub use env::DEFAULT_ENV_ALLOWLIST;
-pub use handshake::MAX_QUOTED_STDOUT;
+pub use handshake::{MAX_QUOTED_STDOUT, MAX_QUOTED_STRAY_LINE};
 pub use interpreted::denial::{Allowance, Denial};
 pub use interpreted::module::MissingModule;
 pub use interpreted::network::NetworkRefusal;
@@ -63,7 +63,7 @@ pub use shutdown::KILL_REAP_TIMEOUT;
 pub use telemetry::{DEFAULT_TRACE_CONTEXT, Telemetry};
 pub use tether_proto::handshake::Address;
 pub use timeouts::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, DEFAULT_INTERPRETER_QUERY_TIMEOUT,
-    DEFAULT_MODULE_LOOKUP_TIMEOUT, DEFAULT_SHUTDOWN_GRACE, DEFAULT_SHUTDOWN_RPC_TIMEOUT,
-    DEFAULT_START_TIMEOUT, DEFAULT_TERMINATE_GRACE, Timeouts,
+    DEFAULT_AFTER_STRAY_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEALTH_TIMEOUT,
+    DEFAULT_INTERPRETER_QUERY_TIMEOUT, DEFAULT_MODULE_LOOKUP_TIMEOUT, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_SHUTDOWN_RPC_TIMEOUT, DEFAULT_START_TIMEOUT, DEFAULT_TERMINATE_GRACE, Timeouts,
 };

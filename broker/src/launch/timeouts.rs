@@ -13,6 +13,20 @@ use std::time::Duration;
 /// builder's [`start_timeout`](crate::PluginClientBuilder::start_timeout)).
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a plugin has to print its handshake after its first stdout line that is not one (a
+/// debug print, a banner).
+///
+/// The handshake must be a plugin's first stdout line; go-plugin fails at once on any other.
+/// tether skips a few stray lines before it (within [`OutputLimits`](crate::launch::OutputLimits)),
+/// but a plugin that prints one and then nothing has most often printed its log or banner on
+/// stdout and will never print a handshake: it fails this long after its first stray line,
+/// rather than at the start timeout, with
+/// [`StartErrorKind::SilentAfterStray`](crate::error::StartErrorKind::SilentAfterStray)
+/// quoting the line. A plugin that prints its banner first and its handshake within this
+/// still starts. Not applied to a plugin in a Pod, whose log stream mixes stderr into stdout.
+/// Override with [`Timeouts::after_stray`].
+pub const DEFAULT_AFTER_STRAY_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How long connecting to the announced address, TLS handshake included, may take.
 ///
 /// Both ends are on this machine and the listener exists before the handshake is printed, so
@@ -69,6 +83,9 @@ pub const DEFAULT_MODULE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Timeouts {
     /// From spawn to the handshake line ([`DEFAULT_START_TIMEOUT`]).
     pub start: Duration,
+    /// From the first stray stdout line to the handshake line, within [`start`](Self::start)
+    /// ([`DEFAULT_AFTER_STRAY_TIMEOUT`]).
+    pub after_stray: Duration,
     /// Connecting to the announced address, TLS included ([`DEFAULT_CONNECT_TIMEOUT`]).
     pub connect: Duration,
     /// The start-up health check ([`DEFAULT_HEALTH_TIMEOUT`]).
@@ -92,6 +109,7 @@ impl Default for Timeouts {
     fn default() -> Self {
         Self {
             start: DEFAULT_START_TIMEOUT,
+            after_stray: DEFAULT_AFTER_STRAY_TIMEOUT,
             connect: DEFAULT_CONNECT_TIMEOUT,
             health: DEFAULT_HEALTH_TIMEOUT,
             shutdown_rpc: DEFAULT_SHUTDOWN_RPC_TIMEOUT,
@@ -108,6 +126,21 @@ impl Timeouts {
     #[must_use]
     pub fn start(mut self, timeout: Duration) -> Self {
         self.start = timeout;
+        self
+    }
+
+    /// Sets [`after_stray`](Self::after_stray).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tether_broker::launch::Timeouts;
+    /// // A plugin that prints a banner, then loads for a while before its handshake.
+    /// let timeouts = Timeouts::default().after_stray(Duration::from_secs(30));
+    /// assert_eq!(timeouts.after_stray, Duration::from_secs(30));
+    /// ```
+    #[must_use]
+    pub fn after_stray(mut self, timeout: Duration) -> Self {
+        self.after_stray = timeout;
         self
     }
 

@@ -189,8 +189,17 @@ impl SupervisorBuilder {
         self
     }
 
-    /// Builds the supervisor. Nothing is started until first use.
+    /// Builds the supervisor. Nothing is started until first use. Each plugin the grants grant
+    /// something although the catalog has no manifest for it ([`Grants::strangers`]: most
+    /// often a misspelt name, which grants nothing) is logged as a `tracing` warning.
     pub fn build(self) -> Supervisor {
+        for stranger in self.options.grants.strangers(&self.catalog) {
+            tracing::warn!(
+                plugin = %stranger.name,
+                closest = stranger.closest.as_deref().unwrap_or(""),
+                "{stranger}"
+            );
+        }
         let metrics = self.options.metrics.as_ref();
         let slots = self
             .catalog

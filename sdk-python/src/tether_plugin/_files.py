@@ -8,6 +8,7 @@ puts a value in an error message or a log.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 
@@ -18,11 +19,33 @@ ENV_SECRETS_DIR = "TETHER_SECRETS_DIR"
 #: Directory of granted config files (tether hosts only).
 ENV_CONFIG_DIR = "TETHER_CONFIG_DIR"
 
+#: Each kind's plural and the manifest (and grants file) key that lists it, by its noun.
+_KINDS = {"secret": ("secrets", "secrets"), "config file": ("config files", "config")}
+
+
+def not_available(kind: str, env_var: str, name: str, *, others: bool) -> str:
+    """Why the ``kind`` (``secret`` or ``config file``) ``name`` is not available (``others``:
+    other files of that kind were delivered) and what to do, in the one wording every tether SDK
+    uses, word for word (``proto/testdata/not-available.json``): a plugin cannot tell a name
+    missing from its manifest from one the operator did not grant, so it names both remedies."""
+    plural, key = _KINDS[kind]
+    quoted = json.dumps(name)
+    if others:
+        why = f"the host delivered other {plural}, not this one (no file {quoted} in {env_var})"
+    else:
+        why = f"the host delivered no {plural} ({env_var} is not set)"
+    return (
+        f"{kind} {quoted} is not available to this plugin: {why}. To receive it, list it in the "
+        f"plugin's manifest (`{key} = [{quoted}]`) and have the operator grant it in the grants "
+        f"file (`{key} = [{quoted}]` under the plugin's `[plugins.NAME]`)."
+    )
+
 
 class GrantedFiles:
     """One kind of granted file: :data:`secrets` or :data:`config`.
 
-    ``environ`` defaults to ``os.environ`` and is read at each call.
+    ``kind`` is ``"secret"`` or ``"config file"``; ``environ`` defaults to ``os.environ`` and
+    is read at each call.
     """
 
     def __init__(self, env_var: str, kind: str, environ: Mapping[str, str] | None = None) -> None:
@@ -45,20 +68,13 @@ class GrantedFiles:
         environ = os.environ if self._environ is None else self._environ
         directory = environ.get(self._env_var)
         if not directory:
-            raise NotGrantedError(
-                f"{self._kind} {name!r} is not available: the host granted this plugin no "
-                f"{self._kind}s ({self._env_var} is not set); grant it in the host's policy"
-            )
+            raise NotGrantedError(not_available(self._kind, self._env_var, name, others=False))
         path = os.path.join(directory, name)
         try:
             # O_NOFOLLOW: the name must be the granted file itself, not a link elsewhere.
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         except FileNotFoundError:
-            raise NotGrantedError(
-                f"{self._kind} {name!r} is not available: it is not among the {self._kind}s the "
-                f"host granted (no file {name!r} in {self._env_var}); grant it in the host's "
-                "policy"
-            ) from None
+            raise NotGrantedError(not_available(self._kind, self._env_var, name, others=True)) from None
         except OSError as e:
             raise NotGrantedError(
                 f"{self._kind} {name!r} cannot be read from {self._env_var}: {e.strerror}"

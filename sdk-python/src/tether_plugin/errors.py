@@ -52,8 +52,9 @@ class TlsError(PluginError):
 
 
 class NotGrantedError(PluginError, LookupError):
-    """A secret or config file the plugin asked for is not available: the host granted none of
-    that kind, or not this one. Grant it in the host's policy or manifest."""
+    """A secret or config file the plugin asked for is not available: the host delivered none of
+    that kind, or not this one. The message (the same in every tether SDK) names the manifest
+    key and the grants file line to add."""
 
 
 class InvalidNameError(PluginError, ValueError):

@@ -50,7 +50,9 @@ async fn granted_secrets_and_config_files_are_read_from_the_kits_directory() {
     assert_eq!(config.into_inner().value, b"{}");
     let missing = client.get(get("other")).await.unwrap_err();
     assert!(
-        missing.message().contains("was not delivered"),
+        missing
+            .message()
+            .contains("\"other\" is not available to this plugin"),
         "{}",
         missing.message()
     );

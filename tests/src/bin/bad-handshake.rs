@@ -7,6 +7,8 @@
 //! - `netrpc`: go-plugin's net/rpc protocol;
 //! - `no-newline`: 1 MiB of `1|1|…` without a newline;
 //! - `stray-flood`: more stray lines than a host skips;
+//! - `stray-then-silence`: two debug prints on stdout (the first with a terminal escape) where
+//!   the handshake should be, then nothing;
 //! - `binary`: non-UTF-8 garbage that starts like a handshake;
 //! - `tcp`: a plaintext handshake announcing a loopback TCP address (nothing listens there);
 //! - `padded-cert`: a certificate field in base64 *with* `=` padding (Go hosts cannot decode it);
@@ -31,6 +33,10 @@ fn main() {
             // The host may stop reading (and close the pipe) once the limit is passed.
             let _ = out.write_all(&chunk);
             let _ = out.flush();
+        }
+        "stray-then-silence" => {
+            print_line("debug: connecting to \x1b[31mdb\x1b[0m");
+            print_line("debug: still connecting");
         }
         "stray-flood" => {
             for i in 0..100_000 {

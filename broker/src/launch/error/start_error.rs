@@ -222,6 +222,20 @@ pub enum StartErrorKind {
         /// The limit exceeded.
         limit: OutputLimit,
     },
+    /// The plugin printed stdout lines that are not a handshake and then nothing within the
+    /// after-stray timeout ([`Timeouts::after_stray`](crate::launch::Timeouts::after_stray)):
+    /// most often a debug print or a banner on stdout, where the handshake must be the first
+    /// line (go-plugin hosts fail at once on it).
+    SilentAfterStray {
+        /// The first stray line, truncated to
+        /// [`MAX_QUOTED_STRAY_LINE`](crate::launch::MAX_QUOTED_STRAY_LINE) bytes; escaped when
+        /// shown.
+        first_line: String,
+        /// How many stray lines it printed.
+        lines: usize,
+        /// The after-stray timeout it was given.
+        waited: Duration,
+    },
     /// A line that looks like a handshake but is not a valid one.
     Malformed {
         /// The line, truncated.
@@ -301,6 +315,7 @@ impl StartErrorKind {
             | Self::CookieRefused { .. }
             | Self::StdoutClosed
             | Self::TooMuchOutput { .. }
+            | Self::SilentAfterStray { .. }
             | Self::Malformed { .. }
             | Self::Incompatible { .. }
             | Self::NoAutoMtls => Phase::Handshake,
@@ -405,6 +420,7 @@ impl std::error::Error for StartError {
             | K::NotInstalled { .. }
             | K::StdoutClosed
             | K::TooMuchOutput { .. }
+            | K::SilentAfterStray { .. }
             | K::Incompatible { .. }
             | K::NoAutoMtls
             | K::RunAsNeedsRoot { .. }
@@ -497,6 +513,32 @@ mod tests {
         );
         assert!(text.contains("host runs as uid 1000") && text.contains("drop `run_as`"));
         assert!(text.contains("phase: prepare"), "{text}");
+    }
+
+    #[test]
+    fn silence_after_a_stray_line_quotes_it_escaped_and_says_to_log_to_stderr() {
+        let kind = StartErrorKind::SilentAfterStray {
+            first_line: "debug: \u{1b}[2Jready?".into(),
+            lines: 1,
+            waited: Duration::from_secs(3),
+        };
+        let output = PluginOutput {
+            stdout: "debug: \u{1b}[2Jready?".into(),
+            stderr_tail: String::new(),
+        };
+        let err = StartError::new("kv", Failure::new(kind), Some(output));
+        assert_eq!(err.phase(), Phase::Handshake);
+        let text = err.to_string();
+        assert!(
+            text.starts_with("plugin `kv` printed 1 line on stdout that is not a handshake (the first: \"debug: \\x1b[2Jready?\") and then no handshake within 3s;"),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(
+            text.contains("the first line a plugin prints on stdout must be its handshake: write logs, debug output and banners to stderr"),
+            "{text}"
+        );
+        assert!(text.contains("Timeouts::after_stray"), "{text}");
     }
 
     #[test]

@@ -107,6 +107,21 @@ impl fmt::Display for StartError {
                 f,
                 "plugin `{plugin}` printed {limit} on stdout before its handshake; a plugin must print its handshake line first (or raise the stray-output limits)."
             ),
+            K::SilentAfterStray {
+                first_line,
+                lines,
+                waited,
+            } => {
+                let (lines, are) = match lines {
+                    1 => ("1 line".to_owned(), "is"),
+                    n => (format!("{n} lines"), "are"),
+                };
+                write!(
+                    f,
+                    "plugin `{plugin}` printed {lines} on stdout that {are} not a handshake (the first: \"{}\") and then no handshake within {waited:?}; the first line a plugin prints on stdout must be its handshake: write logs, debug output and banners to stderr (or, for a plugin that prints a banner first and starts slowly, raise `Timeouts::after_stray`).",
+                    escape(first_line)
+                )
+            }
             K::Malformed { line, error } => write!(
                 f,
                 "plugin `{plugin}` printed a malformed handshake line {line:?}: {error}; the plugin does not speak the go-plugin handshake correctly."
