@@ -110,8 +110,8 @@ test("a secret the fake host did not grant is the SDK's NotGrantedError, saying 
   await assert.rejects(unary(host.client(KV), "Get", { key: "password" }), (thrown: unknown) => {
     const e = thrown as grpc.ServiceError;
     assert.equal(e.code, grpc.status.FAILED_PRECONDITION);
-    assert.match(e.details, /^NotGrantedError: secret "password" is not available: it is not among the secrets the host granted/);
-    assert.match(e.details, /grant it in the host's policy/);
+    assert.match(e.details, /^NotGrantedError: secret "password" is not available to this plugin: the host delivered other secrets, not this one/);
+    assert.match(e.details, /grant it in the grants file/);
     assert.doesNotMatch(e.details, /s3cret/);
     return true;
   });
@@ -121,7 +121,7 @@ test("with nothing granted, a secret's error says the host granted none", async 
   const host = fakeHost(t);
   await host.serve([{ service: KV, implementation: grantedKv }]);
   await assert.rejects(unary(host.client(KV), "Get", { key: "token" }), {
-    details: /^NotGrantedError: .*the host granted this plugin no secrets \(TETHER_SECRETS_DIR is not set\)/,
+    details: /^NotGrantedError: .*the host delivered no secrets \(TETHER_SECRETS_DIR is not set\)/,
   });
 });
 
