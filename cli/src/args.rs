@@ -237,9 +237,9 @@ impl From<NetworkArg> for tether_broker::confine::NetworkMode {
     }
 }
 
-/// What `call` and `inspect` give the plugin as a host would: secrets, config files, fixed
-/// environment values and host services it can call back.
-#[derive(Debug, Args)]
+/// What `call`, `inspect` and `conformance` give the plugin as a host would: secrets, config
+/// files, fixed environment values and host services it can call back.
+#[derive(Debug, Clone, Args)]
 pub(crate) struct GivenArgs {
     /// With --cmd: deliver FILE's contents as the secret NAME (repeatable), as a host delivers
     /// a granted secret: a file in the plugin's private `TETHER_SECRETS_DIR`, never an
@@ -358,4 +358,34 @@ pub(crate) struct ConformanceArgs {
     /// milliseconds).
     #[arg(long, value_name = "DURATION", default_value = "5s")]
     pub(crate) host_death_timeout: humantime::Duration,
+    /// Given to every launch of the checks, as `call` gives them; with --call they make the
+    /// host-service callback (§10.1) and secrets (§10.2) checks run.
+    #[command(flatten)]
+    pub(crate) given: GivenArgs,
+    /// Request metadata of every call the checks make, 'NAME: VALUE' as for `call`
+    /// (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    pub(crate) headers: Vec<String>,
+    /// One call that exercises the plugin, SERVICE/METHOD (e.g. proto.Counter/Put), for the
+    /// checks of host-service callbacks (with --host-proto: the call must call one back) and
+    /// of secrets (with --secret: the call must succeed with them delivered and fail
+    /// without). Types come from the plugin's server reflection, else the --host-proto files.
+    #[arg(long = "call", value_name = "SERVICE/METHOD")]
+    pub(crate) call: Option<String>,
+    /// The request of --call, as JSON (protobuf's canonical JSON mapping).
+    #[arg(
+        long = "data",
+        value_name = "JSON",
+        default_value = "{}",
+        requires = "call"
+    )]
+    pub(crate) data: String,
+    /// How long each --call may take (the checks make it twice with --secret).
+    #[arg(
+        long = "call-time",
+        value_name = "DURATION",
+        default_value = "30s",
+        requires = "call"
+    )]
+    pub(crate) call_time: humantime::Duration,
 }

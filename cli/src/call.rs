@@ -156,7 +156,7 @@ async fn crashed(plugin: &PluginClient, method: String, status: Box<tonic::Statu
 /// Calls a unary or server-streaming method, decoding responses of up to `max_message`
 /// bytes; hands each response to `each` as it arrives (none is kept), and stops the call at
 /// the first error `each` returns.
-async fn invoke(
+pub(crate) async fn invoke(
     channel: TracedChannel,
     method: &MethodDescriptor,
     request: tonic::Request<DynamicMessage>,
@@ -210,7 +210,7 @@ async fn invoke(
 }
 
 /// `SERVICE/METHOD`, as the command line names a method.
-fn slash_name(method: &MethodDescriptor) -> String {
+pub(crate) fn slash_name(method: &MethodDescriptor) -> String {
     format!("{}/{}", method.parent_service().full_name(), method.name())
 }
 

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use prost_reflect::{DescriptorPool, DynamicMessage, MethodDescriptor};
 use tonic::body::Body;
@@ -26,13 +26,19 @@ use crate::json_messages::{parse_request, to_json};
 pub(crate) struct HostStub {
     /// By path, `/SERVICE/METHOD`.
     methods: Arc<HashMap<String, Answer>>,
+    /// Every call served so far, as `SERVICE/METHOD` (shared by every clone and answer).
+    calls: Calls,
 }
+
+/// The calls a stub served, in order.
+type Calls = Arc<Mutex<Vec<String>>>;
 
 /// One method: its descriptor and the message it answers with.
 #[derive(Debug, Clone)]
 struct Answer {
     method: MethodDescriptor,
     reply: DynamicMessage,
+    calls: Calls,
 }
 
 impl HostStub {
@@ -43,12 +49,21 @@ impl HostStub {
     /// A reply that is not `SERVICE/METHOD=JSON`, names a method the files do not declare,
     /// or whose JSON does not fit the method's response type.
     pub(crate) fn new(pool: &DescriptorPool, replies: &[String]) -> Result<Self, CliError> {
+        let calls = Calls::default();
         let mut methods: HashMap<String, Answer> = pool
             .services()
             .flat_map(|s| s.methods().collect::<Vec<_>>())
             .map(|method| {
                 let reply = DynamicMessage::new(method.output());
-                (path(&method), Answer { method, reply })
+                let calls = Arc::clone(&calls);
+                (
+                    path(&method),
+                    Answer {
+                        method,
+                        reply,
+                        calls,
+                    },
+                )
             })
             .collect();
         for reply in replies {
@@ -75,7 +90,14 @@ impl HostStub {
         }
         Ok(Self {
             methods: Arc::new(methods),
+            calls,
         })
+    }
+
+    /// The calls served so far (by this stub and its clones), as `SERVICE/METHOD`, in order.
+    pub(crate) fn calls(&self) -> Vec<String> {
+        // A poisoned lock only means a recording thread panicked; its list is still whole.
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The stub as host services: one route per method.
@@ -103,8 +125,14 @@ const TRANSPORT_HEADERS: [&str; 6] = [
     "grpc-timeout",
 ];
 
-/// Writes the call to stderr as one JSON object (terminal-safe: it quotes the plugin).
+/// Keeps the call in the stub's list and writes it to stderr as one JSON object
+/// (terminal-safe: it quotes the plugin).
 fn record(answer: &Answer, request: &tonic::Request<DynamicMessage>) {
+    answer
+        .calls
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(path(&answer.method)[1..].to_owned());
     let metadata: serde_json::Map<String, serde_json::Value> = request
         .metadata()
         .iter()

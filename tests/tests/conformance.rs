@@ -210,12 +210,17 @@ fn a_go_plugin_speaking_only_app_version_5_conforms_without_flags_and_none_of_it
     );
     assert!(!stdout.contains("incompatible"), "{stdout}");
 
+    none_left(&plugin);
+}
+
+/// Every process started as `plugin` (a unique path) is gone, or ended by a SIGKILL tether
+/// sent as it finished: gone within moments.
+fn none_left(plugin: &std::path::Path) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     for left in tether_tests::procs::with_command_line(plugin.to_str().unwrap()) {
-        // Ended by a SIGKILL tether sent as it finished: it is gone within moments.
         if let Ok(pidfd) = rustix::process::pidfd_open(
             rustix::process::Pid::from_raw(left.pid.try_into().unwrap()).unwrap(),
             rustix::process::PidfdFlags::empty(),
@@ -300,6 +305,154 @@ fn each_broken_plugin_fails_the_check_it_should_with_its_remedy() {
             run.stdout
         );
     }
+}
+
+/// `guarded-counter` (tests/src/bin/guarded-counter.rs) run by conformance with what it needs,
+/// as the command docs/cli.md shows (its conformance section); `host_reply` is the sum the
+/// host's `AddHelper` stub answers, `call` whether `--call` is given.
+fn guarded(dir: &std::path::Path, host_reply: Option<&str>, call: bool) -> Run {
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret").unwrap();
+    let counter_proto = tether_tests::peers::repo_root().join("examples/proto/counter.proto");
+    let mut extra: Vec<String> = vec![
+        "--env".into(),
+        "GUARDED_COUNTER_ENABLED=true".into(),
+        "--secret".into(),
+        format!("api-token={}", token.display()),
+        "-H".into(),
+        "authorization: Bearer s3cret".into(),
+        "--host-proto".into(),
+        counter_proto.display().to_string(),
+    ];
+    if let Some(r) = host_reply {
+        extra.extend([
+            "--host-reply".into(),
+            format!(r#"proto.AddHelper/Sum={{"r":"{r}"}}"#),
+        ]);
+    }
+    if call {
+        extra.extend(
+            [
+                "--call",
+                "proto.Counter/Put",
+                "--data",
+                r#"{"key":"k","value":"5"}"#,
+            ]
+            .map(String::from),
+        );
+    }
+    let plugin = dir.join("guarded-counter-under-conformance");
+    if !plugin.exists() {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_guarded-counter"), &plugin).unwrap();
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    conformance(plugin.to_str().unwrap(), &extra)
+}
+
+/// The remedy line under `check` in the "to change" list.
+fn remedy<'a>(run: &'a Run, check: &str) -> &'a str {
+    run.stdout
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("- {check} (")))
+        .nth(1)
+        .unwrap_or_default()
+}
+
+/// Given what it needs and a `--call` that calls the host back with the secret, a plugin
+/// passes the host-service callback and secrets rows, and none of the launches is left.
+#[test]
+fn with_a_call_the_callback_and_secrets_rows_pass_and_no_process_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = guarded(dir.path(), Some("10"), true);
+    // Not the whole table: guarded-counter's Get answers its config, not what Put stored, so
+    // go-plugin's counter round trip (§8.2, §8.3) cannot pass for it.
+    let callback = row(&run, "host-service callback");
+    assert!(
+        callback.contains(" pass ") && callback.contains("proto.AddHelper/Sum"),
+        "{}",
+        run.stdout
+    );
+    let secrets = row(&run, "secrets from the delivered dir");
+    assert!(
+        secrets.contains(" pass ") && secrets.contains("failed without"),
+        "{}",
+        run.stdout
+    );
+    none_left(&dir.path().join("guarded-counter-under-conformance"));
+}
+
+/// A stub answering a wrong sum fails the callback row (the plugin refuses the answer), with
+/// the remedy; without `--call` both rows are `n/a`, naming the flags that make them run.
+#[test]
+fn the_callback_row_fails_on_a_wrong_host_answer_and_is_not_applicable_without_a_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = guarded(dir.path(), Some("3"), true);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    let callback = row(&run, "host-service callback");
+    assert!(
+        callback.contains(" FAIL ") && callback.contains("proto.AddHelper/Sum"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        remedy(&run, "host-service callback").contains("--host-reply"),
+        "{}",
+        run.stdout
+    );
+    // Failing with the secrets delivered is the secrets row's failure too, quoting the plugin.
+    assert!(
+        row(&run, "secrets from the delivered dir").contains(" FAIL "),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("answered 3 for 5+5"), "{}", run.stdout);
+
+    let run = guarded(dir.path(), Some("10"), false);
+    for (check, flag) in [
+        ("host-service callback", "--call"),
+        ("secrets from the delivered dir", "--secret"),
+    ] {
+        let line = row(&run, check);
+        assert!(
+            line.contains(" n/a ") && line.contains(flag),
+            "{}",
+            run.stdout
+        );
+    }
+    none_left(&dir.path().join("guarded-counter-under-conformance"));
+}
+
+/// A call that succeeds without the secret proves nothing about it: a warning, not a pass.
+#[test]
+fn a_call_that_succeeds_without_the_secret_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let unused = dir.path().join("unused");
+    std::fs::write(&unused, "x").unwrap();
+    let secret = format!("unused={}", unused.display());
+    let run = conformance(
+        KV_PLUGIN.path(),
+        &[
+            "--secret",
+            &secret,
+            "--call",
+            "proto.KV/Put",
+            "--data",
+            r#"{"key":"a","value":"eQ=="}"#,
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stdout);
+    let line = row(&run, "secrets from the delivered dir");
+    assert!(
+        line.contains(" warn ") && line.contains("not proven"),
+        "{}",
+        run.stdout
+    );
+    let line = row(&run, "host-service callback");
+    assert!(
+        line.contains(" n/a ") && line.contains("--host-proto"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]

@@ -120,6 +120,7 @@ impl RawRun {
         command
             .env_clear()
             .envs(host_env())
+            .envs(subject.env.iter().map(|(k, v)| (k, v)))
             .envs(env.to_vars())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

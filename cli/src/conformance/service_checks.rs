@@ -94,7 +94,11 @@ async fn reflection(client: &PluginClient) -> CheckResult {
 
 /// Whether `client` serves go-plugin's `proto.Counter`; then one `Put` through a callback and
 /// the `Get` that proves the host's `AddHelper` was used.
-async fn counter_round_trip(client: &PluginClient) -> Result<Option<String>, String> {
+/// Every request carries `-H`'s metadata.
+async fn counter_round_trip(
+    subject: &Subject,
+    client: &PluginClient,
+) -> Result<Option<String>, String> {
     let broker = client.broker();
     let id = broker.next_id();
     let served = broker
@@ -103,7 +107,10 @@ async fn counter_round_trip(client: &PluginClient) -> Result<Option<String>, Str
         .map_err(|e| e.to_string())?;
     let key = "tether-conformance";
     let mut counter = CounterClient::new(client.channel());
-    let before = match counter.get(GetRequest { key: key.into() }).await {
+    let before = match counter
+        .get(with_metadata(subject, GetRequest { key: key.into() }))
+        .await
+    {
         Err(status) if status.code() == tonic::Code::Unimplemented => return Ok(None),
         Err(status) => return Err(format!("Counter.Get: {status}")),
         Ok(r) => r.into_inner().value,
@@ -113,13 +120,13 @@ async fn counter_round_trip(client: &PluginClient) -> Result<Option<String>, Str
         key: key.into(),
         value: 5,
     };
-    tokio::time::timeout(CALLBACK_TIMEOUT, counter.put(put))
+    tokio::time::timeout(CALLBACK_TIMEOUT, counter.put(with_metadata(subject, put)))
         .await
         .map_err(|_| format!("Counter.Put did not answer within {CALLBACK_TIMEOUT:?}"))?
         .map_err(|status| format!("Counter.Put: {}", status.message()))?;
     drop(served);
     let after = counter
-        .get(GetRequest { key: key.into() })
+        .get(with_metadata(subject, GetRequest { key: key.into() }))
         .await
         .map_err(|s| format!("Counter.Get: {s}"))?
         .into_inner()
@@ -133,10 +140,15 @@ async fn counter_round_trip(client: &PluginClient) -> Result<Option<String>, Str
     )))
 }
 
+/// `message` with `-H`'s metadata.
+fn with_metadata<T>(subject: &Subject, message: T) -> Request<T> {
+    Request::from_parts(subject.metadata.clone(), Default::default(), message)
+}
+
 const CALLBACK_REMEDY: &str = "serve plugin.GRPCBroker/StartStream; to reach id N, wait for the host's ConnInfo for N and connect to its address with the same AutoMTLS identities (multiplexed: knock, wait for the ack, open a stream)";
 
 async fn callback_default(subject: &Subject, client: &PluginClient) -> CheckResult {
-    let outcome = match counter_round_trip(client).await {
+    let outcome = match counter_round_trip(subject, client).await {
         Ok(None) => not_applicable(
             "the plugin does not serve go-plugin's proto.Counter; test its own callbacks with tether-sdk-test",
         ),
@@ -153,7 +165,7 @@ async fn callback_default(subject: &Subject, client: &PluginClient) -> CheckResu
 
 async fn plaintext_round_trip(subject: &Subject) -> Result<Option<String>, String> {
     let client = start(subject, true, false).await?;
-    let result = counter_round_trip(&client).await;
+    let result = counter_round_trip(subject, &client).await;
     let _ = client.shutdown().await;
     result
 }
@@ -169,7 +181,7 @@ async fn callback_multiplexed(subject: &Subject) -> CheckResult {
             not_applicable("the plugin declined multiplexing (optional)")
         }
         Ok(client) => {
-            let result = counter_round_trip(&client).await;
+            let result = counter_round_trip(subject, &client).await;
             let _ = client.shutdown().await;
             match result {
                 Ok(None) => {

@@ -11,7 +11,9 @@ use crate::error::CliError;
 use crate::installation::Installation;
 use crate::target::{Choice, parse_command, parse_cookie};
 
-use crate::args::ConformanceArgs;
+use crate::args::{ConformanceArgs, GivenArgs};
+use crate::given;
+use crate::host_stub::HostStub;
 
 /// The app protocol version the checks offer first without `--app-version` (go-plugin's
 /// examples speak 1); a plugin that answers another is then checked with its own.
@@ -40,8 +42,30 @@ pub(crate) struct Subject {
     /// What to change when the plugin's program cannot be started at all: `--cmd`, or the
     /// manifest's `command` at its `file:line`.
     pub(crate) start_remedy: String,
+    /// What every launch is given (`--secret`, `--config`, `--env`, `--host-proto`), read
+    /// and checked before anything starts.
+    given: GivenArgs,
+    /// `--env`'s values, which the hand-started launches set too.
+    pub(crate) env: Vec<(String, String)>,
+    /// The host services of `--host-proto`, served to every launch, recording its calls.
+    pub(crate) host_stub: Option<HostStub>,
+    /// `-H`: the metadata of every call the checks make.
+    pub(crate) metadata: tonic::metadata::MetadataMap,
+    /// `--call`, `--data` and `--call-time`: the call that exercises the plugin.
+    pub(crate) call: Option<UserCall>,
     catalog: Option<(Installation, String)>,
     _work: tempfile::TempDir,
+}
+
+/// The call of `--call` that exercises the plugin.
+#[derive(Debug)]
+pub(crate) struct UserCall {
+    /// `SERVICE/METHOD`.
+    pub(crate) method: String,
+    /// The request, as JSON.
+    pub(crate) json: String,
+    /// How long it may take.
+    pub(crate) timeout: Duration,
 }
 
 impl Subject {
@@ -88,6 +112,25 @@ impl Subject {
                     )
                 }
             };
+        // Bad flags cost no process: every given value is read before the first launch.
+        given::delivery(&args.given)?;
+        let env = given::env(&args.given)?
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect();
+        let host_stub = given::host_stub(&args.given)?;
+        let metadata = given::metadata(&args.headers)?;
+        let call = match &args.call {
+            Some(method) => {
+                crate::descriptors::split_method(method)?;
+                Some(UserCall {
+                    method: method.clone(),
+                    json: args.data.clone(),
+                    timeout: args.call_time.into(),
+                })
+            }
+            None => None,
+        };
         Ok(Self {
             name,
             program,
@@ -101,6 +144,11 @@ impl Subject {
             grace: args.grace.into(),
             host_death_timeout: args.host_death_timeout.into(),
             start_remedy,
+            given: args.given.clone(),
+            env,
+            host_stub,
+            metadata,
+            call,
             catalog,
             _work: work,
         })
@@ -110,7 +158,29 @@ impl Subject {
     /// plugin; for `--cmd`, unconfined (confinement is not part of the protocol; `tether call`
     /// runs it confined).
     pub(crate) fn host_builder(&self) -> Result<PluginClientBuilder<HandshakeConfig>, String> {
-        let builder = match &self.catalog {
+        self.host_builder_with(true)
+    }
+
+    /// Whether `--secret` was given (to a `--cmd` plugin).
+    pub(crate) fn has_secrets(&self) -> bool {
+        !self.given.secret_files.is_empty()
+    }
+
+    /// The `--host-proto` files.
+    pub(crate) fn host_protos(&self) -> &[PathBuf] {
+        &self.given.host_protos
+    }
+
+    /// [`host_builder`](Self::host_builder), with or without `--secret`'s secrets.
+    pub(crate) fn host_builder_with(
+        &self,
+        secrets: bool,
+    ) -> Result<PluginClientBuilder<HandshakeConfig>, String> {
+        let mut given = self.given.clone();
+        if !secrets {
+            given.secret_files.clear();
+        }
+        let mut builder = match &self.catalog {
             Some((install, plugin)) => {
                 let m = install.manifest(plugin).map_err(|e| e.to_string())?;
                 tether_broker::supervisor::launch(
@@ -137,6 +207,17 @@ impl Subject {
                         .allow_root(true),
                 ),
         };
+        if self.catalog.is_none() {
+            if let Some(delivery) = given::delivery(&given).map_err(|e| e.to_string())? {
+                builder = builder.deliver(delivery);
+            }
+            for (name, value) in &self.env {
+                builder = builder.env(name, value);
+            }
+        }
+        if let Some(stub) = &self.host_stub {
+            builder = builder.host_routes(stub.routes());
+        }
         let builder = builder.timeouts(
             Timeouts::default()
                 .start(self.start_timeout)
