@@ -515,7 +515,7 @@ fn ungranted(asked: &Confinement, allowed: &Confinement) -> Vec<Request> {
         refused.push(Request::EnvAllow(name.clone()));
     }
     for (name, value) in &asked.env {
-        if !allowed.env.contains(&(name.clone(), value.clone())) {
+        if !allowed.env.iter().any(|(n, v)| n == name && v == value) {
             refused.push(Request::Env(Box::new((
                 name.to_string_lossy().into_owned(),
                 value.to_string_lossy().into_owned(),

@@ -77,29 +77,12 @@ impl Grants {
 /// beyond; the first in `known`'s order among equally close ones.
 fn closest<'k>(name: &str, known: impl Iterator<Item = &'k str>) -> Option<&'k str> {
     let allowed = name.chars().count().max(3) / 3;
+    let name = name.to_lowercase();
     known
-        .map(|k| (distance(&name.to_lowercase(), &k.to_lowercase()), k))
+        .map(|k| (strsim::levenshtein(&name, &k.to_lowercase()), k))
         .filter(|(d, _)| *d <= allowed)
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
-}
-
-/// The Levenshtein distance between `a` and `b`, in characters.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]
@@ -119,6 +102,9 @@ mod tests {
         }
         catalog
     }
+
+    // The plain Levenshtein distance `closest` relies on: a swap of two letters is two edits.
+    use strsim::levenshtein as distance;
 
     #[test]
     fn the_edit_distance_counts_insertions_deletions_and_substitutions() {
