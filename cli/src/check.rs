@@ -19,7 +19,7 @@ pub(crate) async fn run(args: &CatalogArgs) -> Result<(), CliError> {
     let install = Installation::load(args)?;
     outln!("catalog {}", install.describe())?;
     let mut problems: Vec<String> = install
-        .bad_manifests
+        .bad_manifests()
         .iter()
         .map(ToString::to_string)
         .collect();
@@ -253,7 +253,7 @@ fn check_plugin(install: &Installation, m: &Manifest, exec: &Exec) -> Vec<String
 }
 
 /// `file:line` of `m`'s `command` (the file alone when the line is not known).
-fn command_at(m: &Manifest) -> String {
+pub(crate) fn command_at(m: &Manifest) -> String {
     match m.line_of("command") {
         Some(line) => format!("{}:{line}", m.file.display()),
         None => m.file.display().to_string(),

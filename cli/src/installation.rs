@@ -50,8 +50,6 @@ pub(crate) struct Installation {
     pub(crate) origin: Origin,
     /// The good manifests, commands resolved (and the bad ones' errors).
     pub(crate) catalog: Catalog,
-    /// The manifests that could not be loaded.
-    pub(crate) bad_manifests: Vec<CatalogFileError>,
     /// The plugins whose program is nowhere, and every place it was looked for.
     pub(crate) missing_binaries: Vec<(String, Searched)>,
     /// The policy.
@@ -110,7 +108,6 @@ impl Installation {
                 .clone()
                 .unwrap_or_else(|| beside(dir, "config")),
         );
-        let bad_manifests = loaded.errors().to_vec();
         let mut missing_binaries = Vec::new();
         // The bad manifests' errors stay in the catalog: their plugins are known by name
         // (`Grants::strangers`, a supervisor's warnings).
@@ -134,7 +131,6 @@ impl Installation {
             dir: dir.to_owned(),
             origin,
             catalog,
-            bad_manifests,
             missing_binaries,
             grants,
             secrets,
@@ -142,11 +138,16 @@ impl Installation {
         })
     }
 
+    /// The manifests that could not be loaded (the catalog keeps their errors).
+    pub(crate) fn bad_manifests(&self) -> &[CatalogFileError] {
+        self.catalog.errors()
+    }
+
     /// The manifest of `plugin`; else its manifest's problems when it has a broken one; else
     /// an error listing the catalog's plugins.
     pub(crate) fn manifest(&self, plugin: &str) -> Result<&Manifest, CliError> {
         let broken: Vec<_> = self
-            .bad_manifests
+            .bad_manifests()
             .iter()
             .filter(|e| e.plugin_named() == Some(plugin))
             .cloned()
@@ -166,7 +167,11 @@ impl Installation {
                     names if names.is_empty() => "no plugin that loaded".to_owned(),
                     names => names.join(", "),
                 },
-                broken: self.bad_manifests.iter().map(ToString::to_string).collect(),
+                broken: self
+                    .bad_manifests()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
             })
     }
 

@@ -22,14 +22,14 @@ pub(crate) fn run(args: &CatalogArgs) -> Result<(), CliError> {
         let facts = privileges::facts(m, &install.grants);
         outln!("{:<16} {}", "", privileges::line(&facts))?;
     }
-    for bad in &install.bad_manifests {
+    for bad in install.bad_manifests() {
         eprintln!("tether: bad manifest: {bad}");
     }
-    if install.bad_manifests.is_empty() {
+    if install.bad_manifests().is_empty() {
         Ok(())
     } else {
         Err(CliError::CatalogProblems {
-            count: install.bad_manifests.len(),
+            count: install.bad_manifests().len(),
         })
     }
 }

@@ -63,7 +63,7 @@ async fn reload(supervisor: &Supervisor, catalog: &CatalogArgs) {
             return;
         }
     };
-    for bad in &install.bad_manifests {
+    for bad in install.bad_manifests() {
         eprintln!("tether: bad manifest, its plugin runs as it was: {bad}");
     }
     let report = supervisor.reload(&install.catalog).await;

@@ -23,7 +23,7 @@ use crate::reload::Reloads;
 /// Runs the workflow `--repeat` times and prints the summary.
 pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     let install = Installation::load(&args.catalog)?;
-    for bad in &install.bad_manifests {
+    for bad in install.bad_manifests() {
         tracing::warn!("skipping a bad manifest: {bad}");
     }
     let file = args

@@ -233,10 +233,7 @@ impl Subject {
 /// What to change when a catalog plugin's program cannot be started: its manifest's
 /// `command`, at its `file:line`.
 fn command_remedy(m: &tether_broker::Manifest) -> String {
-    let at = match m.line_of("command") {
-        Some(line) => format!("{}:{line}", m.file.display()),
-        None => m.file.display().to_string(),
-    };
+    let at = crate::check::command_at(m);
     format!(
         "make {} an executable program (build or install it there), or fix `command` at {at} (a path relative to the manifest's directory)",
         m.command.display()
